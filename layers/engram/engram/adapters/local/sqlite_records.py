@@ -1,0 +1,147 @@
+"""RecordStore on SQLite (stdlib): latest versions in `items`, every version in `history`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engram.clock import iso, parse_time
+from engram.errors import Conflict
+from engram.ports import Item, Page, Write
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+  context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
+  data TEXT NOT NULL, actor TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  expires_at TEXT, PRIMARY KEY (context_id, kind, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+  context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
+  data TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL,
+  PRIMARY KEY (context_id, kind, id, version)) WITHOUT ROWID;
+"""
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+class SqliteRecordStore:
+    def __init__(self, path: Path | str) -> None:
+        self._conn = connect(path)
+        self._lock = threading.Lock()
+        self._conn.executescript(_SCHEMA)
+
+    def _item(self, row: tuple[Any, ...]) -> Item:
+        ctx, kind, id_, version, data, actor, created, updated, expires = row
+        created_at, updated_at = parse_time(created), parse_time(updated)
+        assert created_at is not None and updated_at is not None
+        return Item(ctx, kind, id_, version, json.loads(data), actor, created_at, updated_at, parse_time(expires))
+
+    @staticmethod
+    def _live(item: Item | None, now: datetime | None) -> Item | None:
+        if item is None or item.expires_at is None or now is None:
+            return item
+        return item if item.expires_at > now else None
+
+    def get(self, context_id: str, kind: str, id: str, now: datetime | None = None) -> Item | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT * FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id)
+            ).fetchone()
+        return self._live(self._item(row) if row else None, now)
+
+    def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]:
+        out: list[Item] = []
+        stamp = iso(now)
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for w in writes:
+                    row = self._conn.execute(
+                        "SELECT version, created_at FROM items WHERE context_id=? AND kind=? AND id=?",
+                        (w.context_id, w.kind, w.id),
+                    ).fetchone()
+                    current = row[0] if row else 0
+                    if w.expected_version is not None and w.expected_version != current:
+                        raise Conflict(
+                            f"{w.kind} {w.id!r} is at version {current}, expected {w.expected_version}",
+                            code="version_conflict",
+                        )
+                    version = current + 1
+                    created = row[1] if row else stamp
+                    data = json.dumps(w.data, separators=(",", ":"), default=str)
+                    self._conn.execute(
+                        "INSERT OR REPLACE INTO items VALUES (?,?,?,?,?,?,?,?,?)",
+                        (w.context_id, w.kind, w.id, version, data, w.actor, created, stamp, iso(w.expires_at)),
+                    )
+                    self._conn.execute(
+                        "INSERT INTO history VALUES (?,?,?,?,?,?,?)",
+                        (w.context_id, w.kind, w.id, version, data, w.actor, stamp),
+                    )
+                    created_at = parse_time(created)
+                    assert created_at is not None
+                    out.append(
+                        Item(w.context_id, w.kind, w.id, version, dict(w.data), w.actor, created_at, now, w.expires_at)
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return out
+
+    def history(self, context_id: str, kind: str, id: str) -> list[Item]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT h.context_id, h.kind, h.id, h.version, h.data, h.actor, i.created_at, h.at, NULL "
+                "FROM history h LEFT JOIN items i USING (context_id, kind, id) "
+                "WHERE h.context_id=? AND h.kind=? AND h.id=? ORDER BY h.version",
+                (context_id, kind, id),
+            ).fetchall()
+        return [self._item(r) for r in rows]
+
+    def query(
+        self,
+        context_id: str,
+        kind: str,
+        *,
+        prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> Page:
+        op, order = ("<", "DESC") if descending else (">", "ASC")
+        sql = "SELECT * FROM items WHERE context_id=? AND kind=? AND id >= ? AND id < ?"
+        args: list[Any] = [context_id, kind, prefix, prefix + "\U0010ffff"]
+        if cursor is not None:
+            sql += f" AND id {op} ?"
+            args.append(cursor)
+        sql += f" ORDER BY id {order} LIMIT ?"
+        args.append(limit + 1)
+        items: list[Item] = []
+        last: str | None = None
+        with self._lock:
+            rows = self._conn.execute(sql, args).fetchall()
+        for row in rows[:limit]:
+            last = row[2]
+            item = self._live(self._item(row), now)
+            if item is not None:
+                items.append(item)
+        return Page(items, last if len(rows) > limit else None)
+
+    def purge(self, context_id: str, kind: str, id: str) -> bool:
+        with self._lock:
+            cur = self._conn.execute(
+                "DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id)
+            )
+            self._conn.execute("DELETE FROM history WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
+        return cur.rowcount > 0

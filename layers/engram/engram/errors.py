@@ -1,0 +1,59 @@
+"""Typed domain errors. One mapper per surface (MCP, REST) turns them into wire shapes."""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Base of every error an operation may raise on purpose."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, object]:
+        return {"status": self.status, "code": self.code, "message": self.message}
+
+
+class InvalidInput(EngramError):
+    status = 400
+    code = "invalid_input"
+
+
+class Unauthenticated(EngramError):
+    status = 401
+    code = "unauthenticated"
+
+
+class Forbidden(EngramError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(EngramError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(EngramError):
+    status = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(EngramError):
+    status = 413
+    code = "payload_too_large"
+
+
+class RateLimited(EngramError):
+    status = 429
+    code = "rate_limited"
+
+
+class Unavailable(EngramError):
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,190 @@
+"""Ports: the contracts domain services depend on. Adapters live in `engram.adapters`.
+
+Every adapter of a port passes the same contract suite in `tests/contract/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+MetaValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Item:
+    """One version of a versioned item. `version` starts at 1 and grows by one per write."""
+
+    context_id: str
+    kind: str
+    id: str
+    version: int
+    data: dict[str, Any]
+    actor: str
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Write:
+    """A conditional write. `expected_version`: None = unconditional, 0 = must not exist, n = latest is n."""
+
+    context_id: str
+    kind: str
+    id: str
+    data: dict[str, Any]
+    actor: str
+    expected_version: int | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Item]
+    cursor: str | None = None
+
+
+class RecordStore(Protocol):
+    """Versioned items keyed by (context_id, kind, id), with full history.
+
+    Contract:
+    - `transact` applies all writes or none; a failed condition raises `Conflict` and leaves no trace.
+    - Each write stores a new version (previous + 1) and keeps every earlier version in `history`.
+    - `query` returns latest versions of one kind in one context, ordered by id (ascending unless
+      `descending`), optionally restricted to ids starting with `prefix`; `cursor` continues a page.
+    - Items whose `expires_at` has passed are invisible to `get` and `query` (TTL at read time).
+    - Contexts never see each other's items.
+    """
+
+    def get(self, context_id: str, kind: str, id: str) -> Item | None: ...
+
+    def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]: ...
+
+    def history(self, context_id: str, kind: str, id: str) -> list[Item]: ...
+
+    def query(
+        self,
+        context_id: str,
+        kind: str,
+        *,
+        prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> Page: ...
+
+    def purge(self, context_id: str, kind: str, id: str) -> bool:
+        """Physically delete an item and its history. Returns whether it existed."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Opaque bytes by key. `put` overwrites; `get` raises `NotFound` for a missing key."""
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def url(self, key: str, expires_in: int = 3600) -> str | None:
+        """A URL a client can download from, or None where the store has none."""
+        ...
+
+
+Clause = Sequence[str]
+Selector = Sequence[Clause]  # DNF: [[a, b], [c]] = (a AND b) OR c
+
+
+@dataclass(frozen=True)
+class IndexDoc:
+    context_id: str
+    kind: str
+    id: str
+    text: str
+    vector: Vector | None = None
+    scopes: Sequence[str] = ()
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    metadata: Mapping[str, MetaValue] = field(default_factory=dict)
+
+
+SearchMode = Literal["bm25", "vector", "hybrid"]
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A search within one context.
+
+    `visibility` is a DNF selector already narrowed by the caller's grant; a document matches a
+    clause when, for each path of the clause, one of its scopes is that path or lies below it.
+    `as_of` (default: now) keeps documents valid at that instant: valid_from <= t < valid_until.
+    `metadata` keeps documents whose metadata equals every given value (a list means any of).
+    """
+
+    context_id: str
+    text: str = ""
+    vector: Vector | None = None
+    mode: SearchMode = "hybrid"
+    k: int = 10
+    kinds: Sequence[str] | None = None
+    visibility: Selector | None = None
+    as_of: datetime | None = None
+    metadata: Mapping[str, MetaValue | Sequence[MetaValue]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    kind: str
+    score: float
+    text: str
+    metadata: Mapping[str, MetaValue]
+    scopes: Sequence[str] = ()
+
+
+class SearchIndex(Protocol):
+    """BM25, vector and hybrid search over documents partitioned by context.
+
+    Score and ordering rules (every adapter):
+    - bm25: higher is better (BM25 with English stemming); only documents sharing a term match.
+    - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
+    - hybrid: `engram.search_rules.fuse` over the top candidates of both lists; the score is the fused
+      score in [0, 1]. Ties break by id so results are deterministic.
+    - Results are sorted by descending score, at most `k`, after every filter has been applied.
+    """
+
+    def upsert(self, docs: Sequence[IndexDoc]) -> None: ...
+
+    def delete(self, context_id: str, ids: Sequence[str]) -> None: ...
+
+    def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None: ...
+
+    def search(self, query: SearchQuery, now: datetime) -> list[Hit]: ...
+
+    def count(self, context_id: str) -> int: ...
+
+
+class Embedder(Protocol):
+    """Text to unit-length float32 vectors. `model_id` names the model that made them."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Vector: ...
+
+
+class Generator(Protocol):
+    """An optional LLM. Services must work when none is configured."""
+
+    def generate(self, system: str, prompt: str, *, max_tokens: int = 512, temperature: float = 0.0) -> str: ...

@@ -1,0 +1,99 @@
+"""Search rules every SearchIndex adapter shares (fusion, filters, query terms), so they rank alike."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from engram.ports import MetaValue, SearchQuery
+from engram.scopes import matches
+
+# Weight of the vector list in the convex combination; chosen on LoCoMo/cranfield (bench/RESULTS.md).
+VECTOR_WEIGHT = 0.5
+RRF_K = 60
+
+
+def _normalise(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
+    if not scored:
+        return {}
+    values = [s for _, s in scored]
+    hi, lo = max(values), min(values)
+    span = hi - lo
+    if span <= 1e-12:
+        return {i: 1.0 for i, _ in scored}
+    return {i: (s - lo) / span for i, s in scored}
+
+
+def fuse(
+    bm25: Sequence[tuple[str, float]],
+    vector: Sequence[tuple[str, float]],
+    vector_weight: float = VECTOR_WEIGHT,
+) -> list[tuple[str, float]]:
+    """Min-max normalise each list, then combine convexly; a missing entry counts 0.
+
+    Inputs are (id, raw score) lists, best first. Output is best first, ties broken by id.
+    """
+    nb, nv = _normalise(bm25), _normalise(vector)
+    fused = {i: (1 - vector_weight) * nb.get(i, 0.0) + vector_weight * nv.get(i, 0.0) for i in nb.keys() | nv.keys()}
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion, for comparison in the benchmarks."""
+    fused: dict[str, float] = {}
+    for ranked in lists:
+        for rank, (i, _) in enumerate(ranked):
+            fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def valid_at(valid_from: datetime | None, valid_until: datetime | None, t: datetime) -> bool:
+    """Valid-time rule: valid_from <= t < valid_until (open ends where None)."""
+    return (valid_from is None or valid_from <= t) and (valid_until is None or t < valid_until)
+
+
+def metadata_matches(
+    metadata: Mapping[str, MetaValue], wanted: Mapping[str, MetaValue | Sequence[MetaValue]]
+) -> bool:
+    for key, want in wanted.items():
+        have = metadata.get(key)
+        if isinstance(want, list | tuple):
+            if have not in want:
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+def visible(
+    doc_scopes: Sequence[str],
+    valid_from: datetime | None,
+    valid_until: datetime | None,
+    metadata: Mapping[str, MetaValue],
+    query: SearchQuery,
+    now: datetime,
+) -> bool:
+    """Every non-text filter of a SearchQuery, in one place."""
+    return (
+        valid_at(valid_from, valid_until, query.as_of or now)
+        and matches(doc_scopes, query.visibility)
+        and metadata_matches(metadata, query.metadata)
+    )
+
+
+_STOP = frozenset(
+    "a an and are as at be but by did do does for from had has have he her his how i if in into is it its "
+    "me my of on or our she so than that the their them then there these they this to was we were what "
+    "when where which who whom why will with would you your".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(text: str) -> list[str]:
+    """Lower-cased query words minus English stop words, first occurrence order, deduplicated."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        if w not in _STOP and w not in seen:
+            seen[w] = None
+    return list(seen)
