@@ -1,0 +1,115 @@
+"""The ASGI application: MCP at /mcp and /mcp/{family}, REST under /api/v1, health and metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engram import __version__
+from engram.api import dispatch
+from engram.api.mcp import build_server
+from engram.api.rest import mount_rest
+from engram.errors import EngramError, PayloadTooLarge, Unauthenticated
+from engram.observability import metrics
+from engram.operations.registry import families, select
+from engram.services.identity import Principal
+from engram.wiring import Engram
+
+PRINCIPAL = "engram_principal"
+
+
+def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    request = ctx.request
+    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+    principal = state.get(PRINCIPAL)
+    if not isinstance(principal, Principal):
+        raise Unauthenticated("missing or invalid API key")
+    return principal
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class Guard:
+    """Bearer-key check and body-size limit in front of an MCP endpoint (HTTP 401 / 413, JSON body)."""
+
+    def __init__(self, app: ASGIApp, engram: Engram) -> None:
+        self.app, self.engram = app, engram
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        try:
+            length = headers.get("content-length", "0")
+            if length.isdigit() and int(length) > self.engram.settings.max_request_bytes:
+                raise PayloadTooLarge(f"request body over {self.engram.settings.max_request_bytes} bytes")
+            if scope["method"] in ("POST", "GET", "DELETE"):
+                scheme, _, token = headers.get("authorization", "").partition(" ")
+                key = token.strip() if scheme.lower() == "bearer" else None
+                principal = await anyio.to_thread.run_sync(self.engram.identity.authenticate, key)
+                scope.setdefault("state", {})[PRINCIPAL] = principal
+        except EngramError as exc:
+            extra = [(b"www-authenticate", b'Bearer realm="engram"')] if exc.status == 401 else []
+            await _send_json(send, exc.status, dispatch.error_body(exc), extra)
+            return
+        await self.app(scope, receive, send)
+
+
+def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
+    settings = engram.settings
+    tool_filter = settings.tool_filter()
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", *settings.allowed_hosts],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
+                         *(f"https://{h}" for h in settings.allowed_hosts)],
+    )
+    endpoints: dict[str, StreamableHTTPSessionManager] = {}
+    for family in [None, *families()]:
+        ops = select(tool_filter, family)
+        if not ops:
+            continue
+        server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
+        endpoints["/mcp" + (f"/{family}" if family else "")] = StreamableHTTPSessionManager(
+            app=server, json_response=json_response, stateless=True, security_settings=security,
+            max_request_body_size=settings.max_request_bytes,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for manager in endpoints.values():
+                await stack.enter_async_context(manager.run())
+            yield
+
+    app = FastAPI(title="Engram", version=__version__, lifespan=lifespan,
+                  description="Memory and knowledge for AI agents, over MCP and REST.")
+    for path, manager in endpoints.items():
+        app.add_route(path, Guard(StreamableHTTPASGIApp(manager), engram), methods=["GET", "POST", "DELETE"])
+    mount_rest(app, engram, select(tool_filter))
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def get_metrics() -> list[dict[str, Any]]:
+        return metrics.snapshot()
+
+    return app

@@ -1,0 +1,117 @@
+"""MCP surface: a low-level `mcp` Server whose tools are generated from the operation registry.
+
+Stateless Streamable HTTP (both the 2025 initialize handshake and 2026-07-28 per-request protocol are
+served by the SDK), and stdio. Operation failures are tool results with `isError: true` and
+`structuredContent.error {status, code, message}`; JSON-RPC errors only for protocol faults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ValidationError
+
+from engram import __version__
+from engram.api import dispatch
+from engram.errors import EngramError
+from engram.operations import Operation
+from engram.services.identity import Principal
+from engram.wiring import Engram
+
+INSTRUCTIONS = (
+    "Engram stores and recalls memory for agents. Call memory_store with what the user says, "
+    "memory_recall before answering."
+)
+PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal]
+
+
+def _strip_titles(node: Any) -> Any:
+    """Pydantic titles repeat field names; dropping them keeps tools/list small for the model's context."""
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def schema(model: type[BaseModel]) -> dict[str, Any]:
+    return _strip_titles(model.model_json_schema(by_alias=True))  # type: ignore[no-any-return]
+
+
+def tool_of(op: Operation) -> types.Tool:
+    return types.Tool(
+        name=op.name,
+        description=op.summary,
+        input_schema=schema(op.input),
+        output_schema=schema(op.output) if op.output is not None else None,
+        annotations=types.ToolAnnotations(read_only_hint=op.read_only),
+    )
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(parts)
+
+
+def error_result(exc: EngramError) -> types.CallToolResult:
+    body = dispatch.error_body(exc)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True
+    )
+
+
+def build_server(engram: Engram, ops: Sequence[Operation], principal_of: PrincipalOf, name: str = "engram") -> Server:
+    by_name = {n: op for op in ops for n in op.names}
+    tools = [tool_of(op) for op in ops]
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        op = by_name.get(params.name)
+        if op is None:
+            raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Unknown tool: {params.name}")
+        try:
+            args = op.input.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=_validation_message(exc)) from None
+        try:
+            principal = principal_of(ctx)
+        except EngramError as exc:
+            return error_result(exc)
+        token = anyio.from_thread
+
+        def progress(done: float, total: float | None, message: str | None) -> None:
+            try:
+                token.run(ctx.session.report_progress, done, total, message)
+            except Exception:  # progress is best effort: a closed stream must not fail the call
+                return
+
+        try:
+            result = await dispatch.run(engram, op, principal, args, progress)
+        except EngramError as exc:
+            return error_result(exc)
+        if isinstance(result, str):
+            return types.CallToolResult(content=[types.TextContent(type="text", text=result)])
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(result))], structured_content=result
+        )
+
+    return Server(
+        name,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=lambda n: schema(by_name[n].input) if n in by_name else None,
+    )

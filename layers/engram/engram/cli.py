@@ -1,0 +1,151 @@
+"""`engram` command line: serve, stdio, keys, scopes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from engram.errors import EngramError
+from engram.settings import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: v for k, v in {"data_dir": getattr(args, "data_dir", None), "host": getattr(args, "host", None),
+                                   "port": getattr(args, "port", None)}.items() if v is not None}
+    return Settings(**overrides)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from engram.api.app import create_app
+    from engram.wiring import build_local
+
+    settings = _settings(args)
+    engram = build_local(settings)
+    print(f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()})",
+          file=sys.stderr)
+    uvicorn.run(create_app(engram), host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from engram.api.mcp import build_server
+    from engram.operations.registry import select
+    from engram.wiring import build_local
+
+    settings = _settings(args)
+    engram = build_local(settings)
+    principal = engram.identity.authenticate(settings.api_key)  # fail early, before the client connects
+
+    def principal_of(_ctx: object) -> object:
+        return principal
+
+    server = build_server(engram, select(settings.tool_filter()), principal_of)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from engram.wiring import build_local
+
+    engram = build_local(_settings(args).model_copy(update={"embedder": "none"}))
+    if args.keys_cmd == "create":
+        secret, principal = engram.identity.create_key(args.context, args.principal, args.grant, args.label or "")
+        print(f"key_id: {principal.key_id}  principal: {principal.role}  contexts: {','.join(principal.contexts)}"
+              f"  grant: {','.join(principal.grant)}")
+        print("Store this key now; it is not shown again:")
+        print(secret)
+    elif args.keys_cmd == "list":
+        for k in engram.identity.list_keys():
+            print(json.dumps(k))
+    elif args.keys_cmd == "revoke":
+        engram.identity.revoke_key(args.key_id)
+        print(f"revoked {args.key_id}")
+    return 0
+
+
+def cmd_scopes(args: argparse.Namespace) -> int:
+    from engram.wiring import build_local
+
+    engram = build_local(_settings(args).model_copy(update={"embedder": "none"}))
+    if args.scopes_cmd == "create":
+        for p in engram.identity.register_scopes(args.context, args.paths):
+            print(f"registered {p}")
+    else:
+        for p in engram.identity.registered(args.context):
+            print(p)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--data-dir", type=Path, help="data directory (default ./.engram, or ENGRAM_DATA_DIR)")
+
+    s = sub.add_parser("serve", help="serve MCP (Streamable HTTP) and REST")
+    common(s)
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--log-level", default="info")
+    s.set_defaults(fn=cmd_serve)
+    s = sub.add_parser("stdio", help="serve MCP over stdio (ENGRAM_API_KEY, ENGRAM_CONTEXT)")
+    common(s)
+    s.set_defaults(fn=cmd_stdio)
+
+    k = sub.add_parser("keys", help="create, list, revoke API keys")
+    ks = k.add_subparsers(dest="keys_cmd", required=True)
+    kc = ks.add_parser("create")
+    common(kc)
+    kc.add_argument("--context", action="append", required=True, help="context the key may use (repeatable)")
+    kc.add_argument("--principal", required=True, choices=["agent", "supervisor", "management"])
+    kc.add_argument("--grant", action="append", required=True, help="grant scope path (repeatable)")
+    kc.add_argument("--label")
+    kl = ks.add_parser("list")
+    common(kl)
+    kr = ks.add_parser("revoke")
+    common(kr)
+    kr.add_argument("key_id")
+    for sp in (kc, kl, kr):
+        sp.set_defaults(fn=cmd_keys)
+
+    sc = sub.add_parser("scopes", help="register scope paths")
+    scs = sc.add_subparsers(dest="scopes_cmd", required=True)
+    scc = scs.add_parser("create")
+    common(scc)
+    scc.add_argument("--context", required=True)
+    scc.add_argument("paths", nargs="+")
+    scl = scs.add_parser("list")
+    common(scl)
+    scl.add_argument("--context", required=True)
+    for sp in (scc, scl):
+        sp.set_defaults(fn=cmd_scopes)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if os.environ.get("ENGRAM_DEBUG"):
+        return int(args.fn(args))
+    try:
+        return int(args.fn(args))
+    except EngramError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

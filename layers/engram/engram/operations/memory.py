@@ -1,0 +1,272 @@
+"""Memory family: Spectron's memory tools and Causantic's tools."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from engram.clock import parse_time
+from engram.operations.registry import OpInput, Operation, Selector, declare
+from engram.services.identity import ANY, WRITERS, Caller
+from engram.services.memory import Progress, Turn, validate_query
+
+MAX_CONTENT = 32_000
+MAX_QUERY = 4_000
+MAX_K = 100
+
+Meta = dict[str, str | int | float | bool]
+SCOPES = Field(None, description="DNF scope paths the write is tagged with, inside the key's grant")
+LENS = Field(None, description="DNF selector narrowing the read, inside the key's grant")
+
+
+class StoreIn(OpInput):
+    content: str = Field(..., min_length=1, max_length=MAX_CONTENT, description="What was said")
+    role: str = Field("user", max_length=64, description="Speaker role, default user")
+    session_id: str | None = Field(None, max_length=128, description="Omit for an implicit session")
+    scopes: Selector | None = SCOPES
+    said_at: datetime | None = Field(None, description="When it was said (ISO 8601); default now")
+    metadata: Meta | None = Field(None, description="Flat metadata, e.g. speaker")
+
+
+class EntityOut(BaseModel):
+    id: list[str]
+    action: str
+
+
+class AttributeOut(BaseModel):
+    key: str
+    value: str
+    category: str
+    action: Literal["created", "updated", "superseded", "unchanged"]
+    previous: str | None = None
+
+
+class StoreOut(BaseModel):
+    turn_id: str
+    session_id: str
+    entities: list[EntityOut]
+    attributes: list[AttributeOut]
+    relations: list[dict[str, Any]]
+    instructions: list[dict[str, Any]]
+    uncertainties: list[dict[str, Any]]
+    corrections: list[dict[str, Any]]
+    traceId: str = ""
+
+
+def _turn(a: StoreIn | TurnIn) -> Turn:
+    return Turn(a.content, a.role, a.session_id, parse_time(a.said_at), a.metadata)
+
+
+def _store(e: Any, c: Caller, a: StoreIn, p: Progress) -> dict[str, Any]:
+    return e.memory.store(c, _turn(a), a.scopes)  # type: ignore[no-any-return]
+
+
+declare(Operation("memory_store", "memory", "Store a conversation turn; extracts and reconciles facts.",
+                  StoreIn, StoreOut, WRITERS, "POST", "/facts", _store))
+
+
+class TurnIn(BaseModel):
+    model_config = StoreIn.model_config
+    content: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    role: str = Field("user", max_length=64)
+    session_id: str | None = Field(None, max_length=128)
+    said_at: datetime | None = None
+    metadata: Meta | None = None
+
+
+class BatchIn(OpInput):
+    turns: list[TurnIn] = Field(..., min_length=1, max_length=200, description="Turns in order")
+    scopes: Selector | None = SCOPES
+
+
+class BatchOut(BaseModel):
+    results: list[StoreOut]
+    traceId: str = ""
+
+
+def _batch(e: Any, c: Caller, a: BatchIn, p: Progress) -> dict[str, Any]:
+    return {"results": e.memory.store_many(c, [_turn(t) for t in a.turns], a.scopes)}
+
+
+declare(Operation("memory_store_batch", "memory", "Store several turns at once (multi-turn capture).",
+                  BatchIn, BatchOut, WRITERS, "POST", "/facts/batch", _batch))
+
+
+class RecallIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    k: int = Field(10, ge=1, le=MAX_K, description="How many memories, default 10")
+    lens: Selector | None = LENS
+    as_of: datetime | None = Field(None, description="Recall what was valid at this time (ISO 8601)")
+    mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
+
+
+class RecallHit(BaseModel):
+    id: str
+    kind: str
+    text: str
+    score: float
+    said_at: str | None = None
+    session_id: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class RecallOut(BaseModel):
+    context: str
+    tier: Literal["direct", "cache", "hybrid", "full_context"]
+    queryMs: float
+    results: list[RecallHit]
+    traceId: str = ""
+
+
+def _recall(e: Any, c: Caller, a: RecallIn, p: Progress) -> dict[str, Any]:
+    return e.memory.recall(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode)  # type: ignore[no-any-return]
+
+
+declare(Operation("memory_recall", "memory", "Recall memory for a query as a prompt-ready context block.",
+                  RecallIn, RecallOut, ANY, "POST", "/context", _recall, read_only=True))
+
+
+class ReflectIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    persist: bool = Field(False, description="Store the reflection (supervisor/management)")
+    lens: Selector | None = LENS
+
+
+class ReflectOut(BaseModel):
+    reflection: str
+    evidence: list[str]
+    persisted_attributes: list[dict[str, Any]]
+    traceId: str = ""
+
+
+def _reflect(e: Any, c: Caller, a: ReflectIn, p: Progress) -> dict[str, Any]:
+    return e.memory.reflect(c, validate_query(a.query), a.persist, a.lens, p)  # type: ignore[no-any-return]
+
+
+declare(Operation("memory_reflect", "memory", "Find patterns across memory, with evidence ids.",
+                  ReflectIn, ReflectOut, ANY, "POST", "/reflect", _reflect))
+
+
+class ProfileIn(OpInput):
+    scopes: Selector | None = Field(None, description="DNF selector of the profile's scope")
+
+
+class ProfileOut(BaseModel):
+    static: list[dict[str, Any]]
+    dynamic: list[dict[str, Any]]
+    preferences: list[dict[str, Any]]
+    instructions: list[dict[str, Any]]
+    experiential: list[dict[str, Any]] = []
+
+
+def _profile(e: Any, c: Caller, a: ProfileIn, p: Progress) -> dict[str, Any]:
+    return e.memory.profile(c, a.scopes)  # type: ignore[no-any-return]
+
+
+declare(Operation("memory_profile", "memory", "Profile for a scope: static, dynamic, preferences, instructions.",
+                  ProfileIn, ProfileOut, ANY, "GET", "/profile", _profile, read_only=True))
+
+
+class ForgetIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    scopes: Selector | None = SCOPES
+
+
+class ForgetOut(BaseModel):
+    deleted: int
+    ids: list[str] = []
+    traceId: str = ""
+
+
+def _forget(e: Any, c: Caller, a: ForgetIn, p: Progress) -> dict[str, Any]:
+    return e.memory.forget(c, validate_query(a.query), a.scopes)  # type: ignore[no-any-return]
+
+
+declare(Operation("memory_forget", "memory", "Stop believing matching facts (sets valid_until; deletes nothing).",
+                  ForgetIn, ForgetOut, WRITERS, "POST", "/forget", _forget))
+
+# -- Causantic ---------------------------------------------------------------------------------
+
+PROJECT = Field(None, max_length=256, description="Project (scope path or its last segment)")
+Range = Literal["short", "long"]
+
+
+class CRecallIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    range: Range = "short"
+    project: str | None = PROJECT
+
+
+class ExplainIn(OpInput):
+    topic: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    range: Range = "long"
+    project: str | None = PROJECT
+
+
+class PredictIn(OpInput):
+    context: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    project: str | None = PROJECT
+
+
+class NoArgs(OpInput):
+    pass
+
+
+class SessionsIn(OpInput):
+    project: str = Field(..., min_length=1, max_length=256)
+    from_: str | None = Field(None, alias="from", description="Start (ISO 8601)")
+    to: str | None = Field(None, description="End (ISO 8601)")
+    days_back: float | None = Field(None, gt=0, le=36500)
+
+
+class ReconstructIn(SessionsIn):
+    session_id: str | None = Field(None, max_length=128)
+    previous_session: bool = False
+    current_session_id: str | None = Field(None, max_length=128)
+    keep_newest: bool = True
+
+
+def _c_recall(e: Any, c: Caller, a: CRecallIn, p: Progress) -> str:
+    return e.causantic.recall(c, validate_query(a.query), a.range, a.project)  # type: ignore[no-any-return]
+
+
+def _explain(e: Any, c: Caller, a: ExplainIn, p: Progress) -> str:
+    return e.causantic.recall(c, validate_query(a.topic), a.range, a.project)  # type: ignore[no-any-return]
+
+
+def _predict(e: Any, c: Caller, a: PredictIn, p: Progress) -> str:
+    return e.causantic.predict(c, validate_query(a.context), a.project)  # type: ignore[no-any-return]
+
+
+def _projects(e: Any, c: Caller, a: NoArgs, p: Progress) -> str:
+    return e.causantic.list_projects(c)  # type: ignore[no-any-return]
+
+
+def _sessions(e: Any, c: Caller, a: SessionsIn, p: Progress) -> str:
+    return e.causantic.list_sessions(c, a.project, a.from_, a.to, a.days_back)  # type: ignore[no-any-return]
+
+
+def _reconstruct(e: Any, c: Caller, a: ReconstructIn, p: Progress) -> str:
+    return e.causantic.reconstruct(  # type: ignore[no-any-return]
+        c, a.project, a.session_id, a.from_, a.to, a.days_back, a.previous_session, a.current_session_id,
+        a.keep_newest,
+    )
+
+
+for _op in (
+    Operation("recall", "memory", "Recall context from memory (range short/long, optional project).",
+              CRecallIn, None, ANY, "POST", "/recall", _c_recall, read_only=True),
+    Operation("explain", "memory", "Explain the history behind a topic across sessions.",
+              ExplainIn, None, ANY, "POST", "/explain", _explain, read_only=True),
+    Operation("predict", "memory", "Surface context likely relevant to the current discussion.",
+              PredictIn, None, ANY, "POST", "/predict", _predict, read_only=True),
+    Operation("list-projects", "memory", "List projects in memory with chunk counts and date ranges.",
+              NoArgs, None, ANY, "GET", "/projects", _projects, read_only=True),
+    Operation("list-sessions", "memory", "List a project's sessions with times, chunks and tokens.",
+              SessionsIn, None, ANY, "GET", "/sessions", _sessions, read_only=True),
+    Operation("reconstruct", "memory", "Rebuild a project's session context chronologically.",
+              ReconstructIn, None, ANY, "POST", "/reconstruct", _reconstruct, read_only=True),
+):
+    declare(_op)

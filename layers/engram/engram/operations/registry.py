@@ -1,0 +1,109 @@
+"""Operation declarations. An operation = name (+ seed aliases), family, input/output models,
+allowed principals, REST route and the function that calls the service. Nothing else is written
+twice: `engram.api.mcp` and `engram.api.rest` build tools and routes from `REGISTRY`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from engram.services.identity import Caller, Role
+from engram.services.memory import Progress
+
+if TYPE_CHECKING:
+    from engram.wiring import Engram
+
+Selector = list[list[str]]
+
+
+class OpInput(BaseModel):
+    """Base of every operation input: unknown arguments are refused."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    context_id: str | None = Field(None, description="Tenant context; defaults to the key's only context")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _json_in_query(cls, value: Any, info: Any) -> Any:
+        # REST GET routes carry DNF selectors as JSON text in the query string.
+        if isinstance(value, str) and info.field_name in ("scopes", "lens") and value.startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                return value
+        return value
+
+
+class TextOutput(BaseModel):
+    text: str
+
+
+Runner = Callable[["Engram", Caller, Any, Progress], dict[str, Any] | str]
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    family: str
+    summary: str
+    input: type[OpInput]
+    output: type[BaseModel] | None  # None: plain text result
+    principals: frozenset[Role]
+    method: str
+    path: str  # REST path below /api/v1/{context_id}
+    run: Runner
+    aliases: tuple[str, ...] = ()
+    read_only: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+REGISTRY: dict[str, Operation] = {}
+
+
+def declare(op: Operation) -> Operation:
+    for name in op.names:
+        if name in REGISTRY:
+            raise ValueError(f"operation {name!r} declared twice")
+        REGISTRY[name] = op
+    return op
+
+
+def find(name: str) -> Operation | None:
+    _load()
+    return REGISTRY.get(name)
+
+
+def select(tool_filter: set[str] | None = None, family: str | None = None) -> list[Operation]:
+    """Distinct operations, declaration order, narrowed by a filter of names or families."""
+    _load()
+    seen: dict[str, Operation] = {}
+    for op in REGISTRY.values():
+        if family is not None and op.family != family:
+            continue
+        if tool_filter is not None and op.family not in tool_filter and not set(op.names) & tool_filter:
+            continue
+        seen.setdefault(op.name, op)
+    return list(seen.values())
+
+
+def families() -> list[str]:
+    _load()
+    return sorted({op.family for op in REGISTRY.values()})
+
+
+def _load() -> None:
+    # Each family module declares its operations on import; a new family is one new module here.
+    from engram.operations import identity, memory  # noqa: F401
+
+
+def all_names(ops: Iterable[Operation]) -> list[str]:
+    return [n for op in ops for n in op.names]

@@ -1,0 +1,210 @@
+"""Keys, principals, scope registration and per-call authorization."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from engram.clock import Clock, iso
+from engram.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from engram.observability import deny
+from engram.ports import RecordStore, Write
+from engram.scopes import check_path, check_selector, is_registered, narrow, write_paths
+
+Role = Literal["agent", "supervisor", "management"]
+ROLES: tuple[Role, ...] = get_args(Role)
+ANY: frozenset[Role] = frozenset(ROLES)
+WRITERS: frozenset[Role] = frozenset({"agent", "management"})
+OVERSEERS: frozenset[Role] = frozenset({"supervisor", "management"})
+MANAGEMENT: frozenset[Role] = frozenset({"management"})
+
+SYSTEM = "_system"  # the context keys live in; no key can be issued for it
+_CONTEXT_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_context(context_id: str) -> str:
+    if not context_id or len(context_id) > 64 or not set(context_id) <= _CONTEXT_CHARS:
+        raise InvalidInput(f"invalid context id {context_id!r}: lowercase letters, digits, '-', '_', '.'")
+    return context_id
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    role: Role
+    contexts: tuple[str, ...]
+    grant: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated principal acting in one context."""
+
+    principal: Principal
+    context_id: str
+
+    @property
+    def actor(self) -> str:
+        return f"{self.principal.role}:{self.principal.key_id}"
+
+    def denied(self, message: str, **fields: object) -> Forbidden:
+        deny({"context_id": self.context_id, "key_id": self.principal.key_id, "role": self.principal.role, **fields})
+        return Forbidden(message, code=str(fields.get("reason", "forbidden")))
+
+
+class IdentityService:
+    def __init__(self, records: RecordStore, clock: Clock) -> None:
+        self._records = records
+        self._clock = clock
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def create_key(
+        self, contexts: Sequence[str], role: str, grant: Sequence[str], label: str = ""
+    ) -> tuple[str, Principal]:
+        if role not in ROLES:
+            raise InvalidInput(f"unknown principal {role!r}: one of {', '.join(ROLES)}")
+        if not contexts:
+            raise InvalidInput("a key needs at least one context")
+        for c in contexts:
+            check_context(c)
+        if not grant:
+            raise InvalidInput("a key needs at least one grant path")
+        grant = [check_path(g) for g in grant]
+        secret = "sk-" + secrets.token_urlsafe(32)
+        digest = key_hash(secret)
+        principal = Principal("key_" + digest[:12], role, tuple(contexts), tuple(grant))  # type: ignore[arg-type]
+        now = self._clock.now()
+        data = {
+            "key_id": principal.key_id,
+            "role": role,
+            "contexts": list(contexts),
+            "grant": list(grant),
+            "label": label,
+            "created_at": iso(now),
+            "revoked": False,
+        }
+        writes = [Write(SYSTEM, "key", digest, data, "cli", expected_version=0)]
+        # The grant paths are registered scopes in every context of the key.
+        writes += self._scope_writes(contexts, grant, "cli")
+        self._records.transact(writes, now)
+        return secret, principal
+
+    def _scope_writes(self, contexts: Iterable[str], paths: Iterable[str], actor: str) -> list[Write]:
+        now = iso(self._clock.now())
+        return [
+            Write(c, "scope", p, {"path": p, "registered_at": now}, actor)
+            for c in contexts
+            for p in paths
+            if self._records.get(c, "scope", p) is None
+        ]
+
+    def list_keys(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        cursor: str | None = None
+        while True:
+            page = self._records.query(SYSTEM, "key", cursor=cursor, limit=500)
+            out += [{k: v for k, v in i.data.items()} for i in page.items]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    def revoke_key(self, key_id: str) -> None:
+        cursor: str | None = None
+        while True:
+            page = self._records.query(SYSTEM, "key", cursor=cursor, limit=500)
+            for item in page.items:
+                if item.data["key_id"] == key_id:
+                    data = dict(item.data, revoked=True, revoked_at=iso(self._clock.now()))
+                    self._records.transact(
+                        [Write(SYSTEM, "key", item.id, data, "cli", expected_version=item.version)], self._clock.now()
+                    )
+                    return
+            if page.cursor is None:
+                raise NotFound(f"no key {key_id!r}")
+            cursor = page.cursor
+
+    def authenticate(self, bearer: str | None) -> Principal:
+        if not bearer or not bearer.startswith("sk-"):
+            deny({"reason": "missing_key" if not bearer else "malformed_key"})
+            raise Unauthenticated("missing or invalid API key")
+        item = self._records.get(SYSTEM, "key", key_hash(bearer))
+        if item is None or item.data.get("revoked"):
+            deny({"reason": "revoked_key" if item else "unknown_key"})
+            raise Unauthenticated("missing or invalid API key")
+        d = item.data
+        return Principal(d["key_id"], d["role"], tuple(d["contexts"]), tuple(d["grant"]))
+
+    def enter(self, principal: Principal, context_id: str | None, allowed: frozenset[Role], op: str) -> Caller:
+        """The caller for one operation: the context must be the key's (401, masked) and the role allowed."""
+        if context_id is None:
+            if len(principal.contexts) != 1:
+                raise InvalidInput("context_id is required: this key holds several contexts")
+            context_id = principal.contexts[0]
+        if context_id not in principal.contexts:
+            deny({"reason": "context_not_granted", "key_id": principal.key_id, "operation": op})
+            raise Unauthenticated("missing or invalid API key")  # masked: never reveal that it exists
+        caller = Caller(principal, context_id)
+        if principal.role not in allowed:
+            raise caller.denied(
+                f"{op} needs principal {' or '.join(sorted(allowed))}; this key is {principal.role}",
+                reason="principal_not_allowed",
+                operation=op,
+            )
+        return caller
+
+    # -- scopes ---------------------------------------------------------------------------
+
+    def register_scopes(self, context_id: str, paths: Sequence[str], actor: str = "cli") -> list[str]:
+        check_context(context_id)
+        clean = [check_path(p) for p in paths]
+        if not clean:
+            raise InvalidInput("give at least one scope path")
+        self._records.transact(self._scope_writes([context_id], clean, actor), self._clock.now())
+        return clean
+
+    def registered(self, context_id: str) -> list[str]:
+        out: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = self._records.query(context_id, "scope", cursor=cursor, limit=1000)
+            out += [i.id for i in page.items]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    def _check_registered(self, caller: Caller, paths: Iterable[str]) -> None:
+        registered = self.registered(caller.context_id)
+        missing = sorted({p for p in paths if not is_registered(p, registered)})
+        if missing:
+            raise InvalidInput(
+                f"scope path(s) not registered: {', '.join(missing)} (register with `engram scopes create`)",
+                code="scope_not_registered",
+            )
+
+    def write_scopes(self, caller: Caller, scopes: list[list[str]] | None) -> list[str]:
+        """The scope paths a write is tagged with: inside the grant, registered."""
+        if scopes is not None:
+            scopes = check_selector(scopes, "scopes")
+            self._check_registered(caller, (p for c in scopes for p in c))
+        try:
+            return write_paths(scopes, caller.principal.grant)
+        except Forbidden as exc:
+            raise caller.denied(exc.message, reason="grant_denied") from exc
+
+    def read_lens(self, caller: Caller, lens: list[list[str]] | None) -> list[list[str]]:
+        """The visibility selector of a read: the lens narrowed by the grant."""
+        if lens is not None:
+            lens = check_selector(lens, "lens")
+            self._check_registered(caller, (p for c in lens for p in c))
+        try:
+            return narrow(lens, caller.principal.grant)
+        except Forbidden as exc:
+            raise caller.denied(exc.message, reason="grant_denied") from exc

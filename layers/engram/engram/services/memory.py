@@ -1,0 +1,499 @@
+"""The memory family's domain logic (Spectron's memory tools): store, recall, reflect, profile, forget.
+
+Storage model, all in the caller's context:
+- `turn` items: what was said, by whom, in which session, when said (`said_at`) and recorded.
+- `attribute` items: one value of one key of one subject, with valid_from / valid_until. A slot item
+  (`slot`) points at the current attribute of a single-valued key; superseding closes the old
+  attribute (valid_until = when the new value was said) and keeps it.
+- `entity`, `relation`, `session` items. Every write goes through `RecordStore.transact`.
+Turns and attributes are indexed for hybrid search with their scope tags and validity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engram.clock import Clock, iso, new_id, parse_time
+from engram.errors import Conflict, InvalidInput
+from engram.ports import Embedder, Generator, Hit, IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Vector, Write
+from engram.search_rules import query_terms
+from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
+from engram.services.identity import OVERSEERS, Caller, IdentityService
+
+Progress = Callable[[float, float | None, str | None], None]
+
+CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
+FORGET_COSINE = 0.55
+_RETRIES = 3
+
+
+def _no_progress(done: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64] or "x"
+
+
+def _tags_key(tags: Sequence[str]) -> str:
+    return hashlib.sha256("|".join(sorted(tags)).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Turn:
+    content: str
+    role: str = "user"
+    session_id: str | None = None
+    said_at: datetime | None = None
+    metadata: dict[str, str | int | float | bool] | None = None
+
+
+class MemoryService:
+    def __init__(
+        self,
+        records: RecordStore,
+        index: SearchIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        identity: IdentityService,
+        generator: Generator | None = None,
+        cache_size: int = 512,
+    ) -> None:
+        self.records = records
+        self.index = index
+        self.embedder = embedder
+        self.clock = clock
+        self.identity = identity
+        self.generator = generator
+        self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._cache_size = cache_size
+        self._generation: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _bump(self, context_id: str) -> None:
+        with self._lock:
+            self._generation[context_id] = self._generation.get(context_id, 0) + 1
+
+    def embed(self, texts: Sequence[str]) -> list[Vector | None]:
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
+        return list(self.embedder.embed(list(texts)))
+
+    @staticmethod
+    def subject_of(turn: Turn, tags: Sequence[str]) -> str:
+        speaker = (turn.metadata or {}).get("speaker")
+        if isinstance(speaker, str) and speaker.strip():
+            return speaker.strip()
+        for tag in tags:
+            parts = tag.split("/")
+            if "user" in parts[:-1]:
+                return parts[parts.index("user") + 1]
+        return turn.role if turn.role not in ("user", "assistant", "system") else "user"
+
+    def _extract(self, content: str) -> Extraction:
+        if self.generator is not None:
+            from engram.services.llm_extraction import extract_with_llm
+
+            return extract_with_llm(self.generator, content)
+        return extract(content)
+
+    # -- store ----------------------------------------------------------------------------
+
+    def store(self, caller: Caller, turn: Turn, scopes: list[list[str]] | None) -> dict[str, Any]:
+        return self.store_many(caller, [turn], scopes)[0]
+
+    def store_many(self, caller: Caller, turns: Sequence[Turn], scopes: list[list[str]] | None) -> list[dict[str, Any]]:
+        """Store turns in order; all of them or none."""
+        tags = self.identity.write_scopes(caller, scopes)
+        now = self.clock.now()
+        for attempt in range(_RETRIES):
+            try:
+                return self._store_many(caller, turns, tags, now)
+            except Conflict:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _store_many(
+        self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
+    ) -> list[dict[str, Any]]:
+        ctx = caller.context_id
+        plan = _Plan(self.records, ctx, caller.actor, now)
+        results: list[dict[str, Any]] = []
+        docs: list[tuple[IndexDoc, str]] = []  # doc without vector, text to embed
+        closings: list[tuple[str, datetime]] = []
+        default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
+        for turn in turns:
+            said = turn.said_at or now
+            session_id = turn.session_id or default_session
+            subject = self.subject_of(turn, tags)
+            turn_id = new_id("turn")
+            speaker = (turn.metadata or {}).get("speaker")
+            meta: dict[str, Any] = {k: v for k, v in (turn.metadata or {}).items()}
+            meta |= {"session_id": session_id, "role": turn.role, "said_at": iso(said)}
+            plan.put("turn", turn_id, {
+                "content": turn.content, "role": turn.role, "session_id": session_id, "scopes": tags,
+                "said_at": iso(said), "recorded_at": iso(now), "subject": subject, "metadata": turn.metadata or {},
+            })
+            text = f"{speaker}: {turn.content}" if isinstance(speaker, str) and speaker else turn.content
+            docs.append((IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), text))
+            self._touch_session(plan, session_id, tags, said, turn.content)
+            ex = self._extract(turn.content)
+            out = self._reconcile(plan, ex, subject, tags, said, now, turn_id, docs, closings)
+            out |= {"turn_id": turn_id, "session_id": session_id}
+            results.append(out)
+        vectors = self.embed([t for _, t in docs])
+        plan.commit()
+        self.index.upsert([_with_vector(d, v) for (d, _), v in zip(docs, vectors, strict=True)])
+        for attr_id, until in closings:
+            self.index.set_validity(ctx, attr_id, until)
+        self._bump(ctx)
+        return results
+
+    def _touch_session(self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str) -> None:
+        current = plan.get("session", session_id)
+        data = dict(current) if current else {"session_id": session_id, "first_at": iso(said), "last_at": iso(said),
+                                               "turns": 0, "tokens": 0, "scopes": []}
+        first, last = parse_time(data["first_at"]), parse_time(data["last_at"])
+        assert first is not None and last is not None
+        data["first_at"], data["last_at"] = iso(min(first, said)), iso(max(last, said))
+        data["turns"] += 1
+        data["tokens"] += approx_tokens(content)
+        data["scopes"] = sorted(set(data["scopes"]) | set(tags))
+        plan.put("session", session_id, data)
+
+    def _reconcile(
+        self,
+        plan: _Plan,
+        ex: Extraction,
+        subject: str,
+        tags: list[str],
+        said: datetime,
+        now: datetime,
+        turn_id: str,
+        docs: list[tuple[IndexDoc, str]],
+        closings: list[tuple[str, datetime]],
+    ) -> dict[str, Any]:
+        attributes: list[dict[str, Any]] = []
+        corrections: list[dict[str, Any]] = []
+        instructions: list[dict[str, Any]] = []
+        entity_key = f"Person:{subject.lower()}"
+        touched = False
+        facts = list(ex.facts) + [
+            Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions
+        ]
+        for fact in facts:
+            action, old = self._set_attribute(plan, fact, subject, entity_key, tags, said, now, turn_id, docs, closings)
+            touched |= action != "unchanged"
+            if fact.category == "instruction":
+                instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
+            else:
+                attributes.append({"key": fact.key, "value": fact.value, "category": fact.category, "action": action,
+                                   **({"previous": old} if old is not None else {})})
+            if fact.correction:
+                corrections.append({"key": fact.key, "old": old, "new": fact.value})
+        entities = [{"id": ["Person", subject], "action": self._entity(plan, "Person", subject, touched)}]
+        for etype, name in ex.mentions:
+            entities.append({"id": [etype, name], "action": self._entity(plan, etype, name, False)})
+        relations = []
+        for rel in ex.relations:
+            rid = f"rel:{_slug(subject)}:{rel.type}:{_slug(rel.target)}"
+            exists = plan.get("relation", rid) is not None
+            if not exists:
+                plan.put("relation", rid, {"from": ["Person", subject], "type": rel.type,
+                                           "to": ["Person", rel.target], "scopes": tags, "since": iso(said)})
+            relations.append({"from": ["Person", subject], "type": rel.type, "to": ["Person", rel.target],
+                              "action": "unchanged" if exists else "created"})
+        uncertainties = [{"statement": u} for u in ex.uncertainties]
+        return {"entities": entities, "attributes": attributes, "relations": relations,
+                "instructions": instructions, "uncertainties": uncertainties, "corrections": corrections}
+
+    def _entity(self, plan: _Plan, etype: str, name: str, touched: bool) -> str:
+        eid = f"{etype}:{name.lower()}"
+        current = plan.get("entity", eid)
+        if current is None:
+            plan.put("entity", eid, {"type": etype, "name": name})
+            return "created"
+        return "updated" if touched else "unchanged"
+
+    def _set_attribute(
+        self,
+        plan: _Plan,
+        fact: Fact,
+        subject: str,
+        entity_key: str,
+        tags: list[str],
+        said: datetime,
+        now: datetime,
+        turn_id: str,
+        docs: list[tuple[IndexDoc, str]],
+        closings: list[tuple[str, datetime]],
+    ) -> tuple[str, str | None]:
+        single = fact.key in SINGLE_VALUED or fact.key.startswith(("favorite_", "instruction:"))
+        slot_id = f"slot:{entity_key}:{fact.key}:{_tags_key(tags)}"
+        if not single:
+            slot_id += f":{_slug(fact.value)}"
+        slot = plan.get("slot", slot_id)
+        old_value: str | None = None
+        action = "created"
+        if slot is not None:
+            old = plan.get("attribute", slot["attribute_id"])
+            if old is not None and old.get("valid_until") is None:
+                if old["value"].lower() == fact.value.lower():
+                    return "unchanged", None
+                old_value = old["value"]
+                plan.put("attribute", slot["attribute_id"], dict(old, valid_until=iso(said), status="superseded"))
+                closings.append((slot["attribute_id"], said))
+                action = "superseded"
+            elif old is not None:
+                action = "updated"  # a forgotten value is being stated again
+        attr_id = new_id("attr")
+        label = fact.key.replace("_", " ")
+        text = f"{subject} {label}: {fact.value}"
+        plan.put("attribute", attr_id, {
+            "subject": subject, "entity": entity_key, "key": fact.key, "value": fact.value, "category": fact.category,
+            "scopes": tags, "valid_from": iso(said), "valid_until": None, "recorded_at": iso(now),
+            "source_turn": turn_id, "status": "current", "supersedes": slot["attribute_id"] if slot else None,
+        })
+        plan.put("slot", slot_id, {"attribute_id": attr_id})
+        meta = {"key": fact.key, "category": fact.category, "said_at": iso(said), "source_turn": turn_id}
+        docs.append((IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text))
+        return action, old_value
+
+    # -- recall ---------------------------------------------------------------------------
+
+    def recall(
+        self,
+        caller: Caller,
+        query: str,
+        k: int = 10,
+        lens: list[list[str]] | None = None,
+        as_of: datetime | None = None,
+        mode: str = "hybrid",
+        kinds: Sequence[str] | None = None,
+        extra_visibility: list[list[str]] | None = None,
+    ) -> dict[str, Any]:
+        started = self.clock_ms()
+        visibility = self.identity.read_lens(caller, lens)
+        if extra_visibility is not None:
+            visibility = [sorted(set(a) | set(b)) for a in visibility for b in extra_visibility]
+        kinds = tuple(kinds) if kinds else ("turn", "attribute")
+        key = (caller.context_id, self._generation.get(caller.context_id, 0), tuple(map(tuple, visibility)),
+               " ".join(query.lower().split()), k, iso(as_of), mode, kinds)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is not None:
+            return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
+        total = self.index.count(caller.context_id)
+        vec = self.embed([query])[0] if mode != "bm25" else None
+        if total <= k:
+            hits = self.index.search(SearchQuery(caller.context_id, query, vec, "vector" if vec is not None else "bm25",
+                                                 k, kinds, visibility, as_of), self.clock.now())
+            if vec is None and not hits:
+                hits = []
+            hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
+            tier = "full_context"
+        else:
+            hits = self.index.search(
+                SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of),  # type: ignore[arg-type]
+                self.clock.now(),
+            )
+            tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
+        result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
+        with self._lock:
+            self._cache[key] = result
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return dict(result, queryMs=self.clock_ms() - started)
+
+    def clock_ms(self) -> float:
+        import time
+
+        return round(time.perf_counter() * 1000, 3)
+
+    # -- reflect --------------------------------------------------------------------------
+
+    def reflect(
+        self, caller: Caller, query: str, persist: bool, lens: list[list[str]] | None, progress: Progress = _no_progress
+    ) -> dict[str, Any]:
+        if persist and caller.principal.role not in OVERSEERS:
+            raise caller.denied("memory_reflect with persist=true needs principal supervisor or management",
+                                reason="principal_not_allowed", operation="memory_reflect")
+        progress(0, 3, "retrieving")
+        found = self.recall(caller, query, k=30, lens=lens)
+        hits = found["results"]
+        progress(1, 3, "finding patterns")
+        qterms = set(query_terms(query))
+        df: Counter[str] = Counter()
+        for h in hits:
+            df.update({t for t in query_terms(h["text"]) if len(t) > 3 and t not in qterms and not t.isdigit()})
+        patterns = [(t, n) for t, n in df.most_common(5) if n >= 2]
+        if self.generator is not None and hits:
+            passages = "\n".join(f"[{h['id']}] {h['text']}" for h in hits)
+            reflection = self.generator.generate(
+                "You find recurring patterns in an agent's memories. Cite nothing that is not in them.",
+                f"Question: {query}\n\nMemories:\n{passages}\n\nThe recurring patterns, briefly:",
+            )
+        elif patterns:
+            listed = ", ".join(f"{t} ({n} memories)" for t, n in patterns)
+            reflection = f"{len(patterns)} recurring pattern{'s' if len(patterns) > 1 else ''} emerged: {listed}."
+        elif hits:
+            reflection = f"No recurring pattern across {len(hits)} related memories."
+        else:
+            reflection = "No memories match this query."
+        persisted: list[dict[str, Any]] = []
+        if persist and patterns:
+            progress(2, 3, "persisting")
+            now = self.clock.now()
+            tags = self.identity.write_scopes(caller, lens)
+            plan = _Plan(self.records, caller.context_id, caller.actor, now)
+            docs: list[tuple[IndexDoc, str]] = []
+            for term, n in patterns:
+                fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
+                self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, now, "reflection", docs, [])
+                persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
+            vectors = self.embed([t for _, t in docs])
+            plan.commit()
+            self.index.upsert([_with_vector(d, v) for (d, _), v in zip(docs, vectors, strict=True)])
+            self._bump(caller.context_id)
+        progress(3, 3, "done")
+        return {"reflection": reflection, "evidence": [h["id"] for h in hits], "persisted_attributes": persisted}
+
+    # -- profile --------------------------------------------------------------------------
+
+    def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
+        from engram.scopes import matches
+
+        out: list[Item] = []
+        cursor: str | None = None
+        while True:
+            page = self.records.query(caller.context_id, "attribute", cursor=cursor, limit=1000)
+            out += [i for i in page.items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
+        visibility = self.identity.read_lens(caller, scopes)
+        sections: dict[str, list[dict[str, Any]]] = {"static": [], "dynamic": [], "preferences": [], "instructions": [],
+                                                     "experiential": []}
+        for item in self.current_attributes(caller, visibility):
+            d = item.data
+            if d["category"] == "instruction":
+                sections["instructions"].append({"label": d["key"].split(":", 1)[1], "description": d["value"]})
+            else:
+                section = CATEGORY_SECTION.get(d["category"], "experiential")
+                sections[section].append({"key": d["key"], "value": d["value"], "subject": d["subject"],
+                                          "since": d["valid_from"]})
+        return sections
+
+    # -- forget ---------------------------------------------------------------------------
+
+    def forget(self, caller: Caller, query: str, scopes: list[list[str]] | None) -> dict[str, Any]:
+        visibility = self.identity.read_lens(caller, scopes)
+        now = self.clock.now()
+        vec = self.embed([query])[0]
+        targets: dict[str, Hit] = {}
+        if vec is not None:
+            for h in self.index.search(SearchQuery(caller.context_id, query, vec, "vector", 100, ("attribute",),
+                                                   visibility), now):
+                if h.score >= FORGET_COSINE:
+                    targets[h.id] = h
+        terms = set(query_terms(query))
+        for h in self.index.search(SearchQuery(caller.context_id, query, None, "bm25", 100, ("attribute",),
+                                               visibility), now):
+            words = set(query_terms(h.text))
+            if terms and len(terms & words) * 2 >= len(terms):
+                targets[h.id] = h
+        plan = _Plan(self.records, caller.context_id, caller.actor, now)
+        for attr_id in sorted(targets):
+            data = plan.get("attribute", attr_id)
+            if data is not None and data.get("valid_until") is None:
+                plan.put("attribute", attr_id, dict(data, valid_until=iso(now), status="forgotten"))
+        plan.commit()
+        for attr_id in plan.written("attribute"):
+            self.index.set_validity(caller.context_id, attr_id, now)
+        self._bump(caller.context_id)
+        return {"deleted": len(plan.written("attribute")), "ids": plan.written("attribute")}
+
+
+class _Plan:
+    """Writes collected for one transaction, with read-your-writes and expected versions."""
+
+    def __init__(self, records: RecordStore, ctx: str, actor: str, now: datetime) -> None:
+        self.records, self.ctx, self.actor, self.now = records, ctx, actor, now
+        self._seen: dict[tuple[str, str], tuple[int, dict[str, Any] | None]] = {}
+        self._writes: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def get(self, kind: str, id_: str) -> dict[str, Any] | None:
+        key = (kind, id_)
+        if key in self._writes:
+            return self._writes[key]
+        if key not in self._seen:
+            item = self.records.get(self.ctx, kind, id_)
+            self._seen[key] = (item.version, item.data) if item else (0, None)
+        return self._seen[key][1]
+
+    def put(self, kind: str, id_: str, data: dict[str, Any]) -> None:
+        self.get(kind, id_)  # remember the version we build on
+        self._writes[(kind, id_)] = data
+
+    def written(self, kind: str) -> list[str]:
+        return [i for (k, i) in self._writes if k == kind]
+
+    def commit(self) -> None:
+        writes = [
+            Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
+            for (kind, id_), data in self._writes.items()
+        ]
+        if writes:
+            self.records.transact(writes, self.now)
+
+
+def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
+    return IndexDoc(doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until,
+                    doc.metadata)
+
+
+def approx_tokens(text: str) -> int:
+    """Token estimate used for budgets: ~4 characters a token (the usual English rule of thumb)."""
+    return max(1, (len(text) + 3) // 4)
+
+
+def hit_dict(h: Hit) -> dict[str, Any]:
+    meta = dict(h.metadata)
+    return {"id": h.id, "kind": h.kind, "text": h.text, "score": round(h.score, 6),
+            "said_at": meta.get("said_at"), "session_id": meta.get("session_id"), "metadata": meta}
+
+
+def format_context(hits: Sequence[Hit]) -> str:
+    """A block ready for prompt injection: facts first, then what was said, each with its date."""
+    facts = [h for h in hits if h.kind == "attribute"]
+    turns = [h for h in hits if h.kind != "attribute"]
+    lines: list[str] = []
+    if facts:
+        lines.append("Known facts:")
+        lines += [f"- {h.text} (since {str(h.metadata.get('said_at', ''))[:10]})" for h in facts]
+    if turns:
+        if lines:
+            lines.append("")
+        lines.append("Relevant conversation:")
+        lines += [f"- [{str(h.metadata.get('said_at', ''))[:10]}] {h.text}" for h in turns]
+    return "\n".join(lines)
+
+
+def validate_query(query: str) -> str:
+    if not query.strip():
+        raise InvalidInput("query must not be empty")
+    return query

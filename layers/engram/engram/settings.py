@@ -1,0 +1,35 @@
+"""Settings, read once from the environment (prefix ENGRAM_) into a validated model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+
+    data_dir: Path = Field(Path(".engram"), description="Where the embedded stores keep their files")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Extra Host header values MCP accepts (DNS-rebinding guard)"
+    )
+    mcp_tools: str = Field("", description="Comma-separated tool names or families to expose; empty = all")
+    max_request_bytes: int = 1_048_576
+    token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")
+    embedder: Literal["minilm", "none"] = "minilm"
+    generator: Literal["none", "bedrock"] = "none"
+    bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    aws_region: str = "us-east-1"
+    # stdio: the key and default context come from the environment
+    api_key: str | None = None
+    context: str | None = None
+    recall_cache_size: int = 512
+
+    def tool_filter(self) -> set[str] | None:
+        names = {t.strip() for t in self.mcp_tools.split(",") if t.strip()}
+        return names or None
