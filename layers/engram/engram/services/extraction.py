@@ -60,8 +60,8 @@ class Extraction:
 
 _END = r"(?=\s*(?:[.!?;,]|\band\b|\bbut\b|\bbecause\b|\bso\b|\bwhere\b|$))"
 _VAL = r"(.+?)" + _END
-_NAME = r"([A-Z][\w'\-]+(?:\s+[A-Z][\w'\-]+)*)"
-_ORG = r"([A-Z][\w&'.\-]*(?:\s+(?:[A-Z][\w&'.\-]*|of|and|&))*)"
+_NAME = r"([A-Z][\w'\-]+(?:\s+(?!I\b)[A-Z][\w'\-]+)*)"
+_ORG = r"([A-Z][\w&'.\-]*(?:\s+(?:(?:of|&|de|du|von)\s+)?(?!I\b)[A-Z][\w&'.\-]*)*)"
 
 _CORRECTION = re.compile(r"^\s*(?:actually|correction|sorry|no|wait|i meant)\b[\s,:;-]*", re.I)
 _HEDGE = re.compile(r"\b(?:i think|i guess|maybe|might|probably|not sure|perhaps|considering)\b", re.I)

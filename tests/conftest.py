@@ -1,0 +1,81 @@
+"""Shared fixtures: an embedded Engram per test, and one live HTTP server per session."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from engram.api.app import create_app
+from engram.settings import Settings
+from engram.wiring import Engram, build_local
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Keys:
+    agent: str
+    supervisor: str
+    management: str
+    other_tenant: str
+    revoked: str
+
+
+def make_keys(engram: Engram) -> Keys:
+    ident = engram.identity
+    agent, _ = ident.create_key(["acme"], "agent", ["org/acme"])
+    sup, _ = ident.create_key(["acme"], "supervisor", ["org/acme"])
+    mgmt, _ = ident.create_key(["acme"], "management", ["org/acme"])
+    other, _ = ident.create_key(["globex"], "management", ["org/globex"])
+    revoked, p = ident.create_key(["acme"], "agent", ["org/acme"])
+    ident.revoke_key(p.key_id)
+    ident.register_scopes("acme", ["org/acme/user/alice", "org/acme/user/bob", "org/acme/project/apollo"])
+    return Keys(agent, sup, mgmt, other, revoked)
+
+
+@pytest.fixture
+def engram(tmp_path: Path) -> Engram:
+    return build_local(Settings(data_dir=tmp_path / "data"))
+
+
+@pytest.fixture
+def keys(engram: Engram) -> Keys:
+    return make_keys(engram)
+
+
+@dataclass
+class Live:
+    url: str
+    engram: Engram
+    keys: Keys
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """`create_app` served by uvicorn on a loopback port, for real HTTP clients."""
+    data = tmp_path_factory.mktemp("live")
+    engram = build_local(Settings(data_dir=data, max_request_bytes=200_000))
+    keys = make_keys(engram)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(engram), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        if time.time() > deadline:
+            raise RuntimeError("live server did not start")
+        time.sleep(0.05)
+    yield Live(f"http://127.0.0.1:{port}", engram, keys)
+    server.should_exit = True
+    thread.join(10)

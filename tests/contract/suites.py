@@ -1,0 +1,178 @@
+"""Port contract suites. An adapter's test module subclasses these and provides the `store` fixture.
+
+Pattern from LangChain's standard-tests: the suite holds the assertions; subclasses only build.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from engram.errors import Conflict, NotFound
+from engram.ports import BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class RecordStoreContract:
+    @pytest.fixture
+    def store(self) -> RecordStore:
+        raise NotImplementedError
+
+    def test_versions_and_history(self, store: RecordStore) -> None:
+        a = store.transact([Write("c1", "rec", "r1", {"v": 1}, "alice", expected_version=0)], T0)[0]
+        assert a.version == 1
+        b = store.transact([Write("c1", "rec", "r1", {"v": 2}, "bob", expected_version=1)], T0 + timedelta(1))[0]
+        assert b.version == 2
+        got = store.get("c1", "rec", "r1")
+        assert got is not None and got.data == {"v": 2} and got.version == 2 and got.actor == "bob"
+        assert got.created_at == T0 and got.updated_at == T0 + timedelta(1)
+        hist = store.history("c1", "rec", "r1")
+        assert [(h.version, h.data["v"], h.actor) for h in hist] == [(1, 1, "alice"), (2, 2, "bob")]
+
+    def test_conditional_write_conflicts_and_leaves_nothing(self, store: RecordStore) -> None:
+        store.transact([Write("c1", "rec", "r1", {"v": 1}, "a", expected_version=0)], T0)
+        with pytest.raises(Conflict):
+            store.transact(
+                [
+                    Write("c1", "rec", "r2", {"v": 1}, "a", expected_version=0),
+                    Write("c1", "rec", "r1", {"v": 9}, "a", expected_version=0),  # exists: fails
+                ],
+                T0,
+            )
+        assert store.get("c1", "rec", "r2") is None  # all or nothing
+        item = store.get("c1", "rec", "r1")
+        assert item is not None and item.data == {"v": 1}
+
+    def test_concurrent_writers_lose_no_update(self, store: RecordStore) -> None:
+        store.transact([Write("c1", "ctr", "n", {"n": 0}, "a", expected_version=0)], T0)
+
+        def bump() -> None:
+            for _ in range(10):
+                while True:
+                    cur = store.get("c1", "ctr", "n")
+                    assert cur is not None
+                    try:
+                        store.transact([Write("c1", "ctr", "n", {"n": cur.data["n"] + 1}, "a", cur.version)], T0)
+                        break
+                    except Conflict:
+                        continue
+
+        threads = [threading.Thread(target=bump) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        final = store.get("c1", "ctr", "n")
+        assert final is not None and final.data["n"] == 40 and final.version == 41
+
+    def test_query_prefix_order_pagination_and_tenancy(self, store: RecordStore) -> None:
+        for i in range(7):
+            store.transact([Write("c1", "doc", f"a:{i}", {"i": i}, "x")], T0)
+        store.transact([Write("c1", "doc", "b:0", {"i": 99}, "x"), Write("c2", "doc", "a:9", {"i": 9}, "x")], T0)
+        page = store.query("c1", "doc", prefix="a:", limit=3)
+        ids = [i.id for i in page.items]
+        while page.cursor:
+            page = store.query("c1", "doc", prefix="a:", limit=3, cursor=page.cursor)
+            ids += [i.id for i in page.items]
+        assert ids == [f"a:{i}" for i in range(7)]
+        desc = store.query("c1", "doc", prefix="a:", limit=2, descending=True)
+        assert [i.id for i in desc.items] == ["a:6", "a:5"]
+        assert store.get("c2", "doc", "a:0") is None
+
+    def test_ttl_hides_expired_items(self, store: RecordStore) -> None:
+        store.transact([Write("c1", "tmp", "t", {}, "x", expires_at=T0 + timedelta(hours=1))], T0)
+        assert store.query("c1", "tmp", now=T0).items
+        assert not store.query("c1", "tmp", now=T0 + timedelta(hours=2)).items
+
+    def test_purge_removes_item_and_history(self, store: RecordStore) -> None:
+        store.transact([Write("c1", "rec", "p", {}, "x")], T0)
+        assert store.purge("c1", "rec", "p")
+        assert store.get("c1", "rec", "p") is None and store.history("c1", "rec", "p") == []
+        assert not store.purge("c1", "rec", "p")
+
+
+class BlobStoreContract:
+    @pytest.fixture
+    def blobs(self) -> BlobStore:
+        raise NotImplementedError
+
+    def test_round_trip_overwrite_delete(self, blobs: BlobStore) -> None:
+        blobs.put("ctx/doc/1", b"hello")
+        assert blobs.get("ctx/doc/1") == b"hello" and blobs.exists("ctx/doc/1")
+        blobs.put("ctx/doc/1", b"\x00\x01binary")
+        assert blobs.get("ctx/doc/1") == b"\x00\x01binary"
+        blobs.delete("ctx/doc/1")
+        assert not blobs.exists("ctx/doc/1")
+        with pytest.raises(NotFound):
+            blobs.get("ctx/doc/1")
+
+
+def _vec(*xs: float) -> np.ndarray:
+    v = np.zeros(8, dtype=np.float32)
+    v[: len(xs)] = xs
+    return v / np.linalg.norm(v)
+
+
+class SearchIndexContract:
+    @pytest.fixture
+    def index(self) -> SearchIndex:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def loaded(self, index: SearchIndex) -> SearchIndex:
+        index.upsert([
+            IndexDoc("c1", "turn", "d1", "the cat sat on the mat", _vec(1, 0), ["org/acme/user/alice"], T0),
+            IndexDoc("c1", "turn", "d2", "dogs chase cats in the park", _vec(0.9, 0.1), ["org/acme/user/bob"], T0),
+            IndexDoc("c1", "attribute", "d3", "alice location: Paris", _vec(0, 1), ["org/acme/user/alice"], T0,
+                     T0 + timedelta(days=10), {"key": "location"}),
+            IndexDoc("c1", "attribute", "d4", "alice location: Berlin", _vec(0.1, 1), ["org/acme/user/alice"],
+                     T0 + timedelta(days=10), None, {"key": "location"}),
+            IndexDoc("c2", "turn", "x1", "the cat of another tenant", _vec(1, 0), ["org/globex"], T0),
+        ])
+        return index
+
+    NOW = T0 + timedelta(days=20)
+
+    def test_bm25_stems_and_ranks(self, loaded: SearchIndex) -> None:
+        hits = loaded.search(SearchQuery("c1", "cats", mode="bm25", k=5), self.NOW)
+        assert {h.id for h in hits} == {"d1", "d2"}  # "cats" matches "cat" through stemming
+        assert all(h.score > 0 for h in hits) and hits == sorted(hits, key=lambda h: -h.score)
+
+    def test_vector_is_cosine_and_ordered(self, loaded: SearchIndex) -> None:
+        hits = loaded.search(SearchQuery("c1", vector=_vec(1, 0), mode="vector", k=2), self.NOW)
+        assert [h.id for h in hits] == ["d1", "d2"]
+        assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+    def test_hybrid_fuses_both(self, loaded: SearchIndex) -> None:
+        hits = loaded.search(SearchQuery("c1", "Berlin", _vec(0.1, 1), "hybrid", k=3), self.NOW)
+        assert hits[0].id == "d4" and 0 <= hits[-1].score <= hits[0].score <= 1
+
+    def test_filters_tenant_kind_scope_validity_metadata(self, loaded: SearchIndex) -> None:
+        q = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", k=10)
+        assert "x1" not in {h.id for h in loaded.search(q, self.NOW)}
+        only_alice = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", 10, visibility=[["org/acme/user/alice"]])
+        assert {h.id for h in loaded.search(only_alice, self.NOW)} <= {"d1", "d3", "d4"}
+        attrs = SearchQuery("c1", "location", _vec(0, 1), "hybrid", 10, kinds=["attribute"])
+        assert [h.id for h in loaded.search(attrs, self.NOW)] == ["d4"]  # d3 is no longer valid
+        past = SearchQuery("c1", "location", _vec(0, 1), "hybrid", 10, kinds=["attribute"], as_of=T0 + timedelta(1))
+        assert [h.id for h in loaded.search(past, self.NOW)] == ["d3"]
+        meta = SearchQuery("c1", "alice", None, "bm25", 10, metadata={"key": ["location"]})
+        assert {h.id for h in loaded.search(meta, self.NOW)} == {"d4"}
+
+    def test_delete_and_set_validity_apply_at_once(self, loaded: SearchIndex) -> None:
+        loaded.delete("c1", ["d1"])
+        assert "d1" not in {h.id for h in loaded.search(SearchQuery("c1", "cat", _vec(1, 0), k=10), self.NOW)}
+        loaded.set_validity("c1", "d4", T0 + timedelta(days=15))
+        q = SearchQuery("c1", "Berlin", _vec(0.1, 1), k=10, kinds=["attribute"])
+        assert loaded.search(q, self.NOW) == []
+        assert loaded.count("c1") == 3
+
+    def test_upsert_replaces(self, loaded: SearchIndex) -> None:
+        loaded.upsert([IndexDoc("c1", "turn", "d1", "completely new words", _vec(0, 0, 1), ["org/acme"], T0)])
+        assert loaded.search(SearchQuery("c1", "mat", mode="bm25", k=5), self.NOW) == []
+        hits = loaded.search(SearchQuery("c1", vector=_vec(0, 0, 1), mode="vector", k=1), self.NOW)
+        assert hits[0].id == "d1" and hits[0].text == "completely new words"

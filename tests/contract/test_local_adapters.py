@@ -1,0 +1,41 @@
+"""The embedded adapters against the port contract suites."""
+
+from pathlib import Path
+
+import pytest
+
+from engram.adapters.local.file_blobs import FileBlobStore
+from engram.adapters.local.sqlite_records import SqliteRecordStore
+from engram.adapters.local.sqlite_search import SqliteSearchIndex
+from engram.errors import InvalidInput
+from tests.contract.suites import BlobStoreContract, RecordStoreContract, SearchIndexContract
+
+
+class TestSqliteRecordStore(RecordStoreContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> SqliteRecordStore:
+        return SqliteRecordStore(tmp_path / "r.db")
+
+
+class TestFileBlobStore(BlobStoreContract):
+    @pytest.fixture
+    def blobs(self, tmp_path: Path) -> FileBlobStore:
+        return FileBlobStore(tmp_path / "blobs")
+
+    def test_keys_cannot_escape_the_root(self, blobs: FileBlobStore) -> None:
+        with pytest.raises(InvalidInput):
+            blobs.put("../etc/passwd", b"x")
+
+
+class TestSqliteSearchIndex(SearchIndexContract):
+    @pytest.fixture
+    def index(self, tmp_path: Path) -> SqliteSearchIndex:
+        return SqliteSearchIndex(tmp_path / "s.db")
+
+    def test_vectors_survive_a_restart(self, loaded: SqliteSearchIndex, tmp_path: Path) -> None:
+        from engram.ports import SearchQuery
+        from tests.contract.suites import _vec
+
+        again = SqliteSearchIndex(tmp_path / "s.db")
+        hits = again.search(SearchQuery("c1", vector=_vec(1, 0), mode="vector", k=1), self.NOW)
+        assert [h.id for h in hits] == ["d1"]
