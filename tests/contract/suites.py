@@ -124,15 +124,35 @@ class SearchIndexContract:
 
     @pytest.fixture
     def loaded(self, index: SearchIndex) -> SearchIndex:
-        index.upsert([
-            IndexDoc("c1", "turn", "d1", "the cat sat on the mat", _vec(1, 0), ["org/acme/user/alice"], T0),
-            IndexDoc("c1", "turn", "d2", "dogs chase cats in the park", _vec(0.9, 0.1), ["org/acme/user/bob"], T0),
-            IndexDoc("c1", "attribute", "d3", "alice location: Paris", _vec(0, 1), ["org/acme/user/alice"], T0,
-                     T0 + timedelta(days=10), {"key": "location"}),
-            IndexDoc("c1", "attribute", "d4", "alice location: Berlin", _vec(0.1, 1), ["org/acme/user/alice"],
-                     T0 + timedelta(days=10), None, {"key": "location"}),
-            IndexDoc("c2", "turn", "x1", "the cat of another tenant", _vec(1, 0), ["org/globex"], T0),
-        ])
+        index.upsert(
+            [
+                IndexDoc("c1", "turn", "d1", "the cat sat on the mat", _vec(1, 0), ["org/acme/user/alice"], T0),
+                IndexDoc("c1", "turn", "d2", "dogs chase cats in the park", _vec(0.9, 0.1), ["org/acme/user/bob"], T0),
+                IndexDoc(
+                    "c1",
+                    "attribute",
+                    "d3",
+                    "alice location: Paris",
+                    _vec(0, 1),
+                    ["org/acme/user/alice"],
+                    T0,
+                    T0 + timedelta(days=10),
+                    {"key": "location"},
+                ),
+                IndexDoc(
+                    "c1",
+                    "attribute",
+                    "d4",
+                    "alice location: Berlin",
+                    _vec(0.1, 1),
+                    ["org/acme/user/alice"],
+                    T0 + timedelta(days=10),
+                    None,
+                    {"key": "location"},
+                ),
+                IndexDoc("c2", "turn", "x1", "the cat of another tenant", _vec(1, 0), ["org/globex"], T0),
+            ]
+        )
         return index
 
     NOW = T0 + timedelta(days=20)

@@ -12,8 +12,20 @@ from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
 ALICE = [["org/acme/user/alice"]]
-MEMORY_TOOLS = {"memory_store", "memory_store_batch", "memory_recall", "memory_reflect", "memory_profile",
-                "memory_forget", "recall", "explain", "predict", "list-projects", "list-sessions", "reconstruct"}
+MEMORY_TOOLS = {
+    "memory_store",
+    "memory_store_batch",
+    "memory_recall",
+    "memory_reflect",
+    "memory_profile",
+    "memory_forget",
+    "recall",
+    "explain",
+    "predict",
+    "list-projects",
+    "list-sessions",
+    "reconstruct",
+}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -21,7 +33,7 @@ async def test_both_protocol_eras_list_and_call(live: Live, mode: str) -> None:
     async with connect(live.url, live.keys.agent, mode) as c:
         assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         names = {t.name for t in (await c.list_tools()).tools}
-        assert MEMORY_TOOLS <= names
+        assert names >= MEMORY_TOOLS
         r = await c.call_tool("memory_store", {"content": "My favorite color is teal.", "scopes": ALICE})
         assert not r.is_error and r.structured_content is not None
         assert r.structured_content["attributes"][0]["key"] == "favorite_color"
@@ -36,19 +48,32 @@ async def test_family_endpoint_serves_only_its_family(live: Live) -> None:
 async def test_store_supersede_recall_as_of_and_profile(live: Live) -> None:
     session = f"s-{uuid.uuid4().hex[:8]}"
     async with connect(live.url, live.keys.agent) as c:
-        first = await c.call_tool("memory_store", {
-            "content": "I live in Lisbon and I work at Initech.", "scopes": ALICE, "session_id": session,
-            "said_at": "2025-01-10T09:00:00Z"})
+        first = await c.call_tool(
+            "memory_store",
+            {
+                "content": "I live in Lisbon and I work at Initech.",
+                "scopes": ALICE,
+                "session_id": session,
+                "said_at": "2025-01-10T09:00:00Z",
+            },
+        )
         assert first.structured_content is not None
         actions = {a["key"]: a["action"] for a in first.structured_content["attributes"]}
         assert actions["location"] in ("created", "superseded")
-        second = await c.call_tool("memory_store", {
-            "content": "Actually, I moved to Porto.", "scopes": ALICE, "session_id": session,
-            "said_at": "2025-03-01T09:00:00Z"})
+        second = await c.call_tool(
+            "memory_store",
+            {
+                "content": "Actually, I moved to Porto.",
+                "scopes": ALICE,
+                "session_id": session,
+                "said_at": "2025-03-01T09:00:00Z",
+            },
+        )
         sc = second.structured_content
         assert sc is not None
-        assert sc["attributes"] == [{"key": "location", "value": "Porto", "category": "identity",
-                                     "action": "superseded", "previous": "Lisbon"}]
+        assert sc["attributes"] == [
+            {"key": "location", "value": "Porto", "category": "identity", "action": "superseded", "previous": "Lisbon"}
+        ]
         assert sc["corrections"] == [{"key": "location", "old": "Lisbon", "new": "Porto"}]
         assert sc["traceId"] and sc["turn_id"].startswith("turn:")
 
@@ -58,8 +83,9 @@ async def test_store_supersede_recall_as_of_and_profile(live: Live) -> None:
         current = [r["text"] for r in nc["results"] if r["kind"] == "attribute" and "location" in r["text"]]
         assert "alice location: Porto" in current and "alice location: Lisbon" not in current
 
-        past = await c.call_tool("memory_recall", {"query": "where does alice live", "lens": ALICE, "k": 20,
-                                                   "as_of": "2025-02-01T00:00:00Z"})
+        past = await c.call_tool(
+            "memory_recall", {"query": "where does alice live", "lens": ALICE, "k": 20, "as_of": "2025-02-01T00:00:00Z"}
+        )
         assert past.structured_content is not None
         texts = [r["text"] for r in past.structured_content["results"] if r["kind"] == "attribute"]
         assert "alice location: Lisbon" in texts and "alice location: Porto" not in texts
@@ -96,13 +122,20 @@ async def test_instructions_preferences_and_forget(live: Live) -> None:
 
 async def test_reflect_persist_needs_supervisor(live: Live) -> None:
     async with connect(live.url, live.keys.agent) as c:
-        for text in ("The billing page confused me again.", "Billing emails arrive twice.",
-                     "I was charged twice, billing is broken."):
+        for text in (
+            "The billing page confused me again.",
+            "Billing emails arrive twice.",
+            "I was charged twice, billing is broken.",
+        ):
             await c.call_tool("memory_store", {"content": text, "scopes": [["org/acme/project/apollo"]]})
         r = await c.call_tool("memory_reflect", {"query": "recurring complaints", "persist": True})
-        assert r.is_error and r.structured_content == {"error": {
-            "status": 403, "code": "principal_not_allowed",
-            "message": "memory_reflect with persist=true needs principal supervisor or management"}}
+        assert r.is_error and r.structured_content == {
+            "error": {
+                "status": 403,
+                "code": "principal_not_allowed",
+                "message": "memory_reflect with persist=true needs principal supervisor or management",
+            }
+        }
         plain = await c.call_tool("memory_reflect", {"query": "billing complaints"})
         assert plain.structured_content is not None and plain.structured_content["evidence"]
     progress: list[float] = []
@@ -111,9 +144,11 @@ async def test_reflect_persist_needs_supervisor(live: Live) -> None:
         progress.append(done)
 
     async with connect(live.url, live.keys.supervisor) as c:
-        r = await c.call_tool("memory_reflect", {"query": "what keeps going wrong", "persist": True,
-                                                 "lens": [["org/acme/project/apollo"]]},
-                              progress_callback=on_progress)
+        r = await c.call_tool(
+            "memory_reflect",
+            {"query": "what keeps going wrong", "persist": True, "lens": [["org/acme/project/apollo"]]},
+            progress_callback=on_progress,
+        )
         assert not r.is_error and r.structured_content is not None
         persisted = r.structured_content["persisted_attributes"]
         assert persisted and all(p["category"] == "experiential" for p in persisted)
@@ -178,19 +213,33 @@ def test_missing_revoked_and_bad_keys_get_401(live: Live) -> None:
 
 
 def test_dns_rebinding_guard_and_charset_content_type(live: Live) -> None:
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     h = {"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"}
     evil = httpx.post(live.url + "/mcp", json=init, headers=dict(h, Host="evil.example"))
     assert evil.status_code == 421
-    ok = httpx.post(live.url + "/mcp", content=httpx.Request("POST", "/", json=init).content,
-                    headers=dict(h, **{"Content-Type": "application/json; charset=utf-8"}))
+    ok = httpx.post(
+        live.url + "/mcp",
+        content=httpx.Request("POST", "/", json=init).content,
+        headers=dict(h, **{"Content-Type": "application/json; charset=utf-8"}),
+    )
     assert ok.status_code == 200
 
 
 def test_oversize_body_is_413(live: Live) -> None:
-    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": "memory_store", "arguments": {"content": "x" * 300_000}}}
-    r = httpx.post(live.url + "/mcp", json=big, headers={"Authorization": f"Bearer {live.keys.agent}",
-                                                        "Accept": "application/json, text/event-stream"})
+    big = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "memory_store", "arguments": {"content": "x" * 300_000}},
+    }
+    r = httpx.post(
+        live.url + "/mcp",
+        json=big,
+        headers={"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"},
+    )
     assert r.status_code == 413

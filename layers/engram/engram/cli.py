@@ -13,8 +13,15 @@ from engram.settings import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {k: v for k, v in {"data_dir": getattr(args, "data_dir", None), "host": getattr(args, "host", None),
-                                   "port": getattr(args, "port", None)}.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "data_dir": getattr(args, "data_dir", None),
+            "host": getattr(args, "host", None),
+            "port": getattr(args, "port", None),
+        }.items()
+        if v is not None
+    }
     return Settings(**overrides)
 
 
@@ -26,8 +33,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     engram = build_local(settings)
-    print(f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()})",
-          file=sys.stderr)
+    print(
+        f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()})", file=sys.stderr
+    )
     uvicorn.run(create_app(engram), host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
 
@@ -63,8 +71,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
     engram = build_local(_settings(args).model_copy(update={"embedder": "none"}))
     if args.keys_cmd == "create":
         secret, principal = engram.identity.create_key(args.context, args.principal, args.grant, args.label or "")
-        print(f"key_id: {principal.key_id}  principal: {principal.role}  contexts: {','.join(principal.contexts)}"
-              f"  grant: {','.join(principal.grant)}")
+        print(
+            f"key_id: {principal.key_id}  principal: {principal.role}  contexts: {','.join(principal.contexts)}"
+            f"  grant: {','.join(principal.grant)}"
+        )
         print("Store this key now; it is not shown again:")
         print(secret)
     elif args.keys_cmd == "list":

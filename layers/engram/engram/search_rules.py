@@ -53,9 +53,7 @@ def valid_at(valid_from: datetime | None, valid_until: datetime | None, t: datet
     return (valid_from is None or valid_from <= t) and (valid_until is None or t < valid_until)
 
 
-def metadata_matches(
-    metadata: Mapping[str, MetaValue], wanted: Mapping[str, MetaValue | Sequence[MetaValue]]
-) -> bool:
+def metadata_matches(metadata: Mapping[str, MetaValue], wanted: Mapping[str, MetaValue | Sequence[MetaValue]]) -> bool:
     for key, want in wanted.items():
         have = metadata.get(key)
         if isinstance(want, list | tuple):
@@ -83,9 +81,70 @@ def visible(
 
 
 _STOP = frozenset(
-    "a an and are as at be but by did do does for from had has have he her his how i if in into is it its "
-    "me my of on or our she so than that the their them then there these they this to was we were what "
-    "when where which who whom why will with would you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -27,7 +27,12 @@ class Engram:
     def __post_init__(self) -> None:
         self.identity = IdentityService(self.records, self.clock)
         self.memory = MemoryService(
-            self.records, self.index, self.embedder, self.clock, self.identity, self.generator,
+            self.records,
+            self.index,
+            self.embedder,
+            self.clock,
+            self.identity,
+            self.generator,
             self.settings.recall_cache_size,
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)

@@ -38,9 +38,17 @@ def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
 
 async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
     payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -77,8 +85,12 @@ def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", *settings.allowed_hosts],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
-                         *(f"https://{h}" for h in settings.allowed_hosts)],
+        allowed_origins=[
+            "http://127.0.0.1:*",
+            "http://localhost:*",
+            "http://[::1]:*",
+            *(f"https://{h}" for h in settings.allowed_hosts),
+        ],
     )
     endpoints: dict[str, StreamableHTTPSessionManager] = {}
     for family in [None, *families()]:
@@ -87,7 +99,10 @@ def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
             continue
         server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
         endpoints["/mcp" + (f"/{family}" if family else "")] = StreamableHTTPSessionManager(
-            app=server, json_response=json_response, stateless=True, security_settings=security,
+            app=server,
+            json_response=json_response,
+            stateless=True,
+            security_settings=security,
             max_request_body_size=settings.max_request_bytes,
         )
 
@@ -98,10 +113,14 @@ def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
                 await stack.enter_async_context(manager.run())
             yield
 
-    app = FastAPI(title="Engram", version=__version__, lifespan=lifespan,
-                  description="Memory and knowledge for AI agents, over MCP and REST.")
+    app = FastAPI(
+        title="Engram",
+        version=__version__,
+        lifespan=lifespan,
+        description="Memory and knowledge for AI agents, over MCP and REST.",
+    )
     for path, manager in endpoints.items():
-        app.add_route(path, Guard(StreamableHTTPASGIApp(manager), engram), methods=["GET", "POST", "DELETE"])
+        app.add_route(path, Guard(StreamableHTTPASGIApp(manager), engram), methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
     mount_rest(app, engram, select(tool_filter))
 
     @app.get("/healthz", include_in_schema=False)

@@ -44,19 +44,25 @@ def _endpoint(engram: Engram, op: Operation) -> Callable[..., Awaitable[Any]]:
             if args.context_id not in (None, context_id):
                 raise InvalidInput("context_id in the body differs from the one in the path")
             principal = await authenticate(engram, request)
-            result = await dispatch.run(engram, op, principal, args.model_copy(update={"context_id": context_id}),
-                                        _no_progress)
+            result = await dispatch.run(
+                engram, op, principal, args.model_copy(update={"context_id": context_id}), _no_progress
+            )
         except EngramError as exc:
             return error_response(exc)
         return {"text": result} if isinstance(result, str) else result
 
     where = Query() if op.method == "GET" else Body()
-    endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-        inspect.Parameter("context_id", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=Annotated[str, Path(description="Tenant context")]),
-        inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[op.input, where]),
-    ])
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+            inspect.Parameter(
+                "context_id",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=Annotated[str, Path(description="Tenant context")],
+            ),
+            inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[op.input, where]),
+        ]
+    )
     return endpoint
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from engram.operations.registry import OpInput, Operation, declare
+from engram.operations.registry import Operation, OpInput, declare
 from engram.services.identity import ANY, MANAGEMENT, Caller
 from engram.services.memory import Progress
 
@@ -23,8 +23,19 @@ def _scopes(e: Any, c: Caller, a: ScopesIn, p: Progress) -> dict[str, Any]:
     return {"registered": e.identity.register_scopes(c.context_id, a.paths, c.actor)}
 
 
-declare(Operation("scopes_create", "identity", "Register scope paths before first use.",
-                  ScopesIn, ScopesOut, MANAGEMENT, "POST", "/scopes", _scopes))
+declare(
+    Operation(
+        "scopes_create",
+        "identity",
+        "Register scope paths before first use.",
+        ScopesIn,
+        ScopesOut,
+        MANAGEMENT,
+        "POST",
+        "/scopes",
+        _scopes,
+    )
+)
 
 
 class IdentityOut(BaseModel):
@@ -37,9 +48,26 @@ class IdentityOut(BaseModel):
 
 def _whoami(e: Any, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
     pr = c.principal
-    return {"key_id": pr.key_id, "principal": pr.role, "context_id": c.context_id, "contexts": list(pr.contexts),
-            "grant": list(pr.grant)}
+    return {
+        "key_id": pr.key_id,
+        "principal": pr.role,
+        "context_id": c.context_id,
+        "contexts": list(pr.contexts),
+        "grant": list(pr.grant),
+    }
 
 
-declare(Operation("current_identity", "identity", "Who the calling key is: principal, contexts, grant.",
-                  OpInput, IdentityOut, ANY, "GET", "/identity", _whoami, read_only=True))
+declare(
+    Operation(
+        "current_identity",
+        "identity",
+        "Who the calling key is: principal, contexts, grant.",
+        OpInput,
+        IdentityOut,
+        ANY,
+        "GET",
+        "/identity",
+        _whoami,
+        read_only=True,
+    )
+)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from engram.clock import parse_time
-from engram.operations.registry import OpInput, Operation, Selector, declare
+from engram.operations.registry import Operation, OpInput, Selector, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress, Turn, validate_query
 
@@ -63,8 +63,19 @@ def _store(e: Any, c: Caller, a: StoreIn, p: Progress) -> dict[str, Any]:
     return e.memory.store(c, _turn(a), a.scopes)  # type: ignore[no-any-return]
 
 
-declare(Operation("memory_store", "memory", "Store a conversation turn; extracts and reconciles facts.",
-                  StoreIn, StoreOut, WRITERS, "POST", "/facts", _store))
+declare(
+    Operation(
+        "memory_store",
+        "memory",
+        "Store a conversation turn; extracts and reconciles facts.",
+        StoreIn,
+        StoreOut,
+        WRITERS,
+        "POST",
+        "/facts",
+        _store,
+    )
+)
 
 
 class TurnIn(BaseModel):
@@ -90,8 +101,19 @@ def _batch(e: Any, c: Caller, a: BatchIn, p: Progress) -> dict[str, Any]:
     return {"results": e.memory.store_many(c, [_turn(t) for t in a.turns], a.scopes)}
 
 
-declare(Operation("memory_store_batch", "memory", "Store several turns at once (multi-turn capture).",
-                  BatchIn, BatchOut, WRITERS, "POST", "/facts/batch", _batch))
+declare(
+    Operation(
+        "memory_store_batch",
+        "memory",
+        "Store several turns at once (multi-turn capture).",
+        BatchIn,
+        BatchOut,
+        WRITERS,
+        "POST",
+        "/facts/batch",
+        _batch,
+    )
+)
 
 
 class RecallIn(OpInput):
@@ -124,8 +146,20 @@ def _recall(e: Any, c: Caller, a: RecallIn, p: Progress) -> dict[str, Any]:
     return e.memory.recall(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode)  # type: ignore[no-any-return]
 
 
-declare(Operation("memory_recall", "memory", "Recall memory for a query as a prompt-ready context block.",
-                  RecallIn, RecallOut, ANY, "POST", "/context", _recall, read_only=True))
+declare(
+    Operation(
+        "memory_recall",
+        "memory",
+        "Recall memory for a query as a prompt-ready context block.",
+        RecallIn,
+        RecallOut,
+        ANY,
+        "POST",
+        "/context",
+        _recall,
+        read_only=True,
+    )
+)
 
 
 class ReflectIn(OpInput):
@@ -145,8 +179,19 @@ def _reflect(e: Any, c: Caller, a: ReflectIn, p: Progress) -> dict[str, Any]:
     return e.memory.reflect(c, validate_query(a.query), a.persist, a.lens, p)  # type: ignore[no-any-return]
 
 
-declare(Operation("memory_reflect", "memory", "Find patterns across memory, with evidence ids.",
-                  ReflectIn, ReflectOut, ANY, "POST", "/reflect", _reflect))
+declare(
+    Operation(
+        "memory_reflect",
+        "memory",
+        "Find patterns across memory, with evidence ids.",
+        ReflectIn,
+        ReflectOut,
+        ANY,
+        "POST",
+        "/reflect",
+        _reflect,
+    )
+)
 
 
 class ProfileIn(OpInput):
@@ -165,8 +210,20 @@ def _profile(e: Any, c: Caller, a: ProfileIn, p: Progress) -> dict[str, Any]:
     return e.memory.profile(c, a.scopes)  # type: ignore[no-any-return]
 
 
-declare(Operation("memory_profile", "memory", "Profile for a scope: static, dynamic, preferences, instructions.",
-                  ProfileIn, ProfileOut, ANY, "GET", "/profile", _profile, read_only=True))
+declare(
+    Operation(
+        "memory_profile",
+        "memory",
+        "Profile for a scope: static, dynamic, preferences, instructions.",
+        ProfileIn,
+        ProfileOut,
+        ANY,
+        "GET",
+        "/profile",
+        _profile,
+        read_only=True,
+    )
+)
 
 
 class ForgetIn(OpInput):
@@ -184,8 +241,19 @@ def _forget(e: Any, c: Caller, a: ForgetIn, p: Progress) -> dict[str, Any]:
     return e.memory.forget(c, validate_query(a.query), a.scopes)  # type: ignore[no-any-return]
 
 
-declare(Operation("memory_forget", "memory", "Stop believing matching facts (sets valid_until; deletes nothing).",
-                  ForgetIn, ForgetOut, WRITERS, "POST", "/forget", _forget))
+declare(
+    Operation(
+        "memory_forget",
+        "memory",
+        "Stop believing matching facts (sets valid_until; deletes nothing).",
+        ForgetIn,
+        ForgetOut,
+        WRITERS,
+        "POST",
+        "/forget",
+        _forget,
+    )
+)
 
 # -- Causantic ---------------------------------------------------------------------------------
 
@@ -250,23 +318,90 @@ def _sessions(e: Any, c: Caller, a: SessionsIn, p: Progress) -> str:
 
 def _reconstruct(e: Any, c: Caller, a: ReconstructIn, p: Progress) -> str:
     return e.causantic.reconstruct(  # type: ignore[no-any-return]
-        c, a.project, a.session_id, a.from_, a.to, a.days_back, a.previous_session, a.current_session_id,
+        c,
+        a.project,
+        a.session_id,
+        a.from_,
+        a.to,
+        a.days_back,
+        a.previous_session,
+        a.current_session_id,
         a.keep_newest,
     )
 
 
 for _op in (
-    Operation("recall", "memory", "Recall context from memory (range short/long, optional project).",
-              CRecallIn, None, ANY, "POST", "/recall", _c_recall, read_only=True),
-    Operation("explain", "memory", "Explain the history behind a topic across sessions.",
-              ExplainIn, None, ANY, "POST", "/explain", _explain, read_only=True),
-    Operation("predict", "memory", "Surface context likely relevant to the current discussion.",
-              PredictIn, None, ANY, "POST", "/predict", _predict, read_only=True),
-    Operation("list-projects", "memory", "List projects in memory with chunk counts and date ranges.",
-              NoArgs, None, ANY, "GET", "/projects", _projects, read_only=True),
-    Operation("list-sessions", "memory", "List a project's sessions with times, chunks and tokens.",
-              SessionsIn, None, ANY, "GET", "/sessions", _sessions, read_only=True),
-    Operation("reconstruct", "memory", "Rebuild a project's session context chronologically.",
-              ReconstructIn, None, ANY, "POST", "/reconstruct", _reconstruct, read_only=True),
+    Operation(
+        "recall",
+        "memory",
+        "Recall context from memory (range short/long, optional project).",
+        CRecallIn,
+        None,
+        ANY,
+        "POST",
+        "/recall",
+        _c_recall,
+        read_only=True,
+    ),
+    Operation(
+        "explain",
+        "memory",
+        "Explain the history behind a topic across sessions.",
+        ExplainIn,
+        None,
+        ANY,
+        "POST",
+        "/explain",
+        _explain,
+        read_only=True,
+    ),
+    Operation(
+        "predict",
+        "memory",
+        "Surface context likely relevant to the current discussion.",
+        PredictIn,
+        None,
+        ANY,
+        "POST",
+        "/predict",
+        _predict,
+        read_only=True,
+    ),
+    Operation(
+        "list-projects",
+        "memory",
+        "List projects in memory with chunk counts and date ranges.",
+        NoArgs,
+        None,
+        ANY,
+        "GET",
+        "/projects",
+        _projects,
+        read_only=True,
+    ),
+    Operation(
+        "list-sessions",
+        "memory",
+        "List a project's sessions with times, chunks and tokens.",
+        SessionsIn,
+        None,
+        ANY,
+        "GET",
+        "/sessions",
+        _sessions,
+        read_only=True,
+    ),
+    Operation(
+        "reconstruct",
+        "memory",
+        "Rebuild a project's session context chronologically.",
+        ReconstructIn,
+        None,
+        ANY,
+        "POST",
+        "/reconstruct",
+        _reconstruct,
+        read_only=True,
+    ),
 ):
     declare(_op)

@@ -32,7 +32,11 @@ class OpInput(BaseModel):
     @classmethod
     def _json_in_query(cls, value: Any, info: Any) -> Any:
         # REST GET routes carry DNF selectors as JSON text in the query string.
-        if isinstance(value, str) and info.field_name in ("scopes", "lens") and value.startswith("["):
+        if info.field_name not in ("scopes", "lens"):
+            return value
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str) and value[0].startswith("["):
+            value = value[0]
+        if isinstance(value, str) and value.startswith("["):
             try:
                 return json.loads(value)
             except json.JSONDecodeError:

@@ -55,7 +55,7 @@ class CausanticService:
         paths = {p for s in self._sessions(caller) for p in s["scopes"]}
         hits = sorted(p for p in paths if p.rsplit("/", 1)[-1] == project)
         if len(hits) == 1:
-            return hits[0]
+            return str(hits[0])
         if len(hits) > 1:
             raise InvalidInput(f"project {project!r} is ambiguous: {', '.join(hits)}")
         return project  # unknown: callers answer with their own "none found" text
@@ -73,8 +73,11 @@ class CausanticService:
         for path, p in sorted(projects.items()):
             first, last = parse_time(p["first"]), parse_time(p["last"])
             assert first is not None and last is not None
-            span = f"{first:%b %Y}" if (first.year, first.month) == (last.year, last.month) else \
-                f"{first:%b %Y} – {last:%b %Y}"
+            span = (
+                f"{first:%b %Y}"
+                if (first.year, first.month) == (last.year, last.month)
+                else f"{first:%b %Y} – {last:%b %Y}"
+            )
             lines.append(f"- {path} ({p['chunks']} chunks, {span})")
         return "\n".join(lines)
 
@@ -100,7 +103,11 @@ class CausanticService:
         return path, sessions
 
     def list_sessions(
-        self, caller: Caller, project: str, start: str | None = None, end: str | None = None,
+        self,
+        caller: Caller,
+        project: str,
+        start: str | None = None,
+        end: str | None = None,
         days_back: float | None = None,
     ) -> str:
         _, sessions = self._project_sessions(caller, project, start, end, days_back)
@@ -151,9 +158,16 @@ class CausanticService:
         return f"Potentially relevant context ({len(hits)} items):\n\n{_assemble(hits)}"
 
     def reconstruct(
-        self, caller: Caller, project: str, session_id: str | None = None, start: str | None = None,
-        end: str | None = None, days_back: float | None = None, previous_session: bool = False,
-        current_session_id: str | None = None, keep_newest: bool = True,
+        self,
+        caller: Caller,
+        project: str,
+        session_id: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        days_back: float | None = None,
+        previous_session: bool = False,
+        current_session_id: str | None = None,
+        keep_newest: bool = True,
     ) -> str:
         try:
             _, sessions = self._project_sessions(caller, project, start, end, days_back)
@@ -169,7 +183,9 @@ class CausanticService:
                     return f"Error: no session before {current_session_id!r}"
                 chosen = [ordered[pos - 1]]
             elif session_id:
-                chosen = [s for s in sessions if s["session_id"] == session_id or s["session_id"].startswith(session_id)]
+                chosen = [
+                    s for s in sessions if s["session_id"] == session_id or s["session_id"].startswith(session_id)
+                ]
                 if not chosen:
                     return f"Error: session {session_id!r} not found in project {project!r}"
             else:
@@ -197,11 +213,21 @@ class CausanticService:
                 d = item.data
                 said = parse_time(d["said_at"])
                 assert said is not None
-                if d["session_id"] in session_ids and matches(d["scopes"], visibility) \
-                        and not (lo and said < lo) and not (hi and said > hi):
+                if (
+                    d["session_id"] in session_ids
+                    and matches(d["scopes"], visibility)
+                    and not (lo and said < lo)
+                    and not (hi and said > hi)
+                ):
                     speaker = d["metadata"].get("speaker") or d["role"]
-                    out.append({"id": item.id, "text": f"{speaker}: {d['content']}", "said_at": d["said_at"],
-                                "session_id": d["session_id"]})
+                    out.append(
+                        {
+                            "id": item.id,
+                            "text": f"{speaker}: {d['content']}",
+                            "said_at": d["said_at"],
+                            "session_id": d["session_id"],
+                        }
+                    )
             if page.cursor is None:
                 break
             cursor = page.cursor
@@ -212,7 +238,8 @@ class CausanticService:
 def _fit(hits: Sequence[dict[str, Any]], budget: int, keep_newest: bool) -> list[dict[str, Any]]:
     """Keep chunks in order until the budget is spent (from the newest end when keep_newest)."""
     order = list(reversed(hits)) if keep_newest else list(hits)
-    kept, used = [], 0
+    kept: list[dict[str, Any]] = []
+    used = 0
     for h in order:
         cost = approx_tokens(h["text"]) + 8
         if used + cost > budget and kept:

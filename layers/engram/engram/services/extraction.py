@@ -71,6 +71,7 @@ _INSTRUCTION = re.compile(
     re.I,
 )
 
+
 def _p(lead: str, tail: str) -> re.Pattern[str]:
     """`lead` matches in any case; `tail` keeps its case (names and organisations are capitalised)."""
     return re.compile(r"\b(?i:" + lead + r")" + tail)
@@ -92,7 +93,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Category]] = [
     (_p(r"i(?:'m| am) (?:originally )?from ", _ORG), "hometown", "identity"),
     (_p(r"my email is ", r"(\S+@\S+\w)"), "email", "identity"),
     (_p(r"my time ?zone is ", _VAL), "timezone", "identity"),
-    (_p(r"i(?:'m| am) (?:currently )?(?:working on|focused on|focusing on|busy with) ", _VAL), "current_task", "context"),
+    (
+        _p(r"i(?:'m| am) (?:currently )?(?:working on|focused on|focusing on|busy with) ", _VAL),
+        "current_task",
+        "context",
+    ),
     (_p(r"i(?:'m| am) (?:planning|going|about) to ", _VAL), "plan", "context"),
     (_p(r"i (?:might|may|will|could) ", _VAL), "plan", "context"),
     (_p(r"my fav(?:ou?rite)? ([a-z][\w ]*?) (?:is|are) ", _VAL), "favorite_{0}", "preference"),
@@ -101,8 +106,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Category]] = [
     (_p(r"i (?:really )?(?:hate|dislike|can't stand|don't like|do not like) ", _VAL), "dislikes", "preference"),
 ]
 
-_KIN = (r"(wife|husband|partner|sister|brother|mother|mom|father|dad|son|daughter|manager|boss|friend|"
-        r"colleague|cofounder|co-founder|dog|cat)")
+_KIN = (
+    r"(wife|husband|partner|sister|brother|mother|mom|father|dad|son|daughter|manager|boss|friend|"
+    r"colleague|cofounder|co-founder|dog|cat)"
+)
 _RELATION = [
     _p(r"my ", _KIN + r" (?:is|'s) (?:called |named )?" + _NAME),
     re.compile(_NAME + r" (?i:is my) " + _KIN + r"\b"),

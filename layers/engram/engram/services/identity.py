@@ -80,7 +80,7 @@ class IdentityService:
         grant = [check_path(g) for g in grant]
         secret = "sk-" + secrets.token_urlsafe(32)
         digest = key_hash(secret)
-        principal = Principal("key_" + digest[:12], role, tuple(contexts), tuple(grant))  # type: ignore[arg-type]
+        principal = Principal("key_" + digest[:12], role, tuple(contexts), tuple(grant))
         now = self._clock.now()
         data = {
             "key_id": principal.key_id,
@@ -190,21 +190,25 @@ class IdentityService:
             )
 
     def write_scopes(self, caller: Caller, scopes: list[list[str]] | None) -> list[str]:
-        """The scope paths a write is tagged with: inside the grant, registered."""
+        """The scope paths a write is tagged with: inside the grant (403), registered (400)."""
         if scopes is not None:
             scopes = check_selector(scopes, "scopes")
-            self._check_registered(caller, (p for c in scopes for p in c))
         try:
-            return write_paths(scopes, caller.principal.grant)
+            paths = write_paths(scopes, caller.principal.grant)
         except Forbidden as exc:
             raise caller.denied(exc.message, reason="grant_denied") from exc
+        if scopes is not None:
+            self._check_registered(caller, paths)
+        return paths
 
     def read_lens(self, caller: Caller, lens: list[list[str]] | None) -> list[list[str]]:
-        """The visibility selector of a read: the lens narrowed by the grant."""
+        """The visibility selector of a read: the lens narrowed by the grant (403), registered (400)."""
         if lens is not None:
             lens = check_selector(lens, "lens")
-            self._check_registered(caller, (p for c in lens for p in c))
         try:
-            return narrow(lens, caller.principal.grant)
+            visibility = narrow(lens, caller.principal.grant)
         except Forbidden as exc:
             raise caller.denied(exc.message, reason="grant_denied") from exc
+        if lens is not None:
+            self._check_registered(caller, (p for c in lens for p in c))
+        return visibility

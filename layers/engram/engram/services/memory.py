@@ -103,7 +103,8 @@ class MemoryService:
         if self.generator is not None:
             from engram.services.llm_extraction import extract_with_llm
 
-            return extract_with_llm(self.generator, content)
+            result: Extraction = extract_with_llm(self.generator, content)
+            return result
         return extract(content)
 
     # -- store ----------------------------------------------------------------------------
@@ -140,10 +141,20 @@ class MemoryService:
             speaker = (turn.metadata or {}).get("speaker")
             meta: dict[str, Any] = {k: v for k, v in (turn.metadata or {}).items()}
             meta |= {"session_id": session_id, "role": turn.role, "said_at": iso(said)}
-            plan.put("turn", turn_id, {
-                "content": turn.content, "role": turn.role, "session_id": session_id, "scopes": tags,
-                "said_at": iso(said), "recorded_at": iso(now), "subject": subject, "metadata": turn.metadata or {},
-            })
+            plan.put(
+                "turn",
+                turn_id,
+                {
+                    "content": turn.content,
+                    "role": turn.role,
+                    "session_id": session_id,
+                    "scopes": tags,
+                    "said_at": iso(said),
+                    "recorded_at": iso(now),
+                    "subject": subject,
+                    "metadata": turn.metadata or {},
+                },
+            )
             text = f"{speaker}: {turn.content}" if isinstance(speaker, str) and speaker else turn.content
             docs.append((IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), text))
             self._touch_session(plan, session_id, tags, said, turn.content)
@@ -161,8 +172,18 @@ class MemoryService:
 
     def _touch_session(self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str) -> None:
         current = plan.get("session", session_id)
-        data = dict(current) if current else {"session_id": session_id, "first_at": iso(said), "last_at": iso(said),
-                                               "turns": 0, "tokens": 0, "scopes": []}
+        data = (
+            dict(current)
+            if current
+            else {
+                "session_id": session_id,
+                "first_at": iso(said),
+                "last_at": iso(said),
+                "turns": 0,
+                "tokens": 0,
+                "scopes": [],
+            }
+        )
         first, last = parse_time(data["first_at"]), parse_time(data["last_at"])
         assert first is not None and last is not None
         data["first_at"], data["last_at"] = iso(min(first, said)), iso(max(last, said))
@@ -188,17 +209,22 @@ class MemoryService:
         instructions: list[dict[str, Any]] = []
         entity_key = f"Person:{subject.lower()}"
         touched = False
-        facts = list(ex.facts) + [
-            Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions
-        ]
+        facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
             action, old = self._set_attribute(plan, fact, subject, entity_key, tags, said, now, turn_id, docs, closings)
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
             else:
-                attributes.append({"key": fact.key, "value": fact.value, "category": fact.category, "action": action,
-                                   **({"previous": old} if old is not None else {})})
+                attributes.append(
+                    {
+                        "key": fact.key,
+                        "value": fact.value,
+                        "category": fact.category,
+                        "action": action,
+                        **({"previous": old} if old is not None else {}),
+                    }
+                )
             if fact.correction:
                 corrections.append({"key": fact.key, "old": old, "new": fact.value})
         entities = [{"id": ["Person", subject], "action": self._entity(plan, "Person", subject, touched)}]
@@ -209,13 +235,34 @@ class MemoryService:
             rid = f"rel:{_slug(subject)}:{rel.type}:{_slug(rel.target)}"
             exists = plan.get("relation", rid) is not None
             if not exists:
-                plan.put("relation", rid, {"from": ["Person", subject], "type": rel.type,
-                                           "to": ["Person", rel.target], "scopes": tags, "since": iso(said)})
-            relations.append({"from": ["Person", subject], "type": rel.type, "to": ["Person", rel.target],
-                              "action": "unchanged" if exists else "created"})
+                plan.put(
+                    "relation",
+                    rid,
+                    {
+                        "from": ["Person", subject],
+                        "type": rel.type,
+                        "to": ["Person", rel.target],
+                        "scopes": tags,
+                        "since": iso(said),
+                    },
+                )
+            relations.append(
+                {
+                    "from": ["Person", subject],
+                    "type": rel.type,
+                    "to": ["Person", rel.target],
+                    "action": "unchanged" if exists else "created",
+                }
+            )
         uncertainties = [{"statement": u} for u in ex.uncertainties]
-        return {"entities": entities, "attributes": attributes, "relations": relations,
-                "instructions": instructions, "uncertainties": uncertainties, "corrections": corrections}
+        return {
+            "entities": entities,
+            "attributes": attributes,
+            "relations": relations,
+            "instructions": instructions,
+            "uncertainties": uncertainties,
+            "corrections": corrections,
+        }
 
     def _entity(self, plan: _Plan, etype: str, name: str, touched: bool) -> str:
         eid = f"{etype}:{name.lower()}"
@@ -259,13 +306,31 @@ class MemoryService:
         attr_id = new_id("attr")
         label = fact.key.replace("_", " ")
         text = f"{subject} {label}: {fact.value}"
-        plan.put("attribute", attr_id, {
-            "subject": subject, "entity": entity_key, "key": fact.key, "value": fact.value, "category": fact.category,
-            "scopes": tags, "valid_from": iso(said), "valid_until": None, "recorded_at": iso(now),
-            "source_turn": turn_id, "status": "current", "supersedes": slot["attribute_id"] if slot else None,
-        })
+        plan.put(
+            "attribute",
+            attr_id,
+            {
+                "subject": subject,
+                "entity": entity_key,
+                "key": fact.key,
+                "value": fact.value,
+                "category": fact.category,
+                "scopes": tags,
+                "valid_from": iso(said),
+                "valid_until": None,
+                "recorded_at": iso(now),
+                "source_turn": turn_id,
+                "status": "current",
+                "supersedes": slot["attribute_id"] if slot else None,
+            },
+        )
         plan.put("slot", slot_id, {"attribute_id": attr_id})
-        meta = {"key": fact.key, "category": fact.category, "said_at": iso(said), "source_turn": turn_id}
+        meta: dict[str, str | int | float | bool] = {
+            "key": fact.key,
+            "category": fact.category,
+            "said_at": iso(said) or "",
+            "source_turn": turn_id,
+        }
         docs.append((IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text))
         return action, old_value
 
@@ -287,8 +352,16 @@ class MemoryService:
         if extra_visibility is not None:
             visibility = [sorted(set(a) | set(b)) for a in visibility for b in extra_visibility]
         kinds = tuple(kinds) if kinds else ("turn", "attribute")
-        key = (caller.context_id, self._generation.get(caller.context_id, 0), tuple(map(tuple, visibility)),
-               " ".join(query.lower().split()), k, iso(as_of), mode, kinds)
+        key = (
+            caller.context_id,
+            self._generation.get(caller.context_id, 0),
+            tuple(map(tuple, visibility)),
+            " ".join(query.lower().split()),
+            k,
+            iso(as_of),
+            mode,
+            kinds,
+        )
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -298,8 +371,12 @@ class MemoryService:
         total = self.index.count(caller.context_id)
         vec = self.embed([query])[0] if mode != "bm25" else None
         if total <= k:
-            hits = self.index.search(SearchQuery(caller.context_id, query, vec, "vector" if vec is not None else "bm25",
-                                                 k, kinds, visibility, as_of), self.clock.now())
+            hits = self.index.search(
+                SearchQuery(
+                    caller.context_id, query, vec, "vector" if vec is not None else "bm25", k, kinds, visibility, as_of
+                ),
+                self.clock.now(),
+            )
             if vec is None and not hits:
                 hits = []
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
@@ -328,8 +405,11 @@ class MemoryService:
         self, caller: Caller, query: str, persist: bool, lens: list[list[str]] | None, progress: Progress = _no_progress
     ) -> dict[str, Any]:
         if persist and caller.principal.role not in OVERSEERS:
-            raise caller.denied("memory_reflect with persist=true needs principal supervisor or management",
-                                reason="principal_not_allowed", operation="memory_reflect")
+            raise caller.denied(
+                "memory_reflect with persist=true needs principal supervisor or management",
+                reason="principal_not_allowed",
+                operation="memory_reflect",
+            )
         progress(0, 3, "retrieving")
         found = self.recall(caller, query, k=30, lens=lens)
         hits = found["results"]
@@ -379,23 +459,31 @@ class MemoryService:
         cursor: str | None = None
         while True:
             page = self.records.query(caller.context_id, "attribute", cursor=cursor, limit=1000)
-            out += [i for i in page.items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)]
+            out += [
+                i for i in page.items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)
+            ]
             if page.cursor is None:
                 return out
             cursor = page.cursor
 
     def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
         visibility = self.identity.read_lens(caller, scopes)
-        sections: dict[str, list[dict[str, Any]]] = {"static": [], "dynamic": [], "preferences": [], "instructions": [],
-                                                     "experiential": []}
+        sections: dict[str, list[dict[str, Any]]] = {
+            "static": [],
+            "dynamic": [],
+            "preferences": [],
+            "instructions": [],
+            "experiential": [],
+        }
         for item in self.current_attributes(caller, visibility):
             d = item.data
             if d["category"] == "instruction":
                 sections["instructions"].append({"label": d["key"].split(":", 1)[1], "description": d["value"]})
             else:
                 section = CATEGORY_SECTION.get(d["category"], "experiential")
-                sections[section].append({"key": d["key"], "value": d["value"], "subject": d["subject"],
-                                          "since": d["valid_from"]})
+                sections[section].append(
+                    {"key": d["key"], "value": d["value"], "subject": d["subject"], "since": d["valid_from"]}
+                )
         return sections
 
     # -- forget ---------------------------------------------------------------------------
@@ -406,13 +494,15 @@ class MemoryService:
         vec = self.embed([query])[0]
         targets: dict[str, Hit] = {}
         if vec is not None:
-            for h in self.index.search(SearchQuery(caller.context_id, query, vec, "vector", 100, ("attribute",),
-                                                   visibility), now):
+            for h in self.index.search(
+                SearchQuery(caller.context_id, query, vec, "vector", 100, ("attribute",), visibility), now
+            ):
                 if h.score >= FORGET_COSINE:
                     targets[h.id] = h
         terms = set(query_terms(query))
-        for h in self.index.search(SearchQuery(caller.context_id, query, None, "bm25", 100, ("attribute",),
-                                               visibility), now):
+        for h in self.index.search(
+            SearchQuery(caller.context_id, query, None, "bm25", 100, ("attribute",), visibility), now
+        ):
             words = set(query_terms(h.text))
             if terms and len(terms & words) * 2 >= len(terms):
                 targets[h.id] = h
@@ -462,8 +552,9 @@ class _Plan:
 
 
 def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
-    return IndexDoc(doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until,
-                    doc.metadata)
+    return IndexDoc(
+        doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until, doc.metadata
+    )
 
 
 def approx_tokens(text: str) -> int:
@@ -473,8 +564,15 @@ def approx_tokens(text: str) -> int:
 
 def hit_dict(h: Hit) -> dict[str, Any]:
     meta = dict(h.metadata)
-    return {"id": h.id, "kind": h.kind, "text": h.text, "score": round(h.score, 6),
-            "said_at": meta.get("said_at"), "session_id": meta.get("session_id"), "metadata": meta}
+    return {
+        "id": h.id,
+        "kind": h.kind,
+        "text": h.text,
+        "score": round(h.score, 6),
+        "said_at": meta.get("said_at"),
+        "session_id": meta.get("session_id"),
+        "metadata": meta,
+    }
 
 
 def format_context(hits: Sequence[Hit]) -> str:

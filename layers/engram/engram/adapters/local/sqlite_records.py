@@ -140,8 +140,6 @@ class SqliteRecordStore:
 
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         with self._lock:
-            cur = self._conn.execute(
-                "DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id)
-            )
+            cur = self._conn.execute("DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
             self._conn.execute("DELETE FROM history WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
         return cur.rowcount > 0

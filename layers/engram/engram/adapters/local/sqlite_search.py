@@ -261,7 +261,4 @@ class SqliteSearchIndex:
         else:
             ranked = fuse([(r.id, s) for r, s in bm], [(r.id, s) for r, s in vec])
         rows = {r.id: r for r, _ in bm} | {r.id: r for r, _ in vec}
-        return [
-            Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes)
-            for i, s in ranked[:k]
-        ]
+        return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in ranked[:k]]

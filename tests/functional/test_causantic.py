@@ -1,0 +1,88 @@
+"""Causantic's tools: plain text in the seed's formats, over MCP."""
+
+from __future__ import annotations
+
+from mcp.types import TextContent
+
+from tests.conftest import Live
+from tests.functional.mcpclient import connect
+
+APOLLO = [["org/acme/project/apollo"]]
+
+
+async def text(c: object, tool: str, **args: object) -> str:
+    r = await c.call_tool(tool, args)  # type: ignore[attr-defined]
+    assert not r.is_error, r
+    block = r.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def test_causantic_tools(live: Live) -> None:
+    async with connect(live.url, live.keys.agent) as c:
+        for i, (sess, when, content) in enumerate(
+            [
+                ("c-s1", "2025-02-06T15:00:00Z", "We chose Postgres for the Apollo ledger because of transactions."),
+                ("c-s1", "2025-02-06T15:10:00Z", "The ledger service exposes a gRPC API."),
+                ("c-s2", "2025-02-07T10:00:00Z", "Authentication uses short-lived JWTs signed by the gateway."),
+                ("c-s3", "2025-02-08T14:30:00Z", "We moved the ledger migrations into a separate job."),
+            ]
+        ):
+            r = await c.call_tool(
+                "memory_store", {"content": content, "session_id": sess, "said_at": when, "scopes": APOLLO}
+            )
+            assert not r.is_error, (i, r)
+
+        projects = await text(c, "list-projects")
+        assert projects.startswith("Projects in memory:")
+        assert "- org/acme/project/apollo (4 chunks, Feb 2025)" in projects
+
+        sessions = await text(c, "list-sessions", project="apollo")
+        assert sessions.splitlines()[0] == 'Sessions for "apollo" (3 total):'
+        assert "- c-s1 (Feb 6, 3:00 PM – 3:10 PM, 2 chunks," in sessions
+        assert await text(c, "list-sessions", project="nope") == 'No sessions found for project "nope".'
+        window = await text(c, "list-sessions", project="apollo", **{"from": "2025-02-07T00:00:00Z"})
+        assert "c-s1" not in window and "c-s3" in window
+
+        found = await text(c, "recall", query="why Postgres for the ledger", range="long", project="apollo")
+        assert found.startswith("Found ") and "relevant memory chunks (" in found and "Postgres" in found
+        short = await text(c, "recall", query="why Postgres for the ledger", range="short", project="apollo")
+        assert "Postgres" in short  # the three sessions are the most recent ones
+        why = await text(c, "explain", topic="authentication")
+        assert "JWT" in why
+        pred = await text(c, "predict", context="ledger migrations")
+        assert pred.startswith("Potentially relevant context (")
+        none = await text(c, "recall", query="quantum chromodynamics", project="org/acme/project/none")
+        assert none == "No relevant memory found."
+
+        rebuilt = await text(c, "reconstruct", project="apollo")
+        assert rebuilt.index("Session c-s1") < rebuilt.index("Session c-s2") < rebuilt.index("Session c-s3")
+        prev = await text(c, "reconstruct", project="apollo", previous_session=True, current_session_id="c-s3")
+        assert "Session c-s2" in prev and "c-s3" not in prev
+        err = await text(c, "reconstruct", project="apollo", previous_session=True)
+        assert err.startswith("Error: ")
+        one = await text(c, "reconstruct", project="apollo", session_id="c-s1")
+        assert "gRPC" in one and "JWT" not in one
+
+
+async def test_reconstruct_keeps_newest_within_budget(live: Live) -> None:
+    budget = live.engram.causantic.budget
+    live.engram.causantic.budget = 60
+    try:
+        async with connect(live.url, live.keys.agent) as c:
+            for i in range(6):
+                await c.call_tool(
+                    "memory_store",
+                    {
+                        "content": f"Step {i}: " + "detail " * 20,
+                        "session_id": "c-long",
+                        "said_at": f"2025-03-01T10:0{i}:00Z",
+                        "scopes": APOLLO,
+                    },
+                )
+            newest = await text(c, "reconstruct", project="apollo", session_id="c-long")
+            oldest = await text(c, "reconstruct", project="apollo", session_id="c-long", keep_newest=False)
+        assert "Step 5" in newest and "Step 0" not in newest and "truncated" in newest
+        assert "Step 0" in oldest and "Step 5" not in oldest
+    finally:
+        live.engram.causantic.budget = budget
