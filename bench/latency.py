@@ -1,0 +1,129 @@
+"""p50/p99 of memory_store and memory_recall over HTTP against `engram serve` holding N memories,
+and the size of tools/list."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import httpx
+
+from bench.locomo import DATA
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))], 2)
+
+
+def mcp_call(http: httpx.Client, url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+    r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
+    r.raise_for_status()
+    text = r.text
+    if text.startswith("event:") or "data:" in text[:20]:  # SSE framing
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    result: dict[str, Any] = json.loads(text)["result"]
+    return result
+
+
+def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
+    turns = [
+        t["text"]
+        for c in json.loads(DATA.read_text())
+        for k, v in c["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+        for t in v
+    ]
+    questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, ENGRAM_DATA_DIR=tmp)
+        cli = [sys.executable, "-m", "engram.cli"]
+        out = subprocess.run(
+            [*cli, "keys", "create", "--context", "bench", "--principal", "agent", "--grant", "org/bench"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        key = out.stdout.strip().splitlines()[-1]
+        port = 18000 + rng.randrange(1000)
+        proc = subprocess.Popen([*cli, "serve", "--port", str(port), "--log-level", "warning"], env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+                for _ in range(300):
+                    try:
+                        http.get(url + "/healthz")
+                        break
+                    except httpx.TransportError:
+                        time.sleep(0.2)
+                t0 = time.perf_counter()
+                loaded = 0
+                while loaded < memories:
+                    batch = [
+                        {"content": turns[(loaded + i) % len(turns)], "session_id": f"s{(loaded + i) // 20}"}
+                        for i in range(min(100, memories - loaded))
+                    ]
+                    http.post(url + "/api/v1/bench/facts/batch", json={"turns": batch}).raise_for_status()
+                    loaded += len(batch)
+                    if loaded % 2000 == 0:
+                        print(f"  loaded {loaded}/{memories}", file=sys.stderr, flush=True)
+                load_s = time.perf_counter() - t0
+                store_ms, recall_ms, server_ms = [], [], []
+                for _ in range(samples):
+                    t = time.perf_counter()
+                    mcp_call(http, url, "memory_store", {"content": rng.choice(turns), "session_id": "bench"})
+                    store_ms.append((time.perf_counter() - t) * 1000)
+                for i in range(samples):
+                    q = questions[i % len(questions)] + f" #{i}"  # distinct: no cache tier
+                    t = time.perf_counter()
+                    res = mcp_call(http, url, "memory_recall", {"query": q, "k": 10})
+                    recall_ms.append((time.perf_counter() - t) * 1000)
+                    server_ms.append(res["structuredContent"]["queryMs"])
+                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+                listed = http.post(url + "/mcp", json=body, headers=MCP_HEADERS).text
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    from tokenizers import Tokenizer
+
+    from engram.adapters.local.onnx_embedder import TOKENIZER_PATH
+
+    payload = listed
+    if "data:" in payload[:20]:
+        payload = next(line[5:] for line in payload.splitlines() if line.startswith("data:"))
+    tools = json.loads(payload)["result"]["tools"]
+    compact = json.dumps(tools, separators=(",", ":"))
+    wordpiece = len(Tokenizer.from_file(str(TOKENIZER_PATH)).encode(compact, add_special_tokens=False).ids)
+    return {
+        "memories": memories + samples,
+        "load_seconds": round(load_s, 1),
+        "store_ms": {"p50": pct(store_ms, 50), "p99": pct(store_ms, 99), "mean": round(statistics.mean(store_ms), 2)},
+        "recall_ms": {
+            "p50": pct(recall_ms, 50),
+            "p99": pct(recall_ms, 99),
+            "mean": round(statistics.mean(recall_ms), 2),
+        },
+        "recall_server_ms": {"p50": pct(server_ms, 50), "p99": pct(server_ms, 99)},
+        "tools_list": {
+            "tools": len(tools),
+            "bytes": len(compact),
+            "wordpiece_tokens": wordpiece,
+            "chars_div_4": len(compact) // 4,
+        },
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
