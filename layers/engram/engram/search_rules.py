@@ -10,7 +10,7 @@ from engram.ports import MetaValue, SearchQuery
 from engram.scopes import matches
 
 # Weight of the vector list in the convex combination; chosen on LoCoMo/cranfield (bench/RESULTS.md).
-VECTOR_WEIGHT = 0.5
+VECTOR_WEIGHT = 0.35
 RRF_K = 60
 
 

@@ -31,6 +31,7 @@ Progress = Callable[[float, float | None, str | None], None]
 
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
+CONTEXT_EMBEDDING = True  # see _store_many; measured in bench/RESULTS.md
 _RETRIES = 3
 
 
@@ -156,8 +157,12 @@ class MemoryService:
                 },
             )
             text = f"{speaker}: {turn.content}" if isinstance(speaker, str) and speaker else turn.content
-            docs.append((IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), text))
-            self._touch_session(plan, session_id, tags, said, turn.content)
+            # The vector also sees the turn before it in the session: replies are often elliptic
+            # ("Yes, last Friday!") and only the previous turn says what they are about.
+            previous = (plan.get("session", session_id) or {}).get("last_text", "")
+            embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
+            docs.append((IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text))
+            self._touch_session(plan, session_id, tags, said, turn.content, text)
             ex = self._extract(turn.content)
             out = self._reconcile(plan, ex, subject, tags, said, now, turn_id, docs, closings)
             out |= {"turn_id": turn_id, "session_id": session_id}
@@ -170,7 +175,9 @@ class MemoryService:
         self._bump(ctx)
         return results
 
-    def _touch_session(self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str) -> None:
+    def _touch_session(
+        self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
+    ) -> None:
         current = plan.get("session", session_id)
         data = (
             dict(current)
@@ -190,6 +197,7 @@ class MemoryService:
         data["turns"] += 1
         data["tokens"] += approx_tokens(content)
         data["scopes"] = sorted(set(data["scopes"]) | set(tags))
+        data["last_text"] = text[-400:]
         plan.put("session", session_id, data)
 
     def _reconcile(
