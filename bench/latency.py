@@ -29,11 +29,16 @@ def mcp_call(http: httpx.Client, url: str, tool: str, args: dict[str, Any]) -> d
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}
     r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
     r.raise_for_status()
-    text = r.text
-    if text.startswith("event:") or "data:" in text[:20]:  # SSE framing
-        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
-    result: dict[str, Any] = json.loads(text)["result"]
+    result: dict[str, Any] = json_of(r.text)["result"]
     return result
+
+
+def json_of(text: str) -> dict[str, Any]:
+    """The JSON-RPC message of a response, with or without SSE framing."""
+    if not text.lstrip().startswith("{"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    out: dict[str, Any] = json.loads(text)
+    return out
 
 
 def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
@@ -100,10 +105,7 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
 
     from engram.adapters.local.onnx_embedder import TOKENIZER_PATH
 
-    payload = listed
-    if "data:" in payload[:20]:
-        payload = next(line[5:] for line in payload.splitlines() if line.startswith("data:"))
-    tools = json.loads(payload)["result"]["tools"]
+    tools = json_of(listed)["result"]["tools"]
     compact = json.dumps(tools, separators=(",", ":"))
     wordpiece = len(Tokenizer.from_file(str(TOKENIZER_PATH)).encode(compact, add_special_tokens=False).ids)
     return {

@@ -5,15 +5,52 @@ from __future__ import annotations
 
 from typing import Any
 
+import base64
+import uuid
+
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from engram.operations.registry import select
+from engram.services.documents import NewDocument
+from engram.services.identity import ANY
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
-SAMPLES: dict[str, dict[str, Any]] = {
+
+def _doc(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    out = live.engram.documents.ingest(caller, NewDocument(b"Rivets hold the wing panels together.", "Wing"))
+    return str(out["id"])
+
+
+def _folder(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    return str(live.engram.documents.folder_create(caller, "f", None, None, None)["id"])
+
+
+B64 = base64.b64encode(b"Flaps increase lift at low speed.").decode()
+SAMPLES: dict[str, Any] = {
+    "document_upload": lambda live: {"bytes_base64": B64, "filename": f"flaps-{uuid.uuid4().hex}.txt"},
+    "knowledge_ingest": {"collection": "docs", "title": "Slats", "content": "Slats delay the stall."},
+    "knowledge_bulk_ingest": {"collection": "docs", "documents": [{"title": "Spoilers", "content": "Spoilers."}]},
+    "document_ingest": {"text": "Ailerons roll the aircraft."},
+    "document_get": lambda live: {"id": _doc(live)},
+    "document_chunks": lambda live: {"id": _doc(live)},
+    "document_update": lambda live: {"id": _doc(live), "title": "Wing v2"},
+    "document_delete": lambda live: {"id": _doc(live)},
+    "document_query": {"op": "prefix", "field": "title", "value": "W"},
+    "document_ask": lambda live: {"id": _doc(live), "question": "What holds the wing panels?"},
+    "knowledge_search": {"query": "wing rivets"},
+    "hybrid_search": {"query": "wing rivets"},
+    "rag_ask": {"question": "What holds the wing panels?"},
+    "knowledge_get": lambda live: {"kind": "document", "id": _doc(live)},
+    "knowledge_collections": {"action": "list"},
+    "folder_create": {"name": "manuals"},
+    "folder_update": lambda live: {"id": _folder(live), "name": "renamed"},
+    "folder_delete": lambda live: {"id": _folder(live)},
+    "folder_query": {},
     "memory_store": {"content": "I enjoy chess."},
     "memory_store_batch": {"turns": [{"content": "I enjoy go."}]},
     "memory_recall": {"query": "games"},
@@ -37,13 +74,18 @@ def key_for(live: Live, op_name: str) -> str:
     return live.keys.agent if "agent" in op.principals else live.keys.management
 
 
+def sample(live: Live, name: str) -> dict[str, Any]:
+    value = SAMPLES[name]
+    return dict(value(live) if callable(value) else value)
+
+
 def test_every_operation_has_a_sample() -> None:
     assert {op.name for op in OPS} == set(SAMPLES)
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
 async def test_mcp_every_tool(live: Live, op: Any) -> None:
-    args = SAMPLES[op.name]
+    args = sample(live, op.name)
     async with connect(live.url, key_for(live, op.name)) as c:
         ok = await c.call_tool(op.name, args)
         assert not ok.is_error, ok
@@ -61,18 +103,22 @@ async def test_mcp_every_tool(live: Live, op: Any) -> None:
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
 def test_rest_every_route(live: Live, op: Any) -> None:
-    args = SAMPLES[op.name]
-    url = f"{live.url}/api/v1/acme{op.path}"
+    args = sample(live, op.name)
+    path = op.path
+    for name in ("id",):
+        if f"{{{name}}}" in path:
+            path = path.replace(f"{{{name}}}", args.pop(name))
+    url = f"{live.url}/api/v1/acme{path}"
     h = {"Authorization": f"Bearer {key_for(live, op.name)}"}
 
     def send(body: dict[str, Any], headers: dict[str, str], target: str = url) -> httpx.Response:
-        if op.method == "GET":
-            return httpx.get(target, params=body, headers=headers)
-        return httpx.post(target, json=body, headers=headers)
+        if op.method in ("GET", "DELETE"):
+            return httpx.request(op.method, target, params=body, headers=headers)
+        return httpx.request(op.method, target, json=body, headers=headers)
 
     assert send(args, h).status_code == 200
     assert send({**args, "unexpected_argument": "1"}, h).status_code == 400
-    assert send(args, h, f"{live.url}/api/v1/globex{op.path}").status_code == 401
+    assert send(args, h, f"{live.url}/api/v1/globex{path}").status_code == 401
     assert send(args, {}).status_code == 401
     if not {"supervisor", "agent"} & set(op.principals):
         denied = send(args, {"Authorization": f"Bearer {live.keys.agent}"})

@@ -55,7 +55,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     def principal_of(_ctx: object) -> object:
         return principal
 
-    server = build_server(engram, select(settings.tool_filter()), principal_of)  # type: ignore[arg-type]
+    server = build_server(engram, select(settings.tool_filter()), principal_of, transport="stdio")  # type: ignore[arg-type]
 
     async def main() -> None:
         async with stdio_server() as (read, write):
@@ -99,6 +99,53 @@ def cmd_scopes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest files and folders with a progress bar; prints ingested / deduplicated / failed."""
+    from engram.services.documents import NewDocument
+    from engram.services.parsing import SUPPORTED, detect
+    from engram.wiring import build_local
+
+    settings = _settings(args)
+    engram = build_local(settings)
+    principal = engram.identity.authenticate(args.key or settings.api_key)
+    caller = engram.identity.enter(
+        principal, args.context or settings.context, frozenset({"agent", "management"}), "document_upload", "stdio"
+    )
+    files: list[Path] = []
+    for raw in args.paths:
+        p = Path(raw)
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+        elif p.is_file():
+            files.append(p)
+        else:
+            print(f"error: {p}: no such file or folder", file=sys.stderr)
+            return 2
+    done, dedup, failed = 0, 0, []
+    for i, f in enumerate(files, 1):
+        try:
+            data = f.read_bytes()
+            mime = detect(data, None, f.name)
+            if mime not in SUPPORTED:
+                raise EngramError(f"{f}: unsupported type")
+            out = engram.documents.ingest(
+                caller, NewDocument(data, f.stem, str(f), None, None, f.name, args.collection)
+            )
+            dedup += out["deduplicated"]
+            done += not out["deduplicated"]
+        except EngramError as exc:
+            failed.append((f, exc.message))
+        bar = "#" * (30 * i // len(files))
+        print(f"\r[{bar:<30}] {i}/{len(files)} {f.name[:40]:<40}", end="", file=sys.stderr, flush=True)
+    print("\rwaiting for embeddings...".ljust(80), end="", file=sys.stderr, flush=True)
+    engram.queue.join()
+    print(file=sys.stderr)
+    print(f"ingested: {done}  deduplicated: {dedup}  failed: {len(failed)}")
+    for f, why in failed:
+        print(f"  failed {f}: {why}")
+    return 1 if failed else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -115,6 +162,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stdio", help="serve MCP over stdio (ENGRAM_API_KEY, ENGRAM_CONTEXT)")
     common(s)
     s.set_defaults(fn=cmd_stdio)
+
+    ing = sub.add_parser("ingest", help="ingest files and folders (ENGRAM_API_KEY or --key)")
+    common(ing)
+    ing.add_argument("paths", nargs="+")
+    ing.add_argument("--key", help="API key (default ENGRAM_API_KEY)")
+    ing.add_argument("--context", help="context (default: the key's only one)")
+    ing.add_argument("--collection", default=None)
+    ing.set_defaults(fn=cmd_ingest)
 
     k = sub.add_parser("keys", help="create, list, revoke API keys")
     ks = k.add_subparsers(dest="keys_cmd", required=True)

@@ -129,7 +129,8 @@ class SearchQuery:
     `visibility` is a DNF selector already narrowed by the caller's grant; a document matches a
     clause when, for each path of the clause, one of its scopes is that path or lies below it.
     `as_of` (default: now) keeps documents valid at that instant: valid_from <= t < valid_until.
-    `metadata` keeps documents whose metadata equals every given value (a list means any of).
+    `metadata` keeps documents whose metadata equals every given value (a list means any of);
+    `ranges` keeps those whose metadata value lies in [low, high] (None = open end).
     """
 
     context_id: str
@@ -141,6 +142,8 @@ class SearchQuery:
     visibility: Selector | None = None
     as_of: datetime | None = None
     metadata: Mapping[str, MetaValue | Sequence[MetaValue]] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]] = field(default_factory=dict)
+    match_all: bool = False  # bm25: every query term must occur (keyword precision)
 
 
 @dataclass(frozen=True)

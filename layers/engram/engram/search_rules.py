@@ -64,6 +64,21 @@ def metadata_matches(metadata: Mapping[str, MetaValue], wanted: Mapping[str, Met
     return True
 
 
+def in_ranges(
+    metadata: Mapping[str, MetaValue], ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]]
+) -> bool:
+    for key, (lo, hi) in ranges.items():
+        have = metadata.get(key)
+        if have is None:
+            return False
+        try:
+            if (lo is not None and have < lo) or (hi is not None and have > hi):  # type: ignore[operator]
+                return False
+        except TypeError:
+            return False
+    return True
+
+
 def visible(
     doc_scopes: Sequence[str],
     valid_from: datetime | None,
@@ -77,6 +92,7 @@ def visible(
         valid_at(valid_from, valid_until, query.as_of or now)
         and matches(doc_scopes, query.visibility)
         and metadata_matches(metadata, query.metadata)
+        and in_ranges(metadata, query.ranges)
     )
 
 

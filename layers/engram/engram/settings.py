@@ -19,7 +19,8 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra Host header values MCP accepts (DNS-rebinding guard)"
     )
     mcp_tools: str = Field("", description="Comma-separated tool names or families to expose; empty = all")
-    max_request_bytes: int = 1_048_576
+    max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
+    ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")
     embedder: Literal["minilm", "none"] = "minilm"
     generator: Literal["none", "bedrock"] = "none"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engram.clock import Clock, SystemClock
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
+from engram.queue import Queue, ThreadQueue
 from engram.services.causantic import CausanticService
+from engram.services.documents import DocumentService
 from engram.services.identity import IdentityService
 from engram.services.memory import MemoryService
 from engram.settings import Settings
@@ -23,6 +25,7 @@ class Engram:
     embedder: Embedder | None
     clock: Clock
     generator: Generator | None = None
+    queue: Queue = field(default_factory=ThreadQueue)
 
     def __post_init__(self) -> None:
         self.identity = IdentityService(self.records, self.clock)
@@ -36,6 +39,16 @@ class Engram:
             self.settings.recall_cache_size,
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)
+        self.documents = DocumentService(
+            self.records,
+            self.blobs,
+            self.index,
+            self.embedder,
+            self.clock,
+            self.identity,
+            self.queue,
+            self.generator,
+        )
 
 
 _EMBEDDERS: dict[str, Embedder] = {}

@@ -17,11 +17,13 @@ from engram.wiring import Engram
 log = logging.getLogger("engram.dispatch")
 
 
-async def run(engram: Engram, op: Operation, principal: Principal, args: OpInput, progress: Progress) -> Any:
+async def run(
+    engram: Engram, op: Operation, principal: Principal, args: OpInput, progress: Progress, transport: str = "http"
+) -> Any:
     """Run `op` for `principal`. Returns a dict shaped by `op.output`, or text. Raises EngramError."""
 
     def work() -> Any:
-        caller = engram.identity.enter(principal, args.context_id, op.principals, op.name)
+        caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
         return op.run(engram, caller, args, progress)
 
     trace = uuid.uuid4().hex

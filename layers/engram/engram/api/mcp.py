@@ -46,10 +46,13 @@ def schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def tool_of(op: Operation) -> types.Tool:
+    input_schema = schema(op.input)
+    for field, (default, cap) in (op.mcp_limits or {}).items():
+        input_schema["properties"][field].update(default=default, maximum=cap)
     return types.Tool(
         name=op.name,
         description=op.summary,
-        input_schema=schema(op.input),
+        input_schema=input_schema,
         output_schema=schema(op.output) if op.output is not None else None,
         annotations=types.ToolAnnotations(read_only_hint=op.read_only),
     )
@@ -70,7 +73,25 @@ def error_result(exc: EngramError) -> types.CallToolResult:
     )
 
 
-def build_server(engram: Engram, ops: Sequence[Operation], principal_of: PrincipalOf, name: str = "engram") -> Server:
+def apply_mcp_limits(op: Operation, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Tighter caps for tool results that land in a model's context (Vectros' MCP defaults)."""
+    if not op.mcp_limits:
+        return arguments
+    out = dict(arguments)
+    for field, (default, cap) in op.mcp_limits.items():
+        value = out.setdefault(field, default)
+        if isinstance(value, int) and value > cap:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"invalid arguments: {field}: at most {cap} over MCP")
+    return out
+
+
+def build_server(
+    engram: Engram,
+    ops: Sequence[Operation],
+    principal_of: PrincipalOf,
+    name: str = "engram",
+    transport: str = "http",
+) -> Server:
     by_name = {n: op for op in ops for n in op.names}
     tools = [tool_of(op) for op in ops]
 
@@ -84,7 +105,7 @@ def build_server(engram: Engram, ops: Sequence[Operation], principal_of: Princip
         if op is None:
             raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Unknown tool: {params.name}")
         try:
-            args = op.input.model_validate(params.arguments or {})
+            args = op.input.model_validate(apply_mcp_limits(op, params.arguments or {}))
         except ValidationError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=_validation_message(exc)) from None
         try:
@@ -100,7 +121,7 @@ def build_server(engram: Engram, ops: Sequence[Operation], principal_of: Princip
                 return
 
         try:
-            result = await dispatch.run(engram, op, principal, args, progress)
+            result = await dispatch.run(engram, op, principal, args, progress, transport)
         except EngramError as exc:
             return error_result(exc)
         if isinstance(result, str):

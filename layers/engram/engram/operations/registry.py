@@ -64,6 +64,8 @@ class Operation:
     run: Runner
     aliases: tuple[str, ...] = ()
     read_only: bool = False
+    also: tuple[str, ...] = ()  # further REST paths for the same operation (seed route names)
+    mcp_limits: dict[str, tuple[int, int]] | None = None  # field -> (MCP default, MCP max)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -106,7 +108,7 @@ def families() -> list[str]:
 
 def _load() -> None:
     # Each family module declares its operations on import; a new family is one new module here.
-    from engram.operations import identity, memory  # noqa: F401
+    from engram.operations import identity, knowledge, memory  # noqa: F401
 
 
 def all_names(ops: Iterable[Operation]) -> list[str]:

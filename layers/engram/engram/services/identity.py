@@ -49,6 +49,7 @@ class Caller:
 
     principal: Principal
     context_id: str
+    transport: str = "http"  # "stdio" where the caller is the local user (filePath ingest)
 
     @property
     def actor(self) -> str:
@@ -142,7 +143,9 @@ class IdentityService:
         d = item.data
         return Principal(d["key_id"], d["role"], tuple(d["contexts"]), tuple(d["grant"]))
 
-    def enter(self, principal: Principal, context_id: str | None, allowed: frozenset[Role], op: str) -> Caller:
+    def enter(
+        self, principal: Principal, context_id: str | None, allowed: frozenset[Role], op: str, transport: str = "http"
+    ) -> Caller:
         """The caller for one operation: the context must be the key's (401, masked) and the role allowed."""
         if context_id is None:
             if len(principal.contexts) != 1:
@@ -151,7 +154,7 @@ class IdentityService:
         if context_id not in principal.contexts:
             deny({"reason": "context_not_granted", "key_id": principal.key_id, "operation": op})
             raise Unauthenticated("missing or invalid API key")  # masked: never reveal that it exists
-        caller = Caller(principal, context_id)
+        caller = Caller(principal, context_id, transport)
         if principal.role not in allowed:
             raise caller.denied(
                 f"{op} needs principal {' or '.join(sorted(allowed))}; this key is {principal.role}",

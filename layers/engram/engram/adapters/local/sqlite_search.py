@@ -174,7 +174,7 @@ class SqliteSearchIndex:
         terms = query_terms(q.text)
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+        match = (" AND " if q.match_all else " OR ").join('"' + t.replace('"', "") + '"' for t in terms)
         sql = (
             "SELECT d.id, d.kind, d.text, d.scopes, d.valid_from, d.valid_until, d.metadata, bm25(fts) "
             "FROM fts JOIN docs d ON d.rowid = fts.rowid WHERE fts MATCH ? AND d.context_id = ?"
@@ -259,6 +259,9 @@ class SqliteSearchIndex:
         elif query.mode == "vector":
             ranked = [(r.id, s) for r, s in vec]
         else:
+            if query.match_all:  # keyword precision: only what every term matches
+                keep = {r.id for r, _ in bm}
+                vec = [(r, s) for r, s in vec if r.id in keep]
             ranked = fuse([(r.id, s) for r, s in bm], [(r.id, s) for r, s in vec])
         rows = {r.id: r for r, _ in bm} | {r.id: r for r, _ in vec}
         return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in ranked[:k]]

@@ -1,0 +1,841 @@
+"""Knowledge family: Spectron's upload / knowledge_search / knowledge_get, Cortex's knowledge_* tools,
+Vectros' document_*, folder_*, hybrid_search and rag_ask."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from engram.errors import Forbidden, InvalidInput
+from engram.operations.registry import Operation, OpInput, Selector, declare
+from engram.services.documents import MAX_DOCUMENT_BYTES, NewDocument, Search
+from engram.services.identity import ANY, WRITERS, Caller
+from engram.services.memory import Progress
+
+Meta = dict[str, Any]
+MAX_TEXT = 2_000_000
+Strategy = Literal["fixed", "sentence", "paragraph", "semantic"]
+SENSITIVE = (
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".env",
+    "id_rsa",
+    "id_ed25519",
+    "credentials",
+    ".netrc",
+    ".pem",
+    ".key",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    "shadow",
+    "passwd",
+)
+
+
+class Out(BaseModel):
+    """Outputs carry the service's dict through; the declared fields are the documented minimum."""
+
+    model_config = ConfigDict(extra="allow")
+    traceId: str = ""
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+
+class UploadIn(OpInput):
+    bytes_base64: str = Field(
+        ..., min_length=1, max_length=MAX_DOCUMENT_BYTES * 4 // 3 + 4, description="The file, base64 (RFC 4648)"
+    )
+    title: str | None = Field(None, max_length=500)
+    source: str | None = Field(None, max_length=1000)
+    mime_type: str | None = Field(None, max_length=200)
+    filename: str | None = Field(None, max_length=500)
+    scopes: Selector | None = None
+    labels: list[str] = Field(default_factory=list, max_length=50)
+    collection: str | None = Field(None, max_length=128)
+    external_id: str | None = Field(None, alias="externalId", max_length=256)
+
+    @field_validator("bytes_base64")
+    @classmethod
+    def _b64(cls, v: str) -> str:
+        try:
+            base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("not valid base64 (RFC 4648)") from exc
+        return v
+
+
+class UploadOut(Out):
+    id: str
+    status: str
+    content_hash: str
+    deduplicated: bool
+    version: int
+
+
+def _upload(e: Any, c: Caller, a: UploadIn, p: Progress) -> dict[str, Any]:
+    new = NewDocument(
+        base64.b64decode(a.bytes_base64),
+        a.title or "",
+        a.source or "",
+        None,
+        a.mime_type,
+        a.filename,
+        a.collection,
+        None,
+        a.labels,
+        {},
+        a.scopes,
+        a.external_id,
+    )
+    return e.documents.ingest(c, new)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "document_upload",
+        "knowledge",
+        "Upload a file (base64): PDF, DOCX, HTML, Markdown, text.",
+        UploadIn,
+        UploadOut,
+        WRITERS,
+        "POST",
+        "/documents",
+        _upload,
+    )
+)
+
+
+class ChunkOpts(BaseModel):
+    chunk_strategy: Strategy = "paragraph"
+    chunk_max_tokens: int = Field(256, ge=32, le=2048)
+    chunk_overlap: int = Field(32, ge=0, le=512)
+
+
+class IngestIn(OpInput, ChunkOpts):
+    collection: str = Field(..., min_length=1, max_length=128)
+    title: str = Field(..., min_length=1, max_length=500)
+    content: str = Field(..., min_length=1, max_length=MAX_TEXT)
+    source_url: str | None = Field(None, max_length=2000)
+    metadata: Meta | None = None
+    scopes: Selector | None = None
+
+
+class IngestOut(Out):
+    document_id: str
+    collection: str
+    chunks_created: int
+    total_tokens: int
+    status: str
+
+
+def _new_text(a: Any, collection: str, scopes: Selector | None, opts: ChunkOpts) -> NewDocument:
+    return NewDocument(
+        a.content.encode(),
+        a.title,
+        a.source_url or "",
+        a.source_url,
+        "text/plain",
+        None,
+        collection,
+        None,
+        [],
+        a.metadata or {},
+        scopes,
+        None,
+        None,
+        None,
+        None,
+        opts.chunk_strategy,
+        opts.chunk_max_tokens,
+        opts.chunk_overlap,
+    )
+
+
+def _ingest(e: Any, c: Caller, a: IngestIn, p: Progress) -> dict[str, Any]:
+    return e.documents.ingest(c, _new_text(a, a.collection, a.scopes, a))  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "knowledge_ingest",
+        "knowledge",
+        "Ingest a text document into a collection.",
+        IngestIn,
+        IngestOut,
+        WRITERS,
+        "POST",
+        "/knowledge/ingest",
+        _ingest,
+    )
+)
+
+
+class BulkDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(..., min_length=1, max_length=500)
+    content: str = Field(..., max_length=MAX_TEXT)
+    source_url: str | None = None
+    metadata: Meta | None = None
+
+
+class BulkIn(OpInput, ChunkOpts):
+    collection: str = Field(..., min_length=1, max_length=128)
+    documents: list[BulkDoc] = Field(..., min_length=1, max_length=2000)
+    scopes: Selector | None = None
+
+
+class BulkOut(Out):
+    collection: str
+    documents_ingested: int
+    total_chunks: int
+    errors: list[dict[str, Any]]
+
+
+def _bulk(e: Any, c: Caller, a: BulkIn, p: Progress) -> dict[str, Any]:
+    docs = [_new_text(d, a.collection, a.scopes, a) for d in a.documents]
+    return {"collection": a.collection, **e.documents.bulk_ingest(c, docs, p)}
+
+
+declare(
+    Operation(
+        "knowledge_bulk_ingest",
+        "knowledge",
+        "Ingest many text documents; errors reported per document.",
+        BulkIn,
+        BulkOut,
+        WRITERS,
+        "POST",
+        "/knowledge/bulk",
+        _bulk,
+    )
+)
+
+
+class DocIngestIn(OpInput):
+    text: str | None = Field(None, max_length=MAX_TEXT, description="Inline body (or filePath on stdio)")
+    filePath: str | None = Field(None, max_length=4096, description="stdio only: a file under the ingest root")
+    title: str | None = Field(None, max_length=500)
+    externalId: str | None = Field(None, max_length=256, description="Idempotency key")
+    schemaId: str | None = Field(None, max_length=128)
+    payload: Meta | None = None
+    folderId: str | None = None
+    type: str | None = Field(None, max_length=128)
+    mimeType: str | None = Field(None, max_length=200)
+    metadata: Meta | None = None
+    collection: str | None = Field(None, max_length=128)
+    scopes: Selector | None = None
+
+    @model_validator(mode="after")
+    def _one_body(self) -> DocIngestIn:
+        if (self.text is None) == (self.filePath is None):
+            raise ValueError("pass exactly one of text or filePath")
+        if self.payload is not None and not self.schemaId:
+            raise ValueError("payload needs schemaId")
+        return self
+
+
+def _jailed(e: Any, path: str) -> Path:
+    root = Path(e.settings.ingest_root or Path.cwd()).resolve()
+    raw = Path(path)
+    if raw.is_absolute() or ".." in raw.parts:
+        raise Forbidden(f"{path}: outside the ingest root", code="path_refused")
+    candidate = root / raw
+    if any(part.lower().startswith(SENSITIVE) or part.lower().endswith(SENSITIVE) for part in raw.parts):
+        raise Forbidden(f"{path}: sensitive file refused", code="path_refused")
+    resolved = candidate.resolve()
+    if candidate.is_symlink() or not resolved.is_relative_to(root):
+        raise Forbidden(f"{path}: links out of the ingest root are refused", code="path_refused")
+    if not resolved.is_file():
+        raise InvalidInput(f"{path}: no such file")
+    return resolved
+
+
+def _doc_ingest(e: Any, c: Caller, a: DocIngestIn, p: Progress) -> dict[str, Any]:
+    if a.filePath is not None:
+        if c.transport != "stdio":
+            raise InvalidInput("filePath is only accepted over stdio; send text inline", code="file_path_http")
+        path = _jailed(e, a.filePath)
+        data, filename, mime = path.read_bytes(), path.name, a.mimeType
+    else:
+        data, filename, mime = (a.text or "").encode(), None, a.mimeType or "text/plain"
+    new = NewDocument(
+        data,
+        a.title or filename or "",
+        filename or "",
+        None,
+        mime,
+        filename,
+        a.collection,
+        a.folderId,
+        [],
+        a.metadata or {},
+        a.scopes,
+        a.externalId,
+        a.schemaId,
+        a.payload,
+        a.type,
+    )
+    out = e.documents.ingest(c, new)
+    return dict(out, indexStatus=_vectros_status(out["status"]))
+
+
+def _vectros_status(status: str) -> str:
+    return {"queued": "PENDING_INDEX", "indexed": "INDEXED", "failed": "FAILED"}.get(status, status.upper())
+
+
+declare(
+    Operation(
+        "document_ingest",
+        "knowledge",
+        "Create a document from text (or filePath on stdio); idempotent by externalId.",
+        DocIngestIn,
+        UploadOut,
+        WRITERS,
+        "POST",
+        "/documents/ingest",
+        _doc_ingest,
+    )
+)
+
+# -- read, change ------------------------------------------------------------------------------
+
+
+class DocIdIn(OpInput):
+    id: str = Field(..., min_length=1, max_length=128)
+
+
+class DocGetIn(DocIdIn):
+    includeText: bool = False
+    includeDownloadUrl: bool = False
+
+
+def _doc_get(e: Any, c: Caller, a: DocGetIn, p: Progress) -> dict[str, Any]:
+    out = e.documents.get(c, a.id, a.includeText, a.includeDownloadUrl)
+    return dict(out, indexStatus=_vectros_status(out["status"]))
+
+
+declare(
+    Operation(
+        "document_get",
+        "knowledge",
+        "Fetch a document: metadata, status, optional text and download URL.",
+        DocGetIn,
+        Out,
+        ANY,
+        "GET",
+        "/documents/{id}",
+        _doc_get,
+        read_only=True,
+    )
+)
+
+
+class ChunksIn(DocIdIn):
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=500)
+
+
+def _chunks(e: Any, c: Caller, a: ChunksIn, p: Progress) -> dict[str, Any]:
+    return e.documents.chunks(c, a.id, a.cursor, a.limit)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "document_chunks",
+        "knowledge",
+        "List a document's chunks (paginated).",
+        ChunksIn,
+        Out,
+        ANY,
+        "GET",
+        "/documents/{id}/chunks",
+        _chunks,
+        read_only=True,
+    )
+)
+
+
+class DocUpdateIn(DocIdIn):
+    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
+    title: str | None = Field(None, max_length=500)
+    metadata: Meta | None = None
+    labels: list[str] | None = None
+    folderId: str | None = None
+    type: str | None = None
+    expectedVersion: int | None = Field(None, ge=1)
+
+
+def _doc_update(e: Any, c: Caller, a: DocUpdateIn, p: Progress) -> dict[str, Any]:
+    changes = {
+        "text": a.text,
+        "title": a.title,
+        "metadata": a.metadata,
+        "labels": a.labels,
+        "folder_id": a.folderId,
+        "type": a.type,
+    }
+    return e.documents.update(c, a.id, changes, a.expectedVersion)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "document_update",
+        "knowledge",
+        "Update a document (new version; re-indexes only it).",
+        DocUpdateIn,
+        Out,
+        WRITERS,
+        "PATCH",
+        "/documents/{id}",
+        _doc_update,
+    )
+)
+
+
+def _doc_delete(e: Any, c: Caller, a: DocIdIn, p: Progress) -> dict[str, Any]:
+    return e.documents.delete(c, a.id)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "document_delete",
+        "knowledge",
+        "Delete a document; it leaves search at once.",
+        DocIdIn,
+        Out,
+        WRITERS,
+        "DELETE",
+        "/documents/{id}",
+        _doc_delete,
+    )
+)
+
+
+class DocQueryIn(OpInput):
+    field: str = Field("created_at", max_length=128, description="title, created_at, externalId, type, payload.<f>")
+    op: Literal["exact", "range", "prefix", "list"] = "list"
+    value: Any = None
+    from_: Any = Field(None, alias="from")
+    to: Any = None
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0)
+    collection: str | None = None
+    folderId: str | None = None
+    type: str | None = None
+
+
+def _field(doc: dict[str, Any], name: str) -> Any:
+    if name.startswith("payload."):
+        return (doc.get("payload") or {}).get(name[8:])
+    return doc.get({"externalId": "external_id", "folderId": "folder_id"}.get(name, name))
+
+
+def _doc_query(e: Any, c: Caller, a: DocQueryIn, p: Progress) -> dict[str, Any]:
+    docs = e.documents.all_documents(c)
+    for key, want in (("collection", a.collection), ("folder_id", a.folderId), ("type", a.type)):
+        if want is not None:
+            docs = [d for d in docs if d.get(key) == want]
+    if a.op == "exact":
+        docs = [d for d in docs if _field(d, a.field) == a.value]
+    elif a.op == "prefix":
+        docs = [d for d in docs if str(_field(d, a.field) or "").startswith(str(a.value or ""))]
+    elif a.op == "range":
+        docs = [
+            d
+            for d in docs
+            if _field(d, a.field) is not None
+            and (a.from_ is None or _field(d, a.field) >= a.from_)
+            and (a.to is None or _field(d, a.field) <= a.to)
+        ]
+    docs.sort(key=lambda d: (str(_field(d, a.field)), d["id"]), reverse=a.order == "desc")
+    page = docs[a.offset : a.offset + a.limit]
+    more = a.offset + a.limit < len(docs)
+    return {"items": page, "total": len(docs), "nextOffset": a.offset + a.limit if more else None}
+
+
+declare(
+    Operation(
+        "document_query",
+        "knowledge",
+        "Look up documents (exact / range / prefix on a field), paginated.",
+        DocQueryIn,
+        Out,
+        ANY,
+        "POST",
+        "/documents/lookup",
+        _doc_query,
+        read_only=True,
+    )
+)
+
+# -- search and answers -----------------------------------------------------------------------
+
+
+class SearchIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=4000)
+    mode: Literal["vector", "bm25", "fts", "hybrid", "hybrid_graph"] = "hybrid"
+    k: int | None = Field(None, ge=1, le=50, description="Spectron: results (default 5)")
+    limit: int | None = Field(None, ge=1, le=50, description="Cortex: results")
+    threshold: float | None = None
+    filter: dict[str, list[str]] | None = Field(None, description='e.g. {"mime_type": ["application/pdf"]}')
+    metadata_filter: Meta | None = None
+    collection: str | None = None
+    lens: Selector | None = None
+
+
+def _search(e: Any, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
+    mode = "bm25" if a.mode == "fts" else "hybrid" if a.mode == "hybrid_graph" else a.mode
+    k = a.k or a.limit or 5
+    filt = a.filter or {}
+    unknown = set(filt) - {"mime_type", "type", "collection"}
+    if unknown:
+        raise InvalidInput(f"unknown filter key(s): {', '.join(sorted(unknown))}")
+    collection = a.collection or next(iter(filt.get("collection") or []), None)
+    doc_type = next(iter(filt.get("type") or []), None)
+    s = Search(
+        a.query,
+        mode,
+        k,
+        0,
+        a.threshold,
+        collection,
+        None,
+        doc_type,
+        filt.get("mime_type"),
+        None,
+        a.metadata_filter or {},
+        lens=a.lens,
+    )
+    out: dict[str, Any] = e.documents.search(c, s)
+    if a.mode == "hybrid_graph":
+        out["results"] = e.documents.expand_neighbours(c, out["results"], k)
+    out["search_mode"] = a.mode
+    return out
+
+
+declare(
+    Operation(
+        "knowledge_search",
+        "knowledge",
+        "Search documents: hybrid, vector or bm25; cited chunks.",
+        SearchIn,
+        Out,
+        ANY,
+        "POST",
+        "/query",
+        _search,
+        read_only=True,
+        also=("/documents/query",),
+    )
+)
+
+
+class HybridIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=4000)
+    limit: int = Field(10, ge=1, le=50)
+    offset: int = Field(0, ge=0, le=1000)
+    folderId: str | None = None
+    type: str | None = None
+    metadataFilters: Meta | None = None
+    dateFrom: str | None = None
+    dateTo: str | None = None
+    keywordPrecision: Literal["any", "all"] = "any"
+    minScore: float | None = None
+    ownership: Selector | None = Field(None, description="DNF scope selector of owners")
+    collection: str | None = None
+
+
+def _hybrid_search(e: Any, c: Caller, a: HybridIn, p: Progress) -> dict[str, Any]:
+    s = Search(
+        a.query,
+        "hybrid",
+        a.limit,
+        a.offset,
+        a.minScore,
+        a.collection,
+        a.folderId,
+        a.type,
+        None,
+        None,
+        a.metadataFilters or {},
+        a.dateFrom,
+        a.dateTo,
+        a.ownership,
+        a.keywordPrecision == "all",
+    )
+    out: dict[str, Any] = e.documents.search(c, s)
+    return dict(out, offset=a.offset, limit=a.limit)
+
+
+declare(
+    Operation(
+        "hybrid_search",
+        "knowledge",
+        "Keyword + dense search with folder, type, metadata and date filters.",
+        HybridIn,
+        Out,
+        ANY,
+        "POST",
+        "/search",
+        _hybrid_search,
+        read_only=True,
+        mcp_limits={"limit": (3, 10)},
+    )
+)
+
+
+class RagIn(OpInput):
+    question: str = Field(..., min_length=1, max_length=4000)
+    limit: int = Field(5, ge=1, le=50, description="Passages to retrieve")
+    folderId: str | None = None
+    type: str | None = None
+    metadataFilters: Meta | None = None
+    dateFrom: str | None = None
+    dateTo: str | None = None
+    collection: str | None = None
+    instructions: str | None = Field(None, max_length=4000)
+    temperature: float = Field(0.0, ge=0, le=1)
+
+
+class AnswerOut(Out):
+    answer: str
+    citations: list[dict[str, Any]]
+
+
+def _rag(e: Any, c: Caller, a: RagIn, p: Progress) -> dict[str, Any]:
+    s = Search(
+        a.question,
+        "hybrid",
+        a.limit,
+        0,
+        None,
+        a.collection,
+        a.folderId,
+        a.type,
+        None,
+        None,
+        a.metadataFilters or {},
+        a.dateFrom,
+        a.dateTo,
+    )
+    return e.documents.ask(c, a.question, s, a.instructions, a.temperature, p)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "rag_ask",
+        "knowledge",
+        "Answer a question from the indexed corpus, with citations.",
+        RagIn,
+        AnswerOut,
+        ANY,
+        "POST",
+        "/ask",
+        _rag,
+        read_only=True,
+        mcp_limits={"limit": (5, 10)},
+    )
+)
+
+
+class DocAskIn(DocIdIn):
+    question: str = Field(..., min_length=1, max_length=4000)
+    instructions: str | None = Field(None, max_length=4000)
+    temperature: float = Field(0.0, ge=0, le=1)
+
+
+def _doc_ask(e: Any, c: Caller, a: DocAskIn, p: Progress) -> dict[str, Any]:
+    e.documents.get(c, a.id)  # 404 for an unknown or invisible document
+    s = Search(a.question, "hybrid", 5, document_id=a.id)
+    return e.documents.ask(c, a.question, s, a.instructions, a.temperature, p)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "document_ask",
+        "knowledge",
+        "Answer a question from one document, with citations.",
+        DocAskIn,
+        AnswerOut,
+        ANY,
+        "POST",
+        "/documents/{id}/ask",
+        _doc_ask,
+        read_only=True,
+    )
+)
+
+
+class GetIn(OpInput):
+    kind: Literal["document", "chunk", "chunks", "node"] = "document"
+    id: str | None = Field(None, max_length=256)
+    node: dict[str, str] | None = Field(None, description='{"kind": "product", "slug": "airpods_pro_2"}')
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=500)
+
+
+def _get(e: Any, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]:
+    if a.kind == "node":
+        if not a.node or not a.node.get("kind") or not a.node.get("slug"):
+            raise InvalidInput("kind=node needs node.kind and node.slug")
+        return e.documents.node(c, a.node["kind"], a.node["slug"])  # type: ignore[no-any-return]
+    if not a.id:
+        raise InvalidInput(f"kind={a.kind} needs id")
+    if a.kind == "chunk":
+        return {"kind": "chunk", **e.documents.chunk(c, a.id)}
+    if a.kind == "chunks":
+        return {"kind": "chunks", **e.documents.chunks(c, a.id, a.cursor, a.limit)}
+    return {"kind": "document", **e.documents.get(c, a.id)}
+
+
+declare(
+    Operation(
+        "knowledge_get",
+        "knowledge",
+        "Fetch a document, a chunk, a chunk list or a knowledge node by id.",
+        GetIn,
+        Out,
+        ANY,
+        "POST",
+        "/knowledge/get",
+        _get,
+        read_only=True,
+    )
+)
+
+# -- collections and folders ------------------------------------------------------------------
+
+
+class CollectionsIn(OpInput):
+    action: Literal["list", "create", "delete", "stats"]
+    name: str | None = Field(None, min_length=1, max_length=128)
+    description: str | None = Field(None, max_length=1000)
+    force: bool = Field(False, description="delete: also delete the collection's documents")
+
+
+def _collections(e: Any, c: Caller, a: CollectionsIn, p: Progress) -> dict[str, Any]:
+    if a.action != "list" and c.principal.role not in WRITERS:
+        raise c.denied(
+            f"knowledge_collections {a.action} needs principal agent or management",
+            reason="principal_not_allowed",
+            operation="knowledge_collections",
+        )
+    return e.documents.collections(c, a.action, a.name, a.description, a.force)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "knowledge_collections",
+        "knowledge",
+        "List, create, delete or get stats of collections.",
+        CollectionsIn,
+        Out,
+        ANY,
+        "POST",
+        "/knowledge/collections",
+        _collections,
+    )
+)
+
+
+class FolderIn(OpInput):
+    name: str = Field(..., min_length=1, max_length=256)
+    parentId: str | None = None
+    description: str | None = Field(None, max_length=1000)
+    metadata: Meta | None = None
+
+
+class FolderUpdateIn(OpInput):
+    id: str = Field(..., min_length=1, max_length=128)
+    name: str | None = Field(None, min_length=1, max_length=256)
+    parentId: str | None = None
+    description: str | None = Field(None, max_length=1000)
+    metadata: Meta | None = None
+
+
+class FolderQueryIn(OpInput):
+    parentId: str | None = None
+    prefix: str | None = Field(None, max_length=256)
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+def _folder_create(e: Any, c: Caller, a: FolderIn, p: Progress) -> dict[str, Any]:
+    return e.documents.folder_create(c, a.name, a.parentId, a.description, a.metadata)  # type: ignore[no-any-return]
+
+
+def _folder_update(e: Any, c: Caller, a: FolderUpdateIn, p: Progress) -> dict[str, Any]:
+    changes = {"name": a.name, "parent_id": a.parentId, "description": a.description, "metadata": a.metadata}
+    return e.documents.folder_update(c, a.id, changes)  # type: ignore[no-any-return]
+
+
+def _folder_delete(e: Any, c: Caller, a: DocIdIn, p: Progress) -> dict[str, Any]:
+    return e.documents.folder_delete(c, a.id)  # type: ignore[no-any-return]
+
+
+def _folder_query(e: Any, c: Caller, a: FolderQueryIn, p: Progress) -> dict[str, Any]:
+    folders = e.documents.folder_list(c, a.parentId, a.prefix)
+    page = folders[a.offset : a.offset + a.limit]
+    return {
+        "items": page,
+        "total": len(folders),
+        "nextOffset": a.offset + a.limit if a.offset + a.limit < len(folders) else None,
+    }
+
+
+for _op in (
+    Operation(
+        "folder_create",
+        "knowledge",
+        "Create a folder (optionally under a parent).",
+        FolderIn,
+        Out,
+        WRITERS,
+        "POST",
+        "/folders",
+        _folder_create,
+    ),
+    Operation(
+        "folder_update",
+        "knowledge",
+        "Rename, move or describe a folder.",
+        FolderUpdateIn,
+        Out,
+        WRITERS,
+        "PATCH",
+        "/folders/{id}",
+        _folder_update,
+    ),
+    Operation(
+        "folder_delete",
+        "knowledge",
+        "Delete an empty folder.",
+        DocIdIn,
+        Out,
+        WRITERS,
+        "DELETE",
+        "/folders/{id}",
+        _folder_delete,
+    ),
+    Operation(
+        "folder_query",
+        "knowledge",
+        "List folders, by parent or name prefix (paginated).",
+        FolderQueryIn,
+        Out,
+        ANY,
+        "GET",
+        "/folders",
+        _folder_query,
+        read_only=True,
+    ),
+):
+    declare(_op)

@@ -1,0 +1,700 @@
+"""The knowledge family's domain logic: documents in, cited passages out.
+
+- A document's bytes go to the BlobStore; its metadata, status and versions are `document` items.
+- Ingest parses and chunks synchronously (a corrupt file fails before anything is stored) and indexes
+  the chunks for BM25 at once; embedding runs on the Queue, after which the status is `indexed`.
+- `hash` items deduplicate identical bytes; `extid` items make ingest idempotent by externalId.
+- Collections (Cortex) are flat named groups; folders (Vectros) are a tree. A document belongs to at
+  most one of each, and both are search filters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import blake3
+
+from engram.clock import Clock, iso, new_id, parse_time
+from engram.errors import Conflict, EngramError, InvalidInput, NotFound
+from engram.ports import (
+    BlobStore,
+    Embedder,
+    Generator,
+    Hit,
+    IndexDoc,
+    RecordStore,
+    SearchIndex,
+    SearchMode,
+    SearchQuery,
+    Write,
+)
+from engram.queue import Queue
+from engram.scopes import matches
+from engram.services import answering
+from engram.services.chunking import Chunk, Strategy, chunk
+from engram.services.identity import Caller, IdentityService
+from engram.services.memory import Progress, _no_progress
+from engram.services.parsing import TEXT, detect, parse
+
+MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
+DEFAULT_COLLECTION = "default"
+
+
+@dataclass
+class NewDocument:
+    data: bytes
+    title: str = ""
+    source: str = ""
+    source_url: str | None = None
+    mime_type: str | None = None
+    filename: str | None = None
+    collection: str | None = None
+    folder_id: str | None = None
+    labels: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scopes: list[list[str]] | None = None
+    external_id: str | None = None
+    schema_id: str | None = None
+    payload: dict[str, Any] | None = None
+    doc_type: str | None = None
+    strategy: Strategy = "paragraph"
+    max_tokens: int = 256
+    overlap: int = 32
+
+
+@dataclass
+class Search:
+    query: str
+    mode: str = "hybrid"
+    k: int = 10
+    offset: int = 0
+    threshold: float | None = None
+    collection: str | None = None
+    folder_id: str | None = None
+    doc_type: str | None = None
+    mime_types: list[str] | None = None
+    document_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_from: str | None = None
+    created_to: str | None = None
+    lens: list[list[str]] | None = None
+    match_all: bool = False
+
+
+def _flat(value: Any) -> str | int | float | bool:
+    return value if isinstance(value, str | int | float | bool) else str(value)
+
+
+class DocumentService:
+    def __init__(
+        self,
+        records: RecordStore,
+        blobs: BlobStore,
+        index: SearchIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        identity: IdentityService,
+        queue: Queue,
+        generator: Generator | None = None,
+    ) -> None:
+        self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
+        self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
+
+    # -- ingest ---------------------------------------------------------------------------
+
+    def ingest(self, caller: Caller, new: NewDocument) -> dict[str, Any]:
+        ctx, now = caller.context_id, self.clock.now()
+        name = new.filename or new.title or "document"
+        if not new.data:
+            raise InvalidInput(f"{name}: empty document")
+        if len(new.data) > MAX_DOCUMENT_BYTES:
+            raise InvalidInput(f"{name}: over {MAX_DOCUMENT_BYTES} bytes", code="payload_too_large")
+        tags = self.identity.write_scopes(caller, new.scopes)
+        collection = new.collection or DEFAULT_COLLECTION
+        if new.folder_id is not None:
+            self._folder(caller, new.folder_id)
+        if new.external_id:
+            ext = self.records.get(ctx, "extid", new.external_id)
+            if ext is not None:
+                existing = self.records.get(ctx, "document", ext.data["document_id"])
+                if existing is not None and existing.data["status"] != "deleted":
+                    return self._ingest_result(existing.data, existing.version, deduplicated=True)
+        digest = "blake3:" + blake3.blake3(new.data).hexdigest()
+        dup = self.records.get(ctx, "hash", f"{collection}|{digest}")
+        if dup is not None:
+            existing = self.records.get(ctx, "document", dup.data["document_id"])
+            if existing is not None and existing.data["status"] != "deleted":
+                return self._ingest_result(existing.data, existing.version, deduplicated=True)
+        mime = detect(new.data, new.mime_type, new.filename)
+        blocks = parse(new.data, mime, name)
+        chunks = chunk(blocks, new.strategy, new.max_tokens, new.overlap, self._embed_fn())
+        doc_id = new_id("doc")
+        blob_key = f"{ctx}/{doc_id}/v1"
+        data = {
+            "id": doc_id,
+            "title": new.title or new.filename or (chunks[0].text[:60] if chunks else name),
+            "source": new.source or new.filename or "",
+            "source_url": new.source_url,
+            "mime_type": mime,
+            "filename": new.filename,
+            "collection": collection,
+            "folder_id": new.folder_id,
+            "labels": new.labels,
+            "metadata": new.metadata,
+            "scopes": tags,
+            "content_hash": digest,
+            "external_id": new.external_id,
+            "schema_id": new.schema_id,
+            "payload": new.payload,
+            "type": new.doc_type or new.schema_id or "document",
+            "status": "queued",
+            "stage": "bm25",
+            "error": None,
+            "chunks": len(chunks),
+            "total_tokens": sum(c.tokens for c in chunks),
+            "bytes": len(new.data),
+            "blob_key": blob_key,
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            "strategy": new.strategy,
+            "max_tokens": new.max_tokens,
+            "overlap": new.overlap,
+        }
+        self.blobs.put(blob_key, new.data, mime)
+        writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
+        writes.append(Write(ctx, "hash", f"{collection}|{digest}", {"document_id": doc_id}, caller.actor))
+        if new.external_id:
+            writes.append(Write(ctx, "extid", new.external_id, {"document_id": doc_id}, caller.actor, 0))
+        if self.records.get(ctx, "collection", collection) is None:
+            writes.append(
+                Write(
+                    ctx,
+                    "collection",
+                    collection,
+                    {"name": collection, "description": "", "created_at": iso(now)},
+                    caller.actor,
+                    0,
+                )
+            )
+        writes += [
+            Write(ctx, "chunk", _chunk_id(doc_id, c.position), self._chunk_data(doc_id, c), caller.actor)
+            for c in chunks
+        ]
+        try:
+            self.records.transact(writes, now)
+        except Conflict:
+            self.blobs.delete(blob_key)
+            raise
+        self.index.upsert([self._index_doc(ctx, data, c, None) for c in chunks])
+        self._schedule_vectors(ctx, doc_id, 1)
+        return self._ingest_result(data, 1, deduplicated=False)
+
+    @staticmethod
+    def _ingest_result(data: dict[str, Any], version: int, deduplicated: bool) -> dict[str, Any]:
+        return {
+            "id": data["id"],
+            "document_id": data["id"],
+            "status": data["status"],
+            "stage": data["stage"],
+            "content_hash": data["content_hash"],
+            "deduplicated": deduplicated,
+            "version": version,
+            "collection": data["collection"],
+            "chunks_created": data["chunks"],
+            "total_tokens": data["total_tokens"],
+        }
+
+    def _embed_fn(self) -> Any:
+        return None if self.embedder is None else self.embedder.embed
+
+    @staticmethod
+    def _chunk_data(doc_id: str, c: Chunk) -> dict[str, Any]:
+        return {
+            "document_id": doc_id,
+            "text": c.text,
+            "section": c.section,
+            "position": c.position,
+            "page": c.page,
+            "tokens": c.tokens,
+        }
+
+    def _index_doc(self, ctx: str, doc: dict[str, Any], c: Chunk | dict[str, Any], vector: Any) -> IndexDoc:
+        cd = c if isinstance(c, dict) else self._chunk_data(doc["id"], c)
+        meta: dict[str, str | int | float | bool] = {
+            "document_id": doc["id"],
+            "title": doc["title"],
+            "source": doc["source"] or "",
+            "mime_type": doc["mime_type"],
+            "collection": doc["collection"],
+            "folder_id": doc["folder_id"] or "",
+            "type": doc["type"],
+            "section": cd["section"],
+            "position": cd["position"],
+            "page": cd["page"] or 0,
+            "created_at": doc["created_at"],
+            "labels": ",".join(doc["labels"]),
+        }
+        meta |= {f"m.{k}": _flat(v) for k, v in (doc.get("metadata") or {}).items()}
+        header = " — ".join(x for x in (doc["title"], cd["section"]) if x and not x.startswith("Page "))
+        text = f"{header}\n{cd['text']}" if header else cd["text"]
+        return IndexDoc(
+            ctx, "chunk", _chunk_id(doc["id"], cd["position"]), text, vector, doc["scopes"], None, None, meta
+        )
+
+    def _schedule_vectors(self, ctx: str, doc_id: str, version: int) -> None:
+        if self.embedder is None:
+            self._set_status(ctx, doc_id, version, "indexed", "bm25", None)
+            return
+        self.queue.submit(lambda: self._embed_document(ctx, doc_id, version))
+
+    def _embed_document(self, ctx: str, doc_id: str, version: int) -> None:
+        item = self.records.get(ctx, "document", doc_id)
+        if item is None or item.version != version or item.data["status"] == "deleted":
+            return  # superseded or deleted while queued
+        try:
+            chunks = self._chunk_items(ctx, doc_id)
+            docs = [self._index_doc(ctx, item.data, c, None) for c in chunks]
+            assert self.embedder is not None
+            vectors = list(self.embedder.embed([d.text for d in docs])) if docs else []
+            current = self.records.get(ctx, "document", doc_id)
+            if current is None or current.version != version:
+                return
+            self.index.upsert(
+                [
+                    IndexDoc(d.context_id, d.kind, d.id, d.text, v, d.scopes, None, None, d.metadata)
+                    for d, v in zip(docs, vectors, strict=True)
+                ]
+            )
+            self._set_status(ctx, doc_id, version, "indexed", "vectors", None)
+        except Conflict:
+            return
+        except Exception as exc:
+            self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+
+    def _set_status(self, ctx: str, doc_id: str, version: int, status: str, stage: str, error: str | None) -> None:
+        item = self.records.get(ctx, "document", doc_id)
+        if item is None or item.version != version:
+            return
+        data = dict(item.data, status=status, stage=stage, error=error)
+        self.records.transact([Write(ctx, "document", doc_id, data, "worker", version)], self.clock.now())
+
+    def _chunk_items(self, ctx: str, doc_id: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self.records.query(ctx, "chunk", prefix=f"{doc_id}#", cursor=cursor, limit=1000)
+            out += [i.data for i in page.items]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    def bulk_ingest(
+        self, caller: Caller, docs: Sequence[NewDocument], progress: Progress = _no_progress
+    ) -> dict[str, Any]:
+        ingested, chunks = 0, 0
+        errors: list[dict[str, Any]] = []
+        ids: list[str] = []
+        for i, new in enumerate(docs):
+            try:
+                out = self.ingest(caller, new)
+                ingested += 1
+                chunks += out["chunks_created"]
+                ids.append(out["id"])
+            except EngramError as exc:
+                errors.append({"index": i, "title": new.title, "status": exc.status, "error": exc.message})
+            progress(i + 1, len(docs), None)
+        return {"documents_ingested": ingested, "total_chunks": chunks, "errors": errors, "document_ids": ids}
+
+    # -- read -----------------------------------------------------------------------------
+
+    def visible(self, caller: Caller, kind: str, id_: str) -> Any:
+        item = self.records.get(caller.context_id, kind, id_)
+        grant = self.identity.read_lens(caller, None)
+        if item is None or item.data.get("status") == "deleted" or not matches(item.data.get("scopes", []), grant):
+            raise NotFound(f"{kind} {id_!r} not found")
+        return item
+
+    def get(self, caller: Caller, doc_id: str, include_text: bool = False, url: bool = False) -> dict[str, Any]:
+        item = self.visible(caller, "document", doc_id)
+        out = self._public(item.data, item.version)
+        if include_text:
+            out["text"] = "\n\n".join(c["text"] for c in self._chunk_items(caller.context_id, doc_id))
+        if url:
+            out["download_url"] = self.blobs.url(item.data["blob_key"])
+        return out
+
+    @staticmethod
+    def _public(d: dict[str, Any], version: int) -> dict[str, Any]:
+        hidden = {"blob_key", "scopes"}
+        return {k: v for k, v in d.items() if k not in hidden} | {"version": version}
+
+    def chunks(self, caller: Caller, doc_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
+        self.visible(caller, "document", doc_id)
+        page = self.records.query(caller.context_id, "chunk", prefix=f"{doc_id}#", cursor=cursor, limit=limit)
+        items = [dict(i.data, id=i.id) for i in page.items]
+        return {"document_id": doc_id, "chunks": items, "cursor": page.cursor}
+
+    def chunk(self, caller: Caller, chunk_id: str) -> dict[str, Any]:
+        doc_id = chunk_id.split("#", 1)[0]
+        self.visible(caller, "document", doc_id)
+        item = self.records.get(caller.context_id, "chunk", chunk_id)
+        if item is None:
+            raise NotFound(f"chunk {chunk_id!r} not found")
+        return dict(item.data, id=chunk_id)
+
+    # -- change ---------------------------------------------------------------------------
+
+    def update(
+        self, caller: Caller, doc_id: str, changes: dict[str, Any], expected_version: int | None
+    ) -> dict[str, Any]:
+        item = self.visible(caller, "document", doc_id)
+        if expected_version is not None and expected_version != item.version:
+            raise Conflict(
+                f"document is at version {item.version}, expected {expected_version}", code="version_conflict"
+            )
+        ctx, now, data = caller.context_id, self.clock.now(), dict(item.data)
+        text = changes.pop("text", None)
+        if "folder_id" in changes and changes["folder_id"] is not None:
+            self._folder(caller, changes["folder_id"])
+        if "scopes" in changes:
+            changes["scopes"] = self.identity.write_scopes(caller, changes["scopes"])
+        data.update({k: v for k, v in changes.items() if v is not None})
+        data["updated_at"] = iso(now)
+        writes: list[Write] = []
+        old_chunks = self._chunk_items(ctx, doc_id)
+        new_chunks: list[Chunk] | None = None
+        if text is not None:
+            raw = text.encode()
+            blocks = parse(raw, TEXT, data["title"])
+            new_chunks = chunk(blocks, data["strategy"], data["max_tokens"], data["overlap"], self._embed_fn())
+            data["blob_key"] = f"{ctx}/{doc_id}/v{item.version + 1}"
+            data["content_hash"] = "blake3:" + blake3.blake3(raw).hexdigest()
+            data |= {
+                "mime_type": TEXT,
+                "chunks": len(new_chunks),
+                "total_tokens": sum(c.tokens for c in new_chunks),
+                "bytes": len(raw),
+                "status": "queued",
+                "stage": "bm25",
+            }
+            self.blobs.put(data["blob_key"], raw, TEXT)
+        writes.append(Write(ctx, "document", doc_id, data, caller.actor, item.version))
+        if new_chunks is not None:
+            stale = {_chunk_id(doc_id, c["position"]) for c in old_chunks} - {
+                _chunk_id(doc_id, c.position) for c in new_chunks
+            }
+            for cid in stale:
+                self.records.purge(ctx, "chunk", cid)
+            writes += [
+                Write(ctx, "chunk", _chunk_id(doc_id, c.position), self._chunk_data(doc_id, c), caller.actor)
+                for c in new_chunks
+            ]
+            self.index.delete(ctx, sorted(stale))
+        self.records.transact(writes, now)
+        version = item.version + 1
+        chunks_now = [self._chunk_data(doc_id, c) for c in new_chunks] if new_chunks is not None else old_chunks
+        self.index.upsert([self._index_doc(ctx, data, c, None) for c in chunks_now])
+        if new_chunks is not None:
+            self._schedule_vectors(ctx, doc_id, version)
+        else:  # metadata only: keep the vectors, refresh filters
+            self._schedule_vectors(ctx, doc_id, version)
+        return self.get(caller, doc_id)
+
+    def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
+        item = self.visible(caller, "document", doc_id)
+        ctx = caller.context_id
+        chunks = self._chunk_items(ctx, doc_id)
+        self.index.delete(ctx, [_chunk_id(doc_id, c["position"]) for c in chunks])  # gone from search at once
+        data = dict(item.data, status="deleted", deleted_at=iso(self.clock.now()))
+        writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
+        self.records.transact(writes, self.clock.now())
+        for key in (f"{data['collection']}|{data['content_hash']}",):
+            self.records.purge(ctx, "hash", key)
+        if data.get("external_id"):
+            self.records.purge(ctx, "extid", data["external_id"])
+        for c in chunks:
+            self.records.purge(ctx, "chunk", _chunk_id(doc_id, c["position"]))
+        return {"id": doc_id, "deleted": True, "version": item.version + 1}
+
+    def history(self, caller: Caller, doc_id: str) -> list[dict[str, Any]]:
+        self.visible(caller, "document", doc_id)
+        return [
+            {"version": h.version, "actor": h.actor, "at": iso(h.updated_at), "status": h.data.get("status")}
+            for h in self.records.history(caller.context_id, "document", doc_id)
+        ]
+
+    def all_documents(self, caller: Caller) -> list[dict[str, Any]]:
+        grant = self.identity.read_lens(caller, None)
+        out: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self.records.query(caller.context_id, "document", cursor=cursor, limit=1000)
+            out += [
+                self._public(i.data, i.version)
+                for i in page.items
+                if i.data["status"] != "deleted" and matches(i.data["scopes"], grant)
+            ]
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+
+    # -- search and answers ---------------------------------------------------------------
+
+    def search(self, caller: Caller, s: Search) -> dict[str, Any]:
+        started = time.perf_counter()
+        visibility = self.identity.read_lens(caller, s.lens)
+        meta: dict[str, Any] = {f"m.{k}": v for k, v in s.metadata.items()}
+        for key, value in (
+            ("collection", s.collection),
+            ("folder_id", s.folder_id),
+            ("type", s.doc_type),
+            ("document_id", s.document_id),
+            ("mime_type", s.mime_types),
+        ):
+            if value:
+                meta[key] = value
+        ranges = {}
+        if s.created_from or s.created_to:
+            lo, hi = parse_time(s.created_from), parse_time(s.created_to)
+            ranges["created_at"] = (iso(lo), iso(hi))
+        vector = None
+        if s.mode in ("vector", "hybrid") and self.embedder is not None:
+            vector = self.embedder.embed([s.query])[0]
+        mode: SearchMode = "bm25" if vector is None else "vector" if s.mode == "vector" else "hybrid"
+        if s.mode == "bm25":
+            mode = "bm25"
+        hits = self.index.search(
+            SearchQuery(
+                caller.context_id,
+                s.query,
+                vector,
+                mode,
+                s.k + s.offset,
+                ("chunk",),
+                visibility,
+                None,
+                meta,
+                ranges,
+                s.match_all,
+            ),
+            self.clock.now(),
+        )[s.offset :]
+        if s.threshold is not None:
+            hits = [h for h in hits if h.score >= s.threshold]
+        return {
+            "results": [self._result(caller, h) for h in hits],
+            "search_mode": s.mode,
+            "queryMs": round((time.perf_counter() - started) * 1000, 3),
+        }
+
+    def _result(self, caller: Caller, h: Hit) -> dict[str, Any]:
+        m = h.metadata
+        item = self.records.get(caller.context_id, "chunk", h.id)
+        text = item.data["text"] if item is not None else h.text
+        page = int(m.get("page", 0) or 0) or None
+        user_meta = {k[2:]: v for k, v in m.items() if k.startswith("m.")}
+        return {
+            "chunk": {
+                "id": h.id,
+                "text": text,
+                "section": m.get("section", ""),
+                "position": m.get("position"),
+                "page": page,
+            },
+            "score": round(h.score, 6),
+            "document": {
+                "id": m.get("document_id"),
+                "title": m.get("title"),
+                "source": m.get("source"),
+                "collection": m.get("collection"),
+                "mime_type": m.get("mime_type"),
+            },
+            "chunk_id": h.id,
+            "document_id": m.get("document_id"),
+            "title": m.get("title"),
+            "content": text,
+            "metadata": user_meta,
+        }
+
+    def ask(
+        self,
+        caller: Caller,
+        question: str,
+        s: Search,
+        instructions: str | None,
+        temperature: float,
+        progress: Progress = _no_progress,
+    ) -> dict[str, Any]:
+        progress(0, 3, "retrieving passages")
+        found = self.search(caller, s)["results"]
+        progress(1, 3, "reading passages")
+        result = answering.answer(question, found, self.generator, instructions, temperature)
+        progress(3, 3, "done")
+        return result
+
+    def expand_neighbours(self, caller: Caller, results: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+        """hybrid_graph: follow the document structure from the top hits to their neighbouring chunks
+        (position - 1 and + 1), scored at half their source's score."""
+        seen = {r["chunk_id"] for r in results}
+        extra: list[dict[str, Any]] = []
+        for r in results[:3]:
+            pos = r["chunk"]["position"]
+            for neighbour in (pos - 1, pos + 1):
+                cid = _chunk_id(r["document_id"], neighbour) if neighbour >= 0 else None
+                if cid is None or cid in seen:
+                    continue
+                item = self.records.get(caller.context_id, "chunk", cid)
+                if item is None:
+                    continue
+                seen.add(cid)
+                c = item.data
+                extra.append(
+                    dict(
+                        r,
+                        chunk={
+                            "id": cid,
+                            "text": c["text"],
+                            "section": c["section"],
+                            "position": c["position"],
+                            "page": c["page"],
+                        },
+                        chunk_id=cid,
+                        content=c["text"],
+                        score=round(r["score"] / 2, 6),
+                        via=r["chunk_id"],
+                    )
+                )
+        return sorted(results + extra, key=lambda r: -r["score"])[:k]
+
+    def node(self, caller: Caller, kind: str, slug: str) -> dict[str, Any]:
+        """A knowledge node: an entity by type and name, with the relations that start from it."""
+        ctx = caller.context_id
+        wanted = f"{kind}:{slug}".lower()
+        item = None
+        cursor = None
+        while item is None:
+            page = self.records.query(ctx, "entity", cursor=cursor, limit=1000)
+            item = next((i for i in page.items if i.id.lower() == wanted), None)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        if item is None:
+            raise NotFound(f"node {kind}/{slug} not found")
+        edges = [
+            i.data
+            for i in self.records.query(ctx, "relation", limit=1000).items
+            if [str(x).lower() for x in i.data.get("from", [])] == [kind.lower(), slug.lower()]
+        ]
+        return {"kind": "node", "node": dict(item.data, id=item.id, version=item.version), "edges": edges}
+
+    # -- collections and folders ----------------------------------------------------------
+
+    def collections(
+        self, caller: Caller, action: str, name: str | None, description: str | None, force: bool = False
+    ) -> dict[str, Any]:
+        ctx = caller.context_id
+        docs = self.all_documents(caller)
+        if action == "list":
+            names = [i.id for i in self.records.query(ctx, "collection", limit=1000).items]
+            return {"collections": [self._stats(ctx, n, docs) for n in names]}
+        if not name:
+            raise InvalidInput(f"name is required for action {action!r}")
+        existing = self.records.get(ctx, "collection", name)
+        if action == "create":
+            if existing is not None:
+                raise Conflict(f"collection {name!r} exists")
+            data = {"name": name, "description": description or "", "created_at": iso(self.clock.now())}
+            self.records.transact([Write(ctx, "collection", name, data, caller.actor, 0)], self.clock.now())
+            return {"collection": self._stats(ctx, name, docs)}
+        if existing is None:
+            raise NotFound(f"collection {name!r} not found")
+        if action == "stats":
+            return {"collection": self._stats(ctx, name, docs)}
+        members = [d for d in docs if d["collection"] == name]
+        if members and not force:
+            raise Conflict(f"collection {name!r} holds {len(members)} documents; pass force=true to delete them too")
+        for d in members:
+            self.delete(caller, d["id"])
+        self.records.purge(ctx, "collection", name)
+        return {"deleted": name, "documents_deleted": len(members)}
+
+    def _stats(self, ctx: str, name: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
+        item = self.records.get(ctx, "collection", name)
+        members = [d for d in docs if d["collection"] == name]
+        return {
+            "name": name,
+            "description": item.data.get("description", "") if item else "",
+            "document_count": len(members),
+            "chunk_count": sum(d["chunks"] for d in members),
+        }
+
+    def _folder(self, caller: Caller, folder_id: str) -> dict[str, Any]:
+        item = self.records.get(caller.context_id, "folder", folder_id)
+        if item is None:
+            raise NotFound(f"folder {folder_id!r} not found")
+        return dict(item.data, version=item.version)
+
+    def folder_create(
+        self, caller: Caller, name: str, parent_id: str | None, description: str | None, metadata: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if parent_id:
+            self._folder(caller, parent_id)
+        fid = new_id("fld")
+        data = {
+            "id": fid,
+            "name": name,
+            "parent_id": parent_id,
+            "description": description or "",
+            "metadata": metadata or {},
+            "created_at": iso(self.clock.now()),
+        }
+        self.records.transact([Write(caller.context_id, "folder", fid, data, caller.actor, 0)], self.clock.now())
+        return dict(data, version=1)
+
+    def folder_update(self, caller: Caller, folder_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        current = self._folder(caller, folder_id)
+        if changes.get("parent_id"):
+            node = changes["parent_id"]
+            while node:  # refuse cycles
+                if node == folder_id:
+                    raise InvalidInput("a folder cannot be moved under itself")
+                node = self._folder(caller, node).get("parent_id")
+        version = current.pop("version")
+        data = current | {k: v for k, v in changes.items() if v is not None}
+        self.records.transact(
+            [Write(caller.context_id, "folder", folder_id, data, caller.actor, version)], self.clock.now()
+        )
+        return dict(data, version=version + 1)
+
+    def folder_delete(self, caller: Caller, folder_id: str) -> dict[str, Any]:
+        self._folder(caller, folder_id)
+        children = [f for f in self.folder_list(caller, None) if f.get("parent_id") == folder_id]
+        docs = [d for d in self.all_documents(caller) if d.get("folder_id") == folder_id]
+        if children or docs:
+            raise Conflict(f"folder holds {len(children)} folders and {len(docs)} documents; empty it first")
+        self.records.purge(caller.context_id, "folder", folder_id)
+        return {"id": folder_id, "deleted": True}
+
+    def folder_list(
+        self, caller: Caller, parent_id: str | None, name_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
+        out = []
+        cursor = None
+        while True:
+            page = self.records.query(caller.context_id, "folder", cursor=cursor, limit=1000)
+            out += [dict(i.data, version=i.version) for i in page.items]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        if parent_id is not None:
+            out = [f for f in out if f.get("parent_id") == parent_id]
+        if name_prefix:
+            out = [f for f in out if f["name"].startswith(name_prefix)]
+        return out
+
+
+def _chunk_id(doc_id: str, position: int) -> str:
+    return f"{doc_id}#{position:05d}"

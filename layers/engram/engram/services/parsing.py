@@ -1,0 +1,162 @@
+"""Turn uploaded bytes into text blocks (section, page) with real parsers: plain text, Markdown, HTML
+(BeautifulSoup), PDF (pypdf), DOCX (python-docx). A corrupt or unsupported file raises InvalidInput
+naming the file; nothing is stored before parsing succeeds."""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+from engram.errors import InvalidInput
+
+TEXT, MARKDOWN, HTML, PDF, DOCX = (
+    "text/plain",
+    "text/markdown",
+    "text/html",
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+)
+SUPPORTED = (TEXT, MARKDOWN, HTML, PDF, DOCX)
+_BY_EXTENSION = {
+    ".txt": TEXT,
+    ".text": TEXT,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".html": HTML,
+    ".htm": HTML,
+    ".pdf": PDF,
+    ".docx": DOCX,
+}
+_ALIASES = {"text/x-markdown": MARKDOWN, "application/xhtml+xml": HTML, "application/x-pdf": PDF}
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    section: str = ""
+    page: int | None = None
+
+
+def detect(data: bytes, mime_type: str | None, filename: str | None) -> str:
+    """The content type: the declared one when given, else the extension, else the magic bytes."""
+    if mime_type:
+        mt = _ALIASES.get(mime_type.split(";")[0].strip().lower(), mime_type.split(";")[0].strip().lower())
+        if mt not in SUPPORTED:
+            raise InvalidInput(
+                f"{filename or 'document'}: unsupported type {mime_type!r}; supported: " + ", ".join(SUPPORTED),
+                code="unsupported_media_type",
+            )
+        return mt
+    if filename:
+        ext = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+        if ext in _BY_EXTENSION:
+            return _BY_EXTENSION[ext]
+    if data.startswith(b"%PDF"):
+        return PDF
+    if data.startswith(b"PK\x03\x04"):
+        return DOCX
+    head = data[:512].lower()
+    if b"<html" in head or b"<!doctype html" in head:
+        return HTML
+    return TEXT
+
+
+def parse(data: bytes, mime_type: str, name: str) -> list[Block]:
+    try:
+        if mime_type == PDF:
+            blocks = _pdf(data)
+        elif mime_type == DOCX:
+            blocks = _docx(data)
+        else:
+            text = _decode(data, name)
+            blocks = _html(text) if mime_type == HTML else _markdown(text) if mime_type == MARKDOWN else _plain(text)
+    except InvalidInput:
+        raise
+    except Exception as exc:  # the parsers' own errors: a corrupt file
+        raise InvalidInput(
+            f"{name}: cannot be read as {mime_type} ({type(exc).__name__})", code="corrupt_file"
+        ) from exc
+    blocks = [b for b in blocks if b.text.strip()]
+    if not blocks:
+        raise InvalidInput(f"{name}: no text could be extracted", code="empty_document")
+    return blocks
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{name}: not UTF-8 text", code="corrupt_file") from exc
+
+
+def _plain(text: str) -> list[Block]:
+    return [Block(text)]
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+
+
+def _markdown(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    section, lines = "", list[str]()
+    for line in text.splitlines():
+        m = _HEADING.match(line)
+        if m:
+            if lines:
+                blocks.append(Block("\n".join(lines).strip(), section))
+            section, lines = m.group(2), []
+        else:
+            lines.append(line)
+    if lines:
+        blocks.append(Block("\n".join(lines).strip(), section))
+    return blocks
+
+
+def _html(text: str) -> list[Block]:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    for tag in soup(["script", "style", "noscript", "template"]):
+        tag.decompose()
+    blocks: list[Block] = []
+    section = soup.title.get_text(" ", strip=True) if soup.title else ""
+    body = soup.body or soup
+    for el in body.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "blockquote"]):
+        text_ = el.get_text(" ", strip=True)
+        if el.name and el.name.startswith("h") and len(el.name) == 2:
+            section = text_
+        elif (text_ and not el.find_parent(["li", "td", "blockquote"])) or el.name in ("li", "td"):
+            blocks.append(Block(text_, section))
+    if not blocks:
+        blocks.append(Block(body.get_text(" ", strip=True), section))
+    return blocks
+
+
+def _pdf(data: bytes) -> list[Block]:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted:
+        raise InvalidInput("encrypted PDF", code="corrupt_file")
+    return [Block(page.extract_text() or "", f"Page {i}", i) for i, page in enumerate(reader.pages, start=1)]
+
+
+def _docx(data: bytes) -> list[Block]:
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    blocks: list[Block] = []
+    section = ""
+    for para in document.paragraphs:
+        style = (para.style.name if para.style is not None else "") or ""
+        if style.lower().startswith(("heading", "title")):
+            section = para.text.strip()
+        elif para.text.strip():
+            blocks.append(Block(para.text, section))
+    for table in document.tables:
+        for row in table.rows:
+            cells = [c.text.strip() for c in row.cells if c.text.strip()]
+            if cells:
+                blocks.append(Block(" | ".join(cells), section or "Table"))
+    return blocks
