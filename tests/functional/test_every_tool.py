@@ -3,10 +3,9 @@ wrong principal. New operations must add a sample call below or this test fails.
 
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import uuid
+from typing import Any
 
 import httpx
 import pytest
