@@ -1,0 +1,97 @@
+"""Parsers on real files, and the chunking strategies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engram.errors import InvalidInput
+from engram.services.chunking import chunk
+from engram.services.parsing import DOCX, HTML, MARKDOWN, PDF, TEXT, Block, detect, parse
+from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf
+
+
+def test_pdf_pages_become_blocks_with_page_numbers() -> None:
+    blocks = parse(make_pdf(RETURNS_PDF), PDF, "returns.pdf")
+    assert [b.page for b in blocks] == [1, 2]
+    assert "30 days of purchase" in blocks[1].text and blocks[1].section == "Page 2"
+
+
+def test_docx_headings_become_sections() -> None:
+    data = make_docx({"Setup": ["Install the agent."], "Usage": ["Run it daily.", "Check the logs."]})
+    blocks = parse(data, DOCX, "guide.docx")
+    assert [(b.section, b.text) for b in blocks] == [
+        ("Setup", "Install the agent."),
+        ("Usage", "Run it daily."),
+        ("Usage", "Check the logs."),
+    ]
+
+
+def test_html_drops_scripts_and_keeps_headings() -> None:
+    html = b"<html><head><title>T</title><script>var x=1</script></head><body><h1>Intro</h1><p>Hello there.</p>"
+    html += b"<h2>Details</h2><ul><li>One</li><li>Two</li></ul></body></html>"
+    blocks = parse(html, HTML, "page.html")
+    assert [(b.section, b.text) for b in blocks] == [("Intro", "Hello there."), ("Details", "One"), ("Details", "Two")]
+    assert all("var x" not in b.text for b in blocks)
+
+
+def test_markdown_sections() -> None:
+    blocks = parse(b"# A\nalpha\n\n## B\nbeta\n", MARKDOWN, "x.md")
+    assert [(b.section, b.text) for b in blocks] == [("A", "alpha"), ("B", "beta")]
+
+
+@pytest.mark.parametrize(
+    ("data", "mime", "code"),
+    [
+        (b"%PDF-1.4 garbage that is not a pdf", PDF, "corrupt_file"),
+        (b"PK\x03\x04 not a docx", DOCX, "corrupt_file"),
+        (b"\xff\xfe\xfa not utf-8", TEXT, "corrupt_file"),
+        (b"   ", TEXT, "empty_document"),
+    ],
+)
+def test_bad_files_name_the_file(data: bytes, mime: str, code: str) -> None:
+    with pytest.raises(InvalidInput) as e:
+        parse(data, mime, "upload.bin")
+    assert e.value.code == code and "upload.bin" in e.value.message
+
+
+def test_detection_order() -> None:
+    assert detect(b"%PDF-1.7", None, None) == PDF
+    assert detect(b"hello", None, "notes.md") == MARKDOWN
+    assert detect(b"<!DOCTYPE html><html>", None, None) == HTML
+    with pytest.raises(InvalidInput) as e:
+        detect(b"x", "image/png", "cat.png")
+    assert e.value.code == "unsupported_media_type"
+
+
+TEXT_BLOCK = Block(
+    "Wings make lift. Lift depends on speed. Speed comes from engines.\n\n"
+    "Rivets hold panels. Panels form the skin. The skin carries loads.",
+    "Structure",
+)
+
+
+def test_paragraph_and_sentence_and_fixed_strategies() -> None:
+    paras = chunk([TEXT_BLOCK], "paragraph", max_tokens=20, overlap=0)
+    assert [c.text for c in paras] == [
+        "Wings make lift. Lift depends on speed. Speed comes from engines.",
+        "Rivets hold panels. Panels form the skin. The skin carries loads.",
+    ]
+    assert [c.position for c in paras] == [0, 1] and all(c.section == "Structure" for c in paras)
+    sents = chunk([TEXT_BLOCK], "sentence", max_tokens=10, overlap=5)
+    assert sents[0].text.startswith("Wings make lift.") and len(sents) > 2
+    assert any(a.text.split(". ")[-1] in b.text for a, b in zip(sents, sents[1:], strict=False))  # overlap
+    fixed = chunk([TEXT_BLOCK], "fixed", max_tokens=8, overlap=2)
+    assert all(len(c.text.split()) <= 6 for c in fixed) and len(fixed) > 3
+
+
+def test_semantic_splits_where_the_topic_changes() -> None:
+    def embed(texts: list[str]) -> np.ndarray:
+        # sentences about flight point one way, about structure the other
+        return np.array([[1.0, 0.0] if any(w in t for w in ("lift", "Lift", "Speed")) else [0.0, 1.0] for t in texts])
+
+    parts = chunk([Block(TEXT_BLOCK.text.replace("\n\n", " "), "S")], "semantic", 200, 0, embed)
+    assert [p.text for p in parts] == [
+        "Wings make lift. Lift depends on speed. Speed comes from engines.",
+        "Rivets hold panels. Panels form the skin. The skin carries loads.",
+    ]
