@@ -84,8 +84,14 @@ async def test_upload_a_pdf_and_get_a_cited_passage(served: tuple[str, str]) -> 
 
     url, key = served
     async with connect(url, key) as c:
-        up = await c.call_tool("document_upload", {"bytes_base64": base64.b64encode(make_pdf(RETURNS_PDF)).decode(),
-                                                   "title": "Returns Policy", "filename": "returns.pdf"})  # fmt: skip
+        up = await c.call_tool(
+            "document_upload",
+            {
+                "bytes_base64": base64.b64encode(make_pdf(RETURNS_PDF)).decode(),
+                "title": "Returns Policy",
+                "filename": "returns.pdf",
+            },
+        )
         assert up.structured_content is not None and up.structured_content["status"] == "queued"
         doc_id = up.structured_content["id"]
         for _ in range(100):

@@ -47,8 +47,15 @@ async def test_pdf_upload_search_and_cited_answer(live: Live) -> None:
     pdf = make_pdf(RETURNS_PDF)
     name = f"returns-{uuid.uuid4().hex[:6]}.pdf"
     async with connect(live.url, live.keys.agent) as c:
-        up = await ok(c, "document_upload", bytes_base64=b64(pdf), title="Returns Policy", filename=name,
-                      mime_type="application/pdf", labels=["team=support"])  # fmt: skip
+        up = await ok(
+            c,
+            "document_upload",
+            bytes_base64=b64(pdf),
+            title="Returns Policy",
+            filename=name,
+            mime_type="application/pdf",
+            labels=["team=support"],
+        )
         assert up["status"] == "queued" and up["version"] == 1 and not up["deduplicated"]
         assert up["content_hash"].startswith("blake3:") and len(up["content_hash"]) == 7 + 64
         # BM25 finds it before the vectors are there
@@ -58,8 +65,13 @@ async def test_pdf_upload_search_and_cited_answer(live: Live) -> None:
         assert doc["status"] == "indexed" and doc["stage"] == "vectors" and doc["indexStatus"] == "INDEXED"
         found = await ok(c, "knowledge_search", query="What is the return window for unopened items?", k=3)
         top = found["results"][0]
-        assert top["document"] == {"id": up["id"], "title": "Returns Policy", "source": name,
-                                   "collection": "default", "mime_type": "application/pdf"}  # fmt: skip
+        assert top["document"] == {
+            "id": up["id"],
+            "title": "Returns Policy",
+            "source": name,
+            "collection": "default",
+            "mime_type": "application/pdf",
+        }
         assert "30 days" in top["chunk"]["text"] and top["chunk"]["page"] == 2 and top["chunk"]["section"] == "Page 2"
         assert top["chunk_id"] == top["chunk"]["id"] and top["content"] == top["chunk"]["text"]  # Cortex fields
         assert found["search_mode"] == "hybrid" and isinstance(found["queryMs"], float) and found["traceId"]
@@ -68,8 +80,9 @@ async def test_pdf_upload_search_and_cited_answer(live: Live) -> None:
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
             progress.append(done)
 
-        r = await c.call_tool("rag_ask", {"question": "How long do I have to return unopened items?"},
-                              progress_callback=on_progress)  # fmt: skip
+        r = await c.call_tool(
+            "rag_ask", {"question": "How long do I have to return unopened items?"}, progress_callback=on_progress
+        )
         assert r.structured_content is not None
         answer = r.structured_content
         assert "30 days" in answer["answer"] and "[1]" in answer["answer"]
@@ -86,12 +99,20 @@ async def test_docx_html_markdown_keep_sections(live: Live) -> None:
     docx_bytes = make_docx({"Torque settings": ["Tighten the M8 flange bolts to 24 newton metres."]})
     async with connect(live.url, live.keys.agent) as c:
         d = await ok(c, "document_upload", bytes_base64=b64(docx_bytes), filename="manual.docx")
-        h = await ok(c, "document_upload", bytes_base64=b64(b"<h1>Hangar</h1><p>The hangar door opens north.</p>"),
-                     filename="hangar.html")  # fmt: skip
-        m = await ok(c, "document_upload", bytes_base64=b64(b"# Fuel\nJet A-1 freezes at minus 47 C.\n"),
-                     filename="fuel.md")  # fmt: skip
-        for doc_id, query, section in ((d["id"], "flange bolts torque", "Torque settings"),
-                                       (h["id"], "hangar door", "Hangar"), (m["id"], "jet fuel freezing", "Fuel")):  # fmt: skip
+        h = await ok(
+            c,
+            "document_upload",
+            bytes_base64=b64(b"<h1>Hangar</h1><p>The hangar door opens north.</p>"),
+            filename="hangar.html",
+        )
+        m = await ok(
+            c, "document_upload", bytes_base64=b64(b"# Fuel\nJet A-1 freezes at minus 47 C.\n"), filename="fuel.md"
+        )
+        for doc_id, query, section in (
+            (d["id"], "flange bolts torque", "Torque settings"),
+            (h["id"], "hangar door", "Hangar"),
+            (m["id"], "jet fuel freezing", "Fuel"),
+        ):
             hits = (await ok(c, "knowledge_search", query=query, mode="bm25", k=1))["results"]
             assert hits[0]["document_id"] == doc_id and hits[0]["chunk"]["section"] == section
 
@@ -110,10 +131,17 @@ async def test_bad_uploads_lose_nothing(live: Live) -> None:
         assert (await err(c, "document_delete", id="doc:nope"))["status"] == 404
         assert (await err(c, "knowledge_get", kind="chunk", id="doc:nope#00000"))["status"] == 404
     assert len(live.engram.documents.all_documents(_caller(live))) == before
-    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": "document_upload", "arguments": {"bytes_base64": "A" * 300_000}}}  # fmt: skip
-    r = httpx.post(live.url + "/mcp", json=big, headers={"Authorization": f"Bearer {live.keys.agent}",
-                                                        "Accept": "application/json, text/event-stream"})  # fmt: skip
+    big = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "document_upload", "arguments": {"bytes_base64": "A" * 300_000}},
+    }
+    r = httpx.post(
+        live.url + "/mcp",
+        json=big,
+        headers={"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"},
+    )
     assert r.status_code == 413
 
 
@@ -150,8 +178,14 @@ async def test_hybrid_search_caps_filters_and_pagination(live: Live) -> None:
     async with connect(live.url, live.keys.agent) as c:
         folder = await ok(c, "folder_create", name=f"ops-{tag}")
         for i in range(6):
-            await ok(c, "document_ingest", text=f"Checklist {tag} step {i}: inspect the pitot tube heater.",
-                     folderId=folder["id"], type="checklist", metadata={"fleet": "a320" if i % 2 else "b737"})  # fmt: skip
+            await ok(
+                c,
+                "document_ingest",
+                text=f"Checklist {tag} step {i}: inspect the pitot tube heater.",
+                folderId=folder["id"],
+                type="checklist",
+                metadata={"fleet": "a320" if i % 2 else "b737"},
+            )
         await ok(c, "document_ingest", text=f"Checklist {tag}: pitot tube cover removal.", type="note")
         three = await ok(c, "hybrid_search", query=f"{tag} pitot tube")
         assert len(three["results"]) == 3  # MCP default
@@ -175,19 +209,31 @@ async def test_hybrid_search_caps_filters_and_pagination(live: Live) -> None:
         assert all(r["score"] >= 0.99 for r in floor["results"])
         busy = await err(c, "folder_delete", id=folder["id"])
         assert busy["status"] == 409
-    r = httpx.post(f"{live.url}/api/v1/acme/search", json={"query": f"{tag} pitot", "limit": 50},
-                   headers={"Authorization": f"Bearer {live.keys.agent}"})  # fmt: skip
+    r = httpx.post(
+        f"{live.url}/api/v1/acme/search",
+        json={"query": f"{tag} pitot", "limit": 50},
+        headers={"Authorization": f"Bearer {live.keys.agent}"},
+    )
     assert r.status_code == 200 and len(r.json()["results"]) > 10  # the API cap is 50, not 10
 
 
 async def test_knowledge_search_argument_styles_and_filters(live: Live) -> None:
     tag = uuid.uuid4().hex[:8]
     async with connect(live.url, live.keys.agent) as c:
-        bulk = await ok(c, "knowledge_bulk_ingest", collection=f"c-{tag}", documents=[
-            {"title": "Anti-ice", "content": f"{tag} engine anti-ice protects the intake lip.", "metadata": {"ata": 30}},
-            {"title": "De-ice", "content": f"{tag} wing de-ice boots inflate.", "metadata": {"ata": 30}},
-            {"title": "Empty", "content": ""},
-        ])  # fmt: skip
+        bulk = await ok(
+            c,
+            "knowledge_bulk_ingest",
+            collection=f"c-{tag}",
+            documents=[
+                {
+                    "title": "Anti-ice",
+                    "content": f"{tag} engine anti-ice protects the intake lip.",
+                    "metadata": {"ata": 30},
+                },
+                {"title": "De-ice", "content": f"{tag} wing de-ice boots inflate.", "metadata": {"ata": 30}},
+                {"title": "Empty", "content": ""},
+            ],
+        )
         assert bulk["documents_ingested"] == 2 and len(bulk["errors"]) == 1 and bulk["errors"][0]["index"] == 2
         by_limit = await ok(c, "knowledge_search", query=f"{tag} ice", limit=1, collection=f"c-{tag}")
         by_k = await ok(c, "knowledge_search", query=f"{tag} ice", k=2, mode="fts", collection=f"c-{tag}")
@@ -210,8 +256,16 @@ async def test_knowledge_search_argument_styles_and_filters(live: Live) -> None:
         assert gone["documents_deleted"] == 2
         after = await ok(c, "knowledge_search", query=f"{tag} ice", k=50)
         assert all(r["document"]["collection"] != f"c-{tag}" for r in after["results"])
-        ing = await ok(c, "knowledge_ingest", collection="manuals", title="Brakes", content="Brake wear pins.",
-                       chunk_strategy="sentence", chunk_max_tokens=64, chunk_overlap=8)  # fmt: skip
+        ing = await ok(
+            c,
+            "knowledge_ingest",
+            collection="manuals",
+            title="Brakes",
+            content="Brake wear pins.",
+            chunk_strategy="sentence",
+            chunk_max_tokens=64,
+            chunk_overlap=8,
+        )
         assert ing["chunks_created"] == 1 and ing["total_tokens"] > 0 and ing["collection"] == "manuals"
 
 
@@ -236,8 +290,14 @@ async def test_document_query_and_knowledge_get(live: Live) -> None:
     async with connect(live.url, live.keys.agent) as c:
         ids = []
         for name in ("alpha", "bravo", "charlie"):
-            d = await ok(c, "document_ingest", text=f"{name} text", title=f"{tag}-{name}", schemaId="memo",
-                         payload={"rank": len(name)})  # fmt: skip
+            d = await ok(
+                c,
+                "document_ingest",
+                text=f"{name} text",
+                title=f"{tag}-{name}",
+                schemaId="memo",
+                payload={"rank": len(name)},
+            )
             ids.append(d["id"])
         pre = await ok(c, "document_query", field="title", op="prefix", value=tag, order="desc", limit=2)
         assert [d["title"] for d in pre["items"]] == [f"{tag}-charlie", f"{tag}-bravo"] and pre["nextOffset"] == 2

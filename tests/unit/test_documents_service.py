@@ -70,7 +70,7 @@ def test_embedding_failure_is_a_failed_status_with_a_reason(tmp_path: Path) -> N
 
 
 def test_file_path_ingest_is_jailed(tmp_path: Path) -> None:
-    engram, q, caller = make(tmp_path)
+    engram, _q, caller = make(tmp_path)
     root = tmp_path / "root"
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "ok.md").write_text("# Ok\nA fine file.")

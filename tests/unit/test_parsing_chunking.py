@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -80,7 +82,7 @@ def test_paragraph_and_sentence_and_fixed_strategies() -> None:
     assert [c.position for c in paras] == [0, 1] and all(c.section == "Structure" for c in paras)
     sents = chunk([TEXT_BLOCK], "sentence", max_tokens=10, overlap=5)
     assert sents[0].text.startswith("Wings make lift.") and len(sents) > 2
-    assert any(a.text.split(". ")[-1] in b.text for a, b in zip(sents, sents[1:], strict=False))  # overlap
+    assert any(a.text.split(". ")[-1] in b.text for a, b in itertools.pairwise(sents))  # overlap
     fixed = chunk([TEXT_BLOCK], "fixed", max_tokens=8, overlap=2)
     assert all(len(c.text.split()) <= 6 for c in fixed) and len(fixed) > 3
 
