@@ -33,8 +33,8 @@ typecheck:
 pytest:
 	$(RUN) pytest -ra
 
-bench: sync  ## LoCoMo recall quality, HTTP latency at 10k memories, tools/list size -> bench/RESULTS.md
-	$(RUN) python -m bench.run
+bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
+	$(RUN) python -m bench.run $(BENCH)
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache

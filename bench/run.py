@@ -1,33 +1,32 @@
-"""`make bench`: every benchmark, printed as JSON and as the tables of bench/RESULTS.md."""
+"""`make bench`: every benchmark (or those named: locomo, latency, cranfield), as JSON on stdout and in
+bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
+from pathlib import Path
+from typing import Any
 
-from bench import latency, locomo
 
+def main(names: list[str]) -> None:
+    from bench import cranfield, latency, locomo
 
-def main() -> None:
-    print("LoCoMo evidence recall (stores 5,882 turns, ~2 min)...", file=sys.stderr, flush=True)
-    lo = locomo.run()
-    print("HTTP latency at 10,000 memories...", file=sys.stderr, flush=True)
-    la = latency.run()
-    print(
-        json.dumps(
-            {
-                "machine": f"{platform.machine()} {platform.processor()} {platform.python_version()}",
-                "locomo": lo,
-                "latency": la,
-            },
-            indent=2,
-        )
-    )
-    print("\n| mode | recall@5 | recall@10 | ms/query |\n|---|---|---|---|")
-    for mode, v in lo["modes"].items():
-        print(f"| {mode} | {v['recall']['all']['@5']} | {v['recall']['all']['@10']} | {v['ms_per_query']} |")
+    benches = {"locomo": locomo.run, "latency": latency.run, "cranfield": cranfield.run}
+    chosen = names or list(benches)
+    out: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    }
+    for i, name in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {name} ...", file=sys.stderr, flush=True)
+        out[name] = benches[name]()
+        print(json.dumps({name: out[name]}, indent=2), flush=True)
+    target = Path(__file__).with_name("out")
+    target.mkdir(exist_ok=True)
+    (target / "latest.json").write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

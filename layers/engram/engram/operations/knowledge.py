@@ -482,8 +482,8 @@ declare(
 class SearchIn(OpInput):
     query: str = Field(..., min_length=1, max_length=4000)
     mode: Literal["vector", "bm25", "fts", "hybrid", "hybrid_graph"] = "hybrid"
-    k: int | None = Field(None, ge=1, le=50, description="Spectron: results (default 5)")
-    limit: int | None = Field(None, ge=1, le=50, description="Cortex: results")
+    k: int | None = Field(None, ge=1, le=100, description="Spectron: results (default 5)")
+    limit: int | None = Field(None, ge=1, le=100, description="Cortex: results")
     threshold: float | None = None
     filter: dict[str, list[str]] | None = Field(None, description='e.g. {"mime_type": ["application/pdf"]}')
     metadata_filter: Meta | None = None

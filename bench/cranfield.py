@@ -1,0 +1,127 @@
+"""Cranfield (BEIR layout) through knowledge_bulk_ingest and knowledge_search: nDCG@10, Recall@10/100,
+MRR@10 per mode (definitions of ../shared/data/README.md), ingest throughput, HTTP search latency."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency import MCP_HEADERS, json_of, pct
+from engram.operations import find
+from engram.services.identity import ANY
+from engram.settings import Settings
+from engram.wiring import build_local
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cranfield"
+MODES = ("bm25", "vector", "hybrid")
+
+
+def load(data: Path = DATA) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, dict[str, int]]]:
+    corpus = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (data / "queries.jsonl").read_text().splitlines())}
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        qrels[qid][did] = int(score)
+    return corpus, queries, qrels
+
+
+def metrics(ranked: list[str], rels: dict[str, int]) -> dict[str, float]:
+    dcg = sum((2 ** rels.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
+    ideal = sorted(rels.values(), reverse=True)[:10]
+    idcg = sum((2**r - 1) / math.log2(i + 2) for i, r in enumerate(ideal))
+    relevant = {d for d, r in rels.items() if r > 0}
+    rr = next((1 / (i + 1) for i, d in enumerate(ranked[:10]) if d in relevant), 0.0)
+    return {
+        "nDCG@10": dcg / idcg if idcg else 0.0,
+        "Recall@10": len(relevant & set(ranked[:10])) / len(relevant) if relevant else 0.0,
+        "Recall@100": len(relevant & set(ranked[:100])) / len(relevant) if relevant else 0.0,
+        "MRR@10": rr,
+    }
+
+
+def run(samples: int = 200) -> dict[str, Any]:
+    corpus, queries, qrels = load()
+    with tempfile.TemporaryDirectory() as tmp:
+        engram = build_local(Settings(data_dir=Path(tmp)))
+        key, principal = engram.identity.create_key(["cranfield"], "agent", ["bench"])
+        caller = engram.identity.enter(principal, "cranfield", ANY, "bench")
+        bulk, search = find("knowledge_bulk_ingest"), find("knowledge_search")
+        assert bulk and search
+        t0, chunks = time.perf_counter(), 0
+        for i in range(0, len(corpus), 100):
+            docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
+                    for d in corpus[i : i + 100]]  # fmt: skip
+            out = bulk.run(engram, caller, bulk.input.model_validate({"collection": "cranfield", "documents": docs}),
+                           lambda *_: None)  # fmt: skip
+            assert isinstance(out, dict) and not out["errors"], out
+            chunks += out["total_chunks"]
+            print(f"  ingested {min(i + 100, len(corpus))}/{len(corpus)}", file=sys.stderr, flush=True)
+        engram.queue.join()
+        ingest_s = time.perf_counter() - t0
+        result: dict[str, Any] = {
+            "documents": len(corpus), "chunks": chunks, "ingest_seconds": round(ingest_s, 1),
+            "docs_per_s": round(len(corpus) / ingest_s, 1), "chunks_per_s": round(chunks / ingest_s, 1),
+            "modes": {},
+        }  # fmt: skip
+        judged = [q for q in queries if q in qrels]
+        for mode in MODES:
+            sums: dict[str, float] = defaultdict(float)
+            for qid in judged:
+                args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
+                out = search.run(engram, caller, args, lambda *_: None)
+                assert isinstance(out, dict)
+                ranked = [str(r["metadata"]["beir_id"]) for r in out["results"]]
+                for name, value in metrics(ranked, qrels[qid]).items():
+                    sums[name] += value
+            result["modes"][mode] = {k: round(v / len(judged), 3) for k, v in sums.items()}
+            print(f"  {mode}: {result['modes'][mode]}", file=sys.stderr, flush=True)
+        del engram
+        result["http"] = _latency(tmp, key, [queries[q] for q in judged], samples)
+    return result
+
+
+def _latency(data_dir: str, key: str, questions: list[str], samples: int) -> dict[str, Any]:
+    env = dict(os.environ, ENGRAM_DATA_DIR=data_dir)
+    port = 19000 + os.getpid() % 1000
+    proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level",
+                             "warning"], env=env)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    out: dict[str, Any] = {}
+    try:
+        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+            for _ in range(300):
+                try:
+                    http.get(url + "/healthz")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+            for mode in MODES:
+                times = []
+                for i in range(samples):
+                    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                        "name": "knowledge_search", "arguments": {"query": questions[i % len(questions)], "mode": mode,
+                                                                  "k": 10}}}  # fmt: skip
+                    t = time.perf_counter()
+                    r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert "result" in json_of(r.text)
+                out[mode] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
