@@ -82,17 +82,14 @@ class UploadOut(Out):
 def _upload(e: Any, c: Caller, a: UploadIn, p: Progress) -> dict[str, Any]:
     new = NewDocument(
         base64.b64decode(a.bytes_base64),
-        a.title or "",
-        a.source or "",
-        None,
-        a.mime_type,
-        a.filename,
-        a.collection,
-        None,
-        a.labels,
-        {},
-        a.scopes,
-        a.external_id,
+        title=a.title or "",
+        source=a.source or "",
+        mime_type=a.mime_type,
+        filename=a.filename,
+        collection=a.collection,
+        labels=a.labels,
+        scopes=a.scopes,
+        external_id=a.external_id,
     )
     return e.documents.ingest(c, new)  # type: ignore[no-any-return]
 
@@ -138,23 +135,16 @@ class IngestOut(Out):
 def _new_text(a: Any, collection: str, scopes: Selector | None, opts: ChunkOpts) -> NewDocument:
     return NewDocument(
         a.content.encode(),
-        a.title,
-        a.source_url or "",
-        a.source_url,
-        "text/plain",
-        None,
-        collection,
-        None,
-        [],
-        a.metadata or {},
-        scopes,
-        None,
-        None,
-        None,
-        None,
-        opts.chunk_strategy,
-        opts.chunk_max_tokens,
-        opts.chunk_overlap,
+        title=a.title,
+        source=a.source_url or "",
+        source_url=a.source_url,
+        mime_type="text/plain",
+        collection=collection,
+        metadata=a.metadata or {},
+        scopes=scopes,
+        strategy=opts.chunk_strategy,
+        max_tokens=opts.chunk_max_tokens,
+        overlap=opts.chunk_overlap,
     )
 
 
@@ -267,20 +257,18 @@ def _doc_ingest(e: Any, c: Caller, a: DocIngestIn, p: Progress) -> dict[str, Any
         data, filename, mime = (a.text or "").encode(), None, a.mimeType or "text/plain"
     new = NewDocument(
         data,
-        a.title or filename or "",
-        filename or "",
-        None,
-        mime,
-        filename,
-        a.collection,
-        a.folderId,
-        [],
-        a.metadata or {},
-        a.scopes,
-        a.externalId,
-        a.schemaId,
-        a.payload,
-        a.type,
+        title=a.title or filename or "",
+        source=filename or "",
+        mime_type=mime,
+        filename=filename,
+        collection=a.collection,
+        folder_id=a.folderId,
+        metadata=a.metadata or {},
+        scopes=a.scopes,
+        external_id=a.externalId,
+        schema_id=a.schemaId,
+        payload=a.payload,
+        doc_type=a.type,
     )
     out = e.documents.ingest(c, new)
     return dict(out, indexStatus=_vectros_status(out["status"]))
@@ -504,14 +492,11 @@ def _search(e: Any, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
         a.query,
         mode,
         k,
-        0,
-        a.threshold,
-        collection,
-        None,
-        doc_type,
-        filt.get("mime_type"),
-        None,
-        a.metadata_filter or {},
+        threshold=a.threshold,
+        collection=collection,
+        doc_type=doc_type,
+        mime_types=filt.get("mime_type"),
+        metadata=a.metadata_filter or {},
         lens=a.lens,
     )
     out: dict[str, Any] = e.documents.search(c, s)
@@ -538,69 +523,50 @@ declare(
 )
 
 
-class HybridIn(OpInput):
-    query: str = Field(..., min_length=1, max_length=4000)
-    limit: int = Field(10, ge=1, le=50)
-    offset: int = Field(0, ge=0, le=1000)
+class VectrosFilters(OpInput):
+    """The retrieval filters hybrid_search and rag_ask share."""
+
     folderId: str | None = None
     type: str | None = None
     metadataFilters: Meta | None = None
-    dateFrom: str | None = None
-    dateTo: str | None = None
+    dateFrom: str | None = Field(None, description="Created at or after (ISO 8601)")
+    dateTo: str | None = Field(None, description="Created at or before (ISO 8601)")
+    collection: str | None = None
+
+    def search(self, query: str, k: int, **extra: Any) -> Search:
+        return Search(
+            query,
+            k=k,
+            collection=self.collection,
+            folder_id=self.folderId,
+            doc_type=self.type,
+            metadata=self.metadataFilters or {},
+            created_from=self.dateFrom,
+            created_to=self.dateTo,
+            **extra,
+        )
+
+
+class HybridIn(VectrosFilters):
+    query: str = Field(..., min_length=1, max_length=4000)
+    limit: int = Field(10, ge=1, le=50)
+    offset: int = Field(0, ge=0, le=1000)
     keywordPrecision: Literal["any", "all"] = "any"
     minScore: float | None = None
     ownership: Selector | None = Field(None, description="DNF scope selector of owners")
-    collection: str | None = None
 
 
 def _hybrid_search(e: Any, c: Caller, a: HybridIn, p: Progress) -> dict[str, Any]:
-    s = Search(
-        a.query,
-        "hybrid",
-        a.limit,
-        a.offset,
-        a.minScore,
-        a.collection,
-        a.folderId,
-        a.type,
-        None,
-        None,
-        a.metadataFilters or {},
-        a.dateFrom,
-        a.dateTo,
-        a.ownership,
-        a.keywordPrecision == "all",
+    s = a.search(
+        a.query, a.limit, offset=a.offset, threshold=a.minScore, lens=a.ownership, match_all=a.keywordPrecision == "all"
     )
     out: dict[str, Any] = e.documents.search(c, s)
     return dict(out, offset=a.offset, limit=a.limit)
 
 
-declare(
-    Operation(
-        "hybrid_search",
-        "knowledge",
-        "Keyword + dense search with folder, type, metadata and date filters.",
-        HybridIn,
-        Out,
-        ANY,
-        "POST",
-        "/search",
-        _hybrid_search,
-        read_only=True,
-        mcp_limits={"limit": (3, 10)},
-    )
-)
-
-
-class RagIn(OpInput):
+class RagIn(VectrosFilters):
     question: str = Field(..., min_length=1, max_length=4000)
     limit: int = Field(5, ge=1, le=50, description="Passages to retrieve")
-    folderId: str | None = None
-    type: str | None = None
-    metadataFilters: Meta | None = None
-    dateFrom: str | None = None
-    dateTo: str | None = None
-    collection: str | None = None
     instructions: str | None = Field(None, max_length=4000)
     temperature: float = Field(0.0, ge=0, le=1)
 
@@ -611,39 +577,17 @@ class AnswerOut(Out):
 
 
 def _rag(e: Any, c: Caller, a: RagIn, p: Progress) -> dict[str, Any]:
-    s = Search(
-        a.question,
-        "hybrid",
-        a.limit,
-        0,
-        None,
-        a.collection,
-        a.folderId,
-        a.type,
-        None,
-        None,
-        a.metadataFilters or {},
-        a.dateFrom,
-        a.dateTo,
-    )
+    s = a.search(a.question, a.limit)
     return e.documents.ask(c, a.question, s, a.instructions, a.temperature, p)  # type: ignore[no-any-return]
 
 
-declare(
-    Operation(
-        "rag_ask",
-        "knowledge",
-        "Answer a question from the indexed corpus, with citations.",
-        RagIn,
-        AnswerOut,
-        ANY,
-        "POST",
-        "/ask",
-        _rag,
-        read_only=True,
-        mcp_limits={"limit": (5, 10)},
-    )
-)
+for _op in (
+    Operation("hybrid_search", "knowledge", "Keyword + dense search with folder, type, metadata and date filters.",
+              HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)}),
+    Operation("rag_ask", "knowledge", "Answer a question from the indexed corpus, with citations.",
+              RagIn, AnswerOut, ANY, "POST", "/ask", _rag, read_only=True, mcp_limits={"limit": (5, 10)}),
+):  # fmt: skip
+    declare(_op)
 
 
 class DocAskIn(DocIdIn):
@@ -654,7 +598,7 @@ class DocAskIn(DocIdIn):
 
 def _doc_ask(e: Any, c: Caller, a: DocAskIn, p: Progress) -> dict[str, Any]:
     e.documents.get(c, a.id)  # 404 for an unknown or invisible document
-    s = Search(a.question, "hybrid", 5, document_id=a.id)
+    s = Search(a.question, k=5, document_id=a.id)
     return e.documents.ask(c, a.question, s, a.instructions, a.temperature, p)  # type: ignore[no-any-return]
 
 
