@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,6 +15,7 @@ from typing import Any
 import httpx
 
 from bench.latency import MCP_HEADERS, json_of, pct
+from engram.devserver import serve
 from engram.operations import find
 from engram.services.identity import ANY
 from engram.settings import Settings
@@ -92,34 +91,19 @@ def run(samples: int = 200) -> dict[str, Any]:
 
 
 def _latency(data_dir: str, key: str, questions: list[str], samples: int) -> dict[str, Any]:
-    env = dict(os.environ, ENGRAM_DATA_DIR=data_dir)
-    port = 19000 + os.getpid() % 1000
-    proc = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level",
-                             "warning"], env=env)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     out: dict[str, Any] = {}
-    try:
-        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
-            for _ in range(300):
-                try:
-                    http.get(url + "/healthz")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
-            for mode in MODES:
-                times = []
-                for i in range(samples):
-                    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                        "name": "knowledge_search", "arguments": {"query": questions[i % len(questions)], "mode": mode,
-                                                                  "k": 10}}}  # fmt: skip
-                    t = time.perf_counter()
-                    r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
-                    times.append((time.perf_counter() - t) * 1000)
-                    assert "result" in json_of(r.text)
-                out[mode] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with serve(data_dir) as url, httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        for mode in MODES:
+            times = []
+            for i in range(samples):
+                args = {"query": questions[i % len(questions)], "mode": mode, "k": 10}
+                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                        "params": {"name": "knowledge_search", "arguments": args}}  # fmt: skip
+                t = time.perf_counter()
+                r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
+                times.append((time.perf_counter() - t) * 1000)
+                assert "result" in json_of(r.text)
+            out[mode] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
     return out
 
 

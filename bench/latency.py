@@ -4,10 +4,8 @@ and the size of tools/list."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -16,6 +14,7 @@ from typing import Any
 import httpx
 
 from bench.locomo import DATA
+from engram.devserver import cli, serve
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
@@ -52,62 +51,50 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
     questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, ENGRAM_DATA_DIR=tmp)
-        cli = [sys.executable, "-m", "engram.cli"]
-        out = subprocess.run(
-            [*cli, "keys", "create", "--context", "bench", "--principal", "agent", "--grant", "org/bench"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        key = out.stdout.strip().splitlines()[-1]
-        port = 18000 + rng.randrange(1000)
-        proc = subprocess.Popen([*cli, "serve", "--port", str(port), "--log-level", "warning"], env=env)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
-                for _ in range(300):
-                    try:
-                        http.get(url + "/healthz")
-                        break
-                    except httpx.TransportError:
-                        time.sleep(0.2)
-                t0 = time.perf_counter()
-                loaded = 0
-                while loaded < memories:
-                    batch = [
-                        {"content": turns[(loaded + i) % len(turns)], "session_id": f"s{(loaded + i) // 20}"}
-                        for i in range(min(100, memories - loaded))
-                    ]
-                    http.post(url + "/api/v1/bench/facts/batch", json={"turns": batch}).raise_for_status()
-                    loaded += len(batch)
-                    if loaded % 2000 == 0:
-                        print(f"  loaded {loaded}/{memories}", file=sys.stderr, flush=True)
-                load_s = time.perf_counter() - t0
-                store_ms, recall_ms, server_ms = [], [], []
-                for _ in range(samples):
-                    t = time.perf_counter()
-                    mcp_call(http, url, "memory_store", {"content": rng.choice(turns), "session_id": "bench"})
-                    store_ms.append((time.perf_counter() - t) * 1000)
-                for i in range(samples):
-                    q = questions[i % len(questions)] + f" #{i}"  # distinct: no cache tier
-                    t = time.perf_counter()
-                    res = mcp_call(http, url, "memory_recall", {"query": q, "k": 10})
-                    recall_ms.append((time.perf_counter() - t) * 1000)
-                    server_ms.append(res["structuredContent"]["queryMs"])
-                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-                listed = http.post(url + "/mcp", json=body, headers=MCP_HEADERS).text
-        finally:
-            proc.terminate()
-            proc.wait(10)
+        out = cli("keys", "create", "--context", "bench", "--principal", "agent", "--grant", "org/bench", data_dir=tmp)
+        key = out.strip().splitlines()[-1]
+        with serve(tmp) as url, httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+            t0 = time.perf_counter()
+            loaded = 0
+            while loaded < memories:
+                batch = [
+                    {"content": turns[(loaded + i) % len(turns)], "session_id": f"s{(loaded + i) // 20}"}
+                    for i in range(min(100, memories - loaded))
+                ]
+                http.post(url + "/api/v1/bench/facts/batch", json={"turns": batch}).raise_for_status()
+                loaded += len(batch)
+                if loaded % 2000 == 0:
+                    print(f"  loaded {loaded}/{memories}", file=sys.stderr, flush=True)
+            load_s = time.perf_counter() - t0
+            store_ms, recall_ms, server_ms = [], [], []
+            for _ in range(samples):
+                t = time.perf_counter()
+                mcp_call(http, url, "memory_store", {"content": rng.choice(turns), "session_id": "bench"})
+                store_ms.append((time.perf_counter() - t) * 1000)
+            for i in range(samples):
+                q = questions[i % len(questions)] + f" #{i}"  # distinct: no cache tier
+                t = time.perf_counter()
+                res = mcp_call(http, url, "memory_recall", {"query": q, "k": 10})
+                recall_ms.append((time.perf_counter() - t) * 1000)
+                server_ms.append(res["structuredContent"]["queryMs"])
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            listed = http.post(url + "/mcp", json=body, headers=MCP_HEADERS).text
+            per_family = {}
+            for family in ("memory", "knowledge", "identity"):
+                text = http.post(url + f"/mcp/{family}", json=body, headers=MCP_HEADERS).text
+                per_family[family] = json_of(text)["result"]["tools"]
     from tokenizers import Tokenizer
 
     from engram.adapters.local.onnx_embedder import TOKENIZER_PATH
 
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+
+    def size(tools: list[dict[str, Any]]) -> dict[str, int]:
+        compact = json.dumps(tools, separators=(",", ":"))
+        return {"tools": len(tools), "bytes": len(compact), "chars_div_4": len(compact) // 4,
+                "wordpiece_tokens": len(tokenizer.encode(compact, add_special_tokens=False).ids)}  # fmt: skip
+
     tools = json_of(listed)["result"]["tools"]
-    compact = json.dumps(tools, separators=(",", ":"))
-    wordpiece = len(Tokenizer.from_file(str(TOKENIZER_PATH)).encode(compact, add_special_tokens=False).ids)
     return {
         "memories": memories + samples,
         "load_seconds": round(load_s, 1),
@@ -118,12 +105,7 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
             "mean": round(statistics.mean(recall_ms), 2),
         },
         "recall_server_ms": {"p50": pct(server_ms, 50), "p99": pct(server_ms, 99)},
-        "tools_list": {
-            "tools": len(tools),
-            "bytes": len(compact),
-            "wordpiece_tokens": wordpiece,
-            "chars_div_4": len(compact) // 4,
-        },
+        "tools_list": {"all": size(tools), **{f: size(t) for f, t in per_family.items()}},
     }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,14 +12,9 @@ import pytest
 import uvicorn
 
 from engram.api.app import create_app
+from engram.devserver import free_port
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -2,65 +2,27 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import free_port
+from engram.devserver import cli, serve
 from tests.functional.mcpclient import connect
 
 pytestmark = pytest.mark.e2e
-ENGRAM = [sys.executable, "-m", "engram.cli"]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     data = tmp_path_factory.mktemp("e2e")
-    env = dict(os.environ, ENGRAM_DATA_DIR=str(data))
-    out = subprocess.run(
-        [*ENGRAM, "keys", "create", "--context", "acme-prod", "--principal", "agent", "--grant", "org/acme"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    key = out.stdout.strip().splitlines()[-1]
+    out = cli("keys", "create", "--context", "acme-prod", "--principal", "agent", "--grant", "org/acme", data_dir=data)
+    key = out.strip().splitlines()[-1]
     assert key.startswith("sk-")
     assert key not in Path(data, "records.db").read_bytes().decode("latin-1")  # only a hash is stored
-    subprocess.run(
-        [*ENGRAM, "scopes", "create", "--context", "acme-prod", "org/acme/user/alice"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [*ENGRAM, "serve", "--port", str(port), "--log-level", "warning"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if httpx.get(url + "/healthz").status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("engram serve did not start: " + (proc.stdout.read().decode() if proc.stdout else ""))
-        time.sleep(0.2)
-    yield url, key
-    proc.terminate()
-    proc.wait(10)
+    cli("scopes", "create", "--context", "acme-prod", "org/acme/user/alice", data_dir=data)
+    with serve(data) as url:
+        yield url, key
 
 
 async def test_store_then_recall_through_a_served_process(served: tuple[str, str]) -> None:

@@ -131,8 +131,6 @@ class MemoryService:
         ctx = caller.context_id
         plan = _Plan(self.records, ctx, caller.actor, now)
         results: list[dict[str, Any]] = []
-        docs: list[tuple[IndexDoc, str]] = []  # doc without vector, text to embed
-        closings: list[tuple[str, datetime]] = []
         default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
         for turn in turns:
             said = turn.said_at or now
@@ -161,17 +159,13 @@ class MemoryService:
             # ("Yes, last Friday!") and only the previous turn says what they are about.
             previous = (plan.get("session", session_id) or {}).get("last_text", "")
             embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
-            docs.append((IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text))
+            plan.index(IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text)
             self._touch_session(plan, session_id, tags, said, turn.content, text)
             ex = self._extract(turn.content)
-            out = self._reconcile(plan, ex, subject, tags, said, now, turn_id, docs, closings)
+            out = self._reconcile(plan, ex, subject, tags, said, turn_id)
             out |= {"turn_id": turn_id, "session_id": session_id}
             results.append(out)
-        vectors = self.embed([t for _, t in docs])
-        plan.commit()
-        self.index.upsert([_with_vector(d, v) for (d, _), v in zip(docs, vectors, strict=True)])
-        for attr_id, until in closings:
-            self.index.set_validity(ctx, attr_id, until)
+        plan.finish(self.index, self.embed)
         self._bump(ctx)
         return results
 
@@ -207,10 +201,7 @@ class MemoryService:
         subject: str,
         tags: list[str],
         said: datetime,
-        now: datetime,
         turn_id: str,
-        docs: list[tuple[IndexDoc, str]],
-        closings: list[tuple[str, datetime]],
     ) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
         corrections: list[dict[str, Any]] = []
@@ -219,7 +210,7 @@ class MemoryService:
         touched = False
         facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
-            action, old = self._set_attribute(plan, fact, subject, entity_key, tags, said, now, turn_id, docs, closings)
+            action, old = self._set_attribute(plan, fact, subject, entity_key, tags, said, turn_id)
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
@@ -288,10 +279,7 @@ class MemoryService:
         entity_key: str,
         tags: list[str],
         said: datetime,
-        now: datetime,
         turn_id: str,
-        docs: list[tuple[IndexDoc, str]],
-        closings: list[tuple[str, datetime]],
     ) -> tuple[str, str | None]:
         single = fact.key in SINGLE_VALUED or fact.key.startswith(("favorite_", "instruction:"))
         slot_id = f"slot:{entity_key}:{fact.key}:{_tags_key(tags)}"
@@ -307,7 +295,7 @@ class MemoryService:
                     return "unchanged", None
                 old_value = old["value"]
                 plan.put("attribute", slot["attribute_id"], dict(old, valid_until=iso(said), status="superseded"))
-                closings.append((slot["attribute_id"], said))
+                plan.close(slot["attribute_id"], said)
                 action = "superseded"
             elif old is not None:
                 action = "updated"  # a forgotten value is being stated again
@@ -326,7 +314,7 @@ class MemoryService:
                 "scopes": tags,
                 "valid_from": iso(said),
                 "valid_until": None,
-                "recorded_at": iso(now),
+                "recorded_at": iso(plan.now),
                 "source_turn": turn_id,
                 "status": "current",
                 "supersedes": slot["attribute_id"] if slot else None,
@@ -339,7 +327,7 @@ class MemoryService:
             "said_at": iso(said) or "",
             "source_turn": turn_id,
         }
-        docs.append((IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text))
+        plan.index(IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text)
         return action, old_value
 
     # -- recall ---------------------------------------------------------------------------
@@ -446,14 +434,11 @@ class MemoryService:
             now = self.clock.now()
             tags = self.identity.write_scopes(caller, lens)
             plan = _Plan(self.records, caller.context_id, caller.actor, now)
-            docs: list[tuple[IndexDoc, str]] = []
             for term, n in patterns:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
-                self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, now, "reflection", docs, [])
+                self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, "reflection")
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
-            vectors = self.embed([t for _, t in docs])
-            plan.commit()
-            self.index.upsert([_with_vector(d, v) for (d, _), v in zip(docs, vectors, strict=True)])
+            plan.finish(self.index, self.embed)
             self._bump(caller.context_id)
         progress(3, 3, "done")
         return {"reflection": reflection, "evidence": [h["id"] for h in hits], "persisted_attributes": persisted}
@@ -533,6 +518,8 @@ class _Plan:
         self.records, self.ctx, self.actor, self.now = records, ctx, actor, now
         self._seen: dict[tuple[str, str], tuple[int, dict[str, Any] | None]] = {}
         self._writes: dict[tuple[str, str], dict[str, Any]] = {}
+        self._docs: list[tuple[IndexDoc, str]] = []
+        self._closings: list[tuple[str, datetime]] = []
 
     def get(self, kind: str, id_: str) -> dict[str, Any] | None:
         key = (kind, id_)
@@ -546,6 +533,22 @@ class _Plan:
     def put(self, kind: str, id_: str, data: dict[str, Any]) -> None:
         self.get(kind, id_)  # remember the version we build on
         self._writes[(kind, id_)] = data
+
+    def index(self, doc: IndexDoc, embed_text: str) -> None:
+        """Index `doc` (its vector from `embed_text`) once the records are committed."""
+        self._docs.append((doc, embed_text))
+
+    def close(self, id_: str, until: datetime) -> None:
+        """Close an indexed document's validity once the records are committed."""
+        self._closings.append((id_, until))
+
+    def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]]) -> None:
+        """Embed first (the slow part, before anything is written), then records, then the index."""
+        vectors = embed([t for _, t in self._docs])
+        self.commit()
+        index.upsert([_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)])
+        for id_, until in self._closings:
+            index.set_validity(self.ctx, id_, until)
 
     def written(self, kind: str) -> list[str]:
         return [i for (k, i) in self._writes if k == kind]

@@ -1,0 +1,56 @@
+"""`engram serve` as a child process on a free loopback port: for end-to-end tests and benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str, data_dir: Path | str) -> str:
+    """Run an `engram` command against a data dir; returns its standard output."""
+    env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
+    done = subprocess.run([sys.executable, "-m", "engram.cli", *args], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"engram {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
+    """Start `engram serve`, wait for /healthz, yield its base URL, stop it."""
+    port = free_port()
+    env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
+    cmd = [sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
+                raise RuntimeError(f"engram serve did not start: {out}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
