@@ -238,7 +238,10 @@ class DocumentService:
             "labels": ",".join(doc["labels"]),
         }
         meta |= {f"m.{k}": _flat(v) for k, v in (doc.get("metadata") or {}).items()}
-        header = " — ".join(x for x in (doc["title"], cd["section"]) if x and not x.startswith("Page "))
+        # Title and section give a chunk its context, unless the text already starts with them.
+        parts = (doc["title"], cd["section"])
+        head = cd["text"][:300].lower()
+        header = " — ".join(x for x in parts if x and not x.startswith("Page ") and x.lower().strip() not in head)
         text = f"{header}\n{cd['text']}" if header else cd["text"]
         return IndexDoc(
             ctx, "chunk", _chunk_id(doc["id"], cd["position"]), text, vector, doc["scopes"], None, None, meta

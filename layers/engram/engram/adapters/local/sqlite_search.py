@@ -183,16 +183,22 @@ class SqliteSearchIndex:
         if q.kinds is not None:
             sql += f" AND d.kind IN ({','.join('?' * len(q.kinds))})"
             args.extend(q.kinds)
-        sql += " ORDER BY bm25(fts)"
-        out: list[tuple[_Row, float]] = []
-        with self._lock:
-            for r in self._conn.execute(sql, args):
+        sql += " ORDER BY bm25(fts) LIMIT ?"
+        # Most queries find enough visible rows in the first window; widen it only when filters reject many.
+        window = limit * 3
+        while True:
+            out: list[tuple[_Row, float]] = []
+            with self._lock:
+                rows = self._conn.execute(sql, [*args, window]).fetchall()
+            for r in rows:
                 row = self._parse(r[:7])
                 if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
                     out.append((row, -float(r[7])))
                     if len(out) >= limit:
-                        break
-        return out
+                        return out
+            if len(rows) < window:
+                return out
+            window *= 4
 
     def _load(self, context_id: str, dim: int) -> _Vectors:
         cache = self._vectors.get(context_id)
