@@ -32,17 +32,30 @@ INSTRUCTIONS = (
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal]
 
 
-def _strip_titles(node: Any) -> Any:
-    """Pydantic titles repeat field names; dropping them keeps tools/list small for the model's context."""
-    if isinstance(node, dict):
-        return {k: _strip_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+def compact(node: Any) -> Any:
+    """A smaller JSON schema with the same meaning for clients: no titles, no `default: null`, and
+    `anyOf [X, null]` written as X (an optional argument is simply omitted). tools/list is read into
+    the model's context window, so its size is a cost."""
     if isinstance(node, list):
-        return [_strip_titles(v) for v in node]
-    return node
+        return [compact(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: compact(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if out.get("default", 0) is None:
+        del out["default"]
+    options = out.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options:
+        rest = [o for o in options if o != {"type": "null"}]
+        del out["anyOf"]
+        if len(rest) == 1:
+            out = {**rest[0], **out}
+        else:
+            out["anyOf"] = rest
+    return out
 
 
 def schema(model: type[BaseModel]) -> dict[str, Any]:
-    return _strip_titles(model.model_json_schema(by_alias=True))  # type: ignore[no-any-return]
+    return compact(model.model_json_schema(by_alias=True))  # type: ignore[no-any-return]
 
 
 def tool_of(op: Operation) -> types.Tool:

@@ -117,7 +117,7 @@ class ChunkOpts(BaseModel):
 
 class IngestIn(OpInput, ChunkOpts):
     collection: str = Field(..., min_length=1, max_length=128)
-    title: str = Field(..., min_length=1, max_length=500)
+    title: str = Field(..., max_length=500)
     content: str = Field(..., min_length=1, max_length=MAX_TEXT)
     source_url: str | None = Field(None, max_length=2000)
     metadata: Meta | None = None
@@ -169,7 +169,7 @@ declare(
 
 class BulkDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    title: str = Field(..., min_length=1, max_length=500)
+    title: str = Field(..., max_length=500)
     content: str = Field(..., max_length=MAX_TEXT)
     source_url: str | None = None
     metadata: Meta | None = None

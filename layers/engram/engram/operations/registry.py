@@ -26,7 +26,7 @@ class OpInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    context_id: str | None = Field(None, description="Tenant context; defaults to the key's only context")
+    context_id: str | None = Field(None, description="Tenant; default: the key's only context")
 
     @field_validator("*", mode="before")
     @classmethod

@@ -1,0 +1,32 @@
+"""Tool schemas generated from the registry: valid, compact, and faithful to the input models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engram.api.mcp import compact, tool_of
+from engram.operations.registry import select
+
+
+def test_compact_drops_titles_null_defaults_and_null_branches() -> None:
+    raw = {"title": "M", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None,
+                                              "description": "d", "title": "A"},
+                                        "title": {"type": "string", "title": "Title"}}}  # fmt: skip
+    assert compact(raw) == {"properties": {"a": {"type": "string", "description": "d"},
+                                           "title": {"type": "string"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", select(), ids=lambda o: o.name)
+def test_every_tool_schema_accepts_what_the_model_accepts(op: object) -> None:
+    tool = tool_of(op)  # type: ignore[arg-type]
+    text = json.dumps(tool.input_schema)
+    assert '"type": "null"' not in text and '"title": "' not in text
+    assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
+    assert len(tool.description or "") <= 100  # short: tools/list is read into the model's context
+
+
+def test_mcp_caps_are_advertised() -> None:
+    hybrid = next(tool_of(o) for o in select() if o.name == "hybrid_search")
+    assert hybrid.input_schema["properties"]["limit"] == {"default": 3, "maximum": 10, "minimum": 1, "type": "integer"}
