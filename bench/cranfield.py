@@ -58,18 +58,23 @@ def run(samples: int = 200) -> dict[str, Any]:
         bulk, search = find("knowledge_bulk_ingest"), find("knowledge_search")
         assert bulk and search
         t0, chunks = time.perf_counter(), 0
+        errors: list[dict[str, Any]] = []
         for i in range(0, len(corpus), 100):
             docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
                     for d in corpus[i : i + 100]]  # fmt: skip
-            out = bulk.run(engram, caller, bulk.input.model_validate({"collection": "cranfield", "documents": docs}),
+            out = bulk.run(engram, caller, bulk.input.model_validate(
+                    # one chunk per abstract, as the reference implementations embed whole documents
+                    {"collection": "cranfield", "documents": docs, "chunk_max_tokens": 512}
+                ),
                            lambda *_: None)  # fmt: skip
-            assert isinstance(out, dict) and not out["errors"], out
+            assert isinstance(out, dict)
+            errors += [dict(e, beir_id=docs[e["index"]]["metadata"]["beir_id"]) for e in out["errors"]]
             chunks += out["total_chunks"]
             print(f"  ingested {min(i + 100, len(corpus))}/{len(corpus)}", file=sys.stderr, flush=True)
         engram.queue.join()
         ingest_s = time.perf_counter() - t0
         result: dict[str, Any] = {
-            "documents": len(corpus), "chunks": chunks, "ingest_seconds": round(ingest_s, 1),
+            "documents": len(corpus), "chunks": chunks, "ingest_errors": errors, "ingest_seconds": round(ingest_s, 1),
             "docs_per_s": round(len(corpus) / ingest_s, 1), "chunks_per_s": round(chunks / ingest_s, 1),
             "modes": {},
         }  # fmt: skip
@@ -80,7 +85,8 @@ def run(samples: int = 200) -> dict[str, Any]:
                 args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
                 out = search.run(engram, caller, args, lambda *_: None)
                 assert isinstance(out, dict)
-                ranked = [str(r["metadata"]["beir_id"]) for r in out["results"]]
+                # chunks -> documents: a document ranks where its best chunk does
+                ranked = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))
                 for name, value in metrics(ranked, qrels[qid]).items():
                     sums[name] += value
             result["modes"][mode] = {k: round(v / len(judged), 3) for k, v in sums.items()}

@@ -144,6 +144,7 @@ class SearchQuery:
     metadata: Mapping[str, MetaValue | Sequence[MetaValue]] = field(default_factory=dict)
     ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]] = field(default_factory=dict)
     match_all: bool = False  # bm25: every query term must occur (keyword precision)
+    fusion: Literal["rrf", "convex"] = "rrf"  # hybrid: how the two lists combine (engram.search_rules)
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,9 @@ class SearchIndex(Protocol):
     Score and ordering rules (every adapter):
     - bm25: higher is better (BM25 with English stemming); only documents sharing a term match.
     - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
-    - hybrid: `engram.search_rules.fuse` over the top candidates of both lists; the score is the fused
-      score in [0, 1]. Ties break by id so results are deterministic.
+    - hybrid: `engram.search_rules.combine` over the top 100 candidates of both lists, by the query's
+      `fusion` (reciprocal rank, or min-max normalised convex combination). Ties break by id so results
+      are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     """
 

@@ -9,7 +9,8 @@ from datetime import datetime
 from engram.ports import MetaValue, SearchQuery
 from engram.scopes import matches
 
-# Weight of the vector list in the convex combination; chosen on LoCoMo/cranfield (bench/RESULTS.md).
+# Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
+# bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
 RRF_K = 60
 
@@ -39,8 +40,15 @@ def fuse(
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def combine(
+    bm25: Sequence[tuple[str, float]], vector: Sequence[tuple[str, float]], fusion: str
+) -> list[tuple[str, float]]:
+    """The hybrid rule every SearchIndex adapter applies."""
+    return rrf(bm25, vector) if fusion == "rrf" else fuse(bm25, vector)
+
+
 def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion, for comparison in the benchmarks."""
+    """Reciprocal rank fusion: sum of 1 / (k + rank). Measured best on documents (cranfield)."""
     fused: dict[str, float] = {}
     for ranked in lists:
         for rank, (i, _) in enumerate(ranked):

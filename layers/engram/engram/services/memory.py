@@ -379,7 +379,7 @@ class MemoryService:
             tier = "full_context"
         else:
             hits = self.index.search(
-                SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of),  # type: ignore[arg-type]
+                SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex"),  # type: ignore[arg-type]
                 self.clock.now(),
             )
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"

@@ -19,7 +19,7 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import fuse, query_terms, visible
+from engram.search_rules import combine, query_terms, visible
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -268,6 +268,6 @@ class SqliteSearchIndex:
             if query.match_all:  # keyword precision: only what every term matches
                 keep = {r.id for r, _ in bm}
                 vec = [(r, s) for r, s in vec if r.id in keep]
-            ranked = fuse([(r.id, s) for r, s in bm], [(r.id, s) for r, s in vec])
+            ranked = combine([(r.id, s) for r, s in bm], [(r.id, s) for r, s in vec], query.fusion)
         rows = {r.id: r for r, _ in bm} | {r.id: r for r, _ in vec}
         return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in ranked[:k]]
