@@ -30,3 +30,10 @@ def test_every_tool_schema_accepts_what_the_model_accepts(op: object) -> None:
 def test_mcp_caps_are_advertised() -> None:
     hybrid = next(tool_of(o) for o in select() if o.name == "hybrid_search")
     assert hybrid.input_schema["properties"]["limit"] == {"default": 3, "maximum": 10, "minimum": 1, "type": "integer"}
+
+
+def test_output_schemas_keep_nullable_fields() -> None:
+    store = next(tool_of(o) for o in select() if o.name == "memory_store")
+    assert store.output_schema is not None
+    previous = store.output_schema["$defs"]["AttributeOut"]["properties"]["previous"]
+    assert {"type": "null"} in previous["anyOf"]  # clients validate results that hold null here

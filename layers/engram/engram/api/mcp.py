@@ -32,15 +32,17 @@ INSTRUCTIONS = (
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal]
 
 
-def compact(node: Any) -> Any:
+def compact(node: Any, nullable: bool = False) -> Any:
     """A smaller JSON schema with the same meaning for clients: no titles, no `default: null`, and
     `anyOf [X, null]` written as X (an optional argument is simply omitted). tools/list is read into
     the model's context window, so its size is a cost."""
     if isinstance(node, list):
-        return [compact(v) for v in node]
+        return [compact(v, nullable) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {k: compact(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    out = {k: compact(v, nullable) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if nullable:  # output schemas: clients validate results against them, and results do hold nulls
+        return out
     if out.get("default", 0) is None:
         del out["default"]
     options = out.get("anyOf")
@@ -54,8 +56,8 @@ def compact(node: Any) -> Any:
     return out
 
 
-def schema(model: type[BaseModel]) -> dict[str, Any]:
-    return compact(model.model_json_schema(by_alias=True))  # type: ignore[no-any-return]
+def schema(model: type[BaseModel], output: bool = False) -> dict[str, Any]:
+    return compact(model.model_json_schema(by_alias=True), nullable=output)  # type: ignore[no-any-return]
 
 
 def tool_of(op: Operation) -> types.Tool:
@@ -66,7 +68,7 @@ def tool_of(op: Operation) -> types.Tool:
         name=op.name,
         description=op.summary,
         input_schema=input_schema,
-        output_schema=schema(op.output) if op.output is not None else None,
+        output_schema=schema(op.output, output=True) if op.output is not None else None,
         annotations=types.ToolAnnotations(read_only_hint=op.read_only),
     )
 

@@ -175,30 +175,40 @@ class SqliteSearchIndex:
         if not terms:
             return []
         match = (" AND " if q.match_all else " OR ").join('"' + t.replace('"', "") + '"' for t in terms)
-        sql = (
-            "SELECT d.id, d.kind, d.text, d.scopes, d.valid_from, d.valid_until, d.metadata, bm25(fts) "
-            "FROM fts JOIN docs d ON d.rowid = fts.rowid WHERE fts MATCH ? AND d.context_id = ?"
-        )
-        args: list[Any] = [match, q.context_id]
-        if q.kinds is not None:
-            sql += f" AND d.kind IN ({','.join('?' * len(q.kinds))})"
-            args.extend(q.kinds)
-        sql += " ORDER BY bm25(fts) LIMIT ?"
-        # Most queries find enough visible rows in the first window; widen it only when filters reject many.
-        window = limit * 3
+        # Rank in FTS5 alone (a join before the sort costs 3x), then read the window's rows and filter them.
+        sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
+        kinds = None if q.kinds is None else set(q.kinds)
+        window = max(limit * 3, 64)
         while True:
             out: list[tuple[_Row, float]] = []
             with self._lock:
-                rows = self._conn.execute(sql, [*args, window]).fetchall()
-            for r in rows:
-                row = self._parse(r[:7])
+                ranked = self._conn.execute(sql, (match, window)).fetchall()
+                rows = self._rows([r[0] for r in ranked])
+            for rowid, score in ranked:
+                raw = rows.get(rowid)
+                if raw is None or raw[0] != q.context_id or (kinds is not None and raw[2] not in kinds):
+                    continue
+                row = self._parse(raw[1:])  # only rows that may be returned pay for JSON parsing
                 if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
-                    out.append((row, -float(r[7])))
+                    out.append((row, -float(score)))
                     if len(out) >= limit:
                         return out
-            if len(rows) < window:
+            if len(ranked) < window:
                 return out
             window *= 4
+
+    def _rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """Raw (context_id, id, kind, text, scopes, valid_from, valid_until, metadata) rows by rowid."""
+        out: dict[int, tuple[Any, ...]] = {}
+        for start in range(0, len(rowids), 500):
+            part = rowids[start : start + 500]
+            for r in self._conn.execute(
+                "SELECT rowid, context_id, id, kind, text, scopes, valid_from, valid_until, metadata FROM docs "
+                f"WHERE rowid IN ({','.join('?' * len(part))})",
+                part,
+            ):
+                out[r[0]] = tuple(r[1:])
+        return out
 
     def _load(self, context_id: str, dim: int) -> _Vectors:
         cache = self._vectors.get(context_id)
