@@ -6,13 +6,14 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from engram.ports import MetaValue, SearchQuery
+from engram.ports import Hit, MetaValue, SearchQuery
 from engram.scopes import matches
 
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
 # bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
 RRF_K = 60
+CANDIDATES = 100  # per list, before fusion
 
 
 def _normalise(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
@@ -45,6 +46,13 @@ def combine(
 ) -> list[tuple[str, float]]:
     """The hybrid rule every SearchIndex adapter applies."""
     return rrf(bm25, vector) if fusion == "rrf" else fuse(bm25, vector)
+
+
+def merge_hits(bm25: Sequence[Hit], vector: Sequence[Hit], fusion: str, k: int) -> list[Hit]:
+    """Hybrid results from the two ranked lists, fused by `combine`."""
+    rows = {h.id: h for h in bm25} | {h.id: h for h in vector}
+    fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], fusion)
+    return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in fused[:k]]
 
 
 def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:

@@ -164,6 +164,8 @@ class DocumentService:
             "overlap": new.overlap,
         }
         self.blobs.put(blob_key, new.data, mime)
+        index_docs = [self._index_doc(ctx, data, c, None) for c in chunks]
+        self.index.upsert(index_docs)  # BM25 now; vectors follow from the queue
         writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
         writes.append(Write(ctx, "hash", f"{collection}|{digest}", {"document_id": doc_id}, caller.actor))
         if new.external_id:
@@ -185,10 +187,10 @@ class DocumentService:
         ]
         try:
             self.records.transact(writes, now)
-        except Conflict:
+        except BaseException:  # nothing half stored: undo the index and the blob
+            self.index.delete(ctx, [d.id for d in index_docs])
             self.blobs.delete(blob_key)
             raise
-        self.index.upsert([self._index_doc(ctx, data, c, None) for c in chunks])
         self._schedule_vectors(ctx, doc_id, 1)
         return self._ingest_result(data, 1, deduplicated=False)
 

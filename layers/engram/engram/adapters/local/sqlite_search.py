@@ -19,7 +19,7 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import combine, query_terms, visible
+from engram.search_rules import CANDIDATES, merge_hits, query_terms, visible
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -29,8 +29,6 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, content='docs', content_rowid='rowid',
   tokenize='porter unicode61');
 """
-
-_CANDIDATES = 100  # per list, before fusion
 
 
 @dataclass
@@ -267,17 +265,16 @@ class SqliteSearchIndex:
         k = max(0, query.k)
         if k == 0:
             return []
-        pool = max(_CANDIDATES, k)
-        bm = self._bm25(query, now, pool if query.mode == "hybrid" else k) if query.mode != "vector" else []
-        vec = self._vector(query, now, pool if query.mode == "hybrid" else k) if query.mode != "bm25" else []
-        if query.mode == "bm25":
-            ranked = [(r.id, s) for r, s in bm]
-        elif query.mode == "vector":
-            ranked = [(r.id, s) for r, s in vec]
-        else:
-            if query.match_all:  # keyword precision: only what every term matches
-                keep = {r.id for r, _ in bm}
-                vec = [(r, s) for r, s in vec if r.id in keep]
-            ranked = combine([(r.id, s) for r, s in bm], [(r.id, s) for r, s in vec], query.fusion)
-        rows = {r.id: r for r, _ in bm} | {r.id: r for r, _ in vec}
-        return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in ranked[:k]]
+        pool = max(CANDIDATES, k) if query.mode == "hybrid" else k
+        bm = [_hit(r, s) for r, s in self._bm25(query, now, pool)] if query.mode != "vector" else []
+        vec = [_hit(r, s) for r, s in self._vector(query, now, pool)] if query.mode != "bm25" else []
+        if query.mode == "hybrid" and query.match_all:  # keyword precision: only what every term matches
+            keep = {h.id for h in bm}
+            vec = [h for h in vec if h.id in keep]
+        if query.mode == "hybrid":
+            return merge_hits(bm, vec, query.fusion, k)
+        return bm if query.mode == "bm25" else vec
+
+
+def _hit(row: _Row, score: float) -> Hit:
+    return Hit(row.id, row.kind, score, row.text, row.metadata, row.scopes)
