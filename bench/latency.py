@@ -88,6 +88,7 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
     from engram.adapters.local.onnx_embedder import TOKENIZER_PATH
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.no_truncation()  # the file caps at the model's 128; count everything
 
     def size(tools: list[dict[str, Any]]) -> dict[str, int]:
         compact = json.dumps(tools, separators=(",", ":"))

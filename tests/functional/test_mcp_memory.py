@@ -243,3 +243,16 @@ def test_oversize_body_is_413(live: Live) -> None:
         headers={"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"},
     )
     assert r.status_code == 413
+
+
+def test_plain_calls_get_json_and_progress_requests_get_a_stream(live: Live) -> None:
+    h = {"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream",
+         "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "memory_reflect", "arguments": {"query": "billing"}}}  # fmt: skip
+    plain = httpx.post(live.url + "/mcp", json=call, headers=h)
+    assert plain.headers["content-type"].startswith("application/json") and plain.json()["result"]
+    call["params"]["_meta"] = {"progressToken": "p1"}  # type: ignore[index]
+    streamed = httpx.post(live.url + "/mcp", json=call, headers=h)
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert '"notifications/progress"' in streamed.text and '"progressToken":"p1"' in streamed.text.replace(" ", "")

@@ -19,6 +19,11 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra Host header values MCP accepts (DNS-rebinding guard)"
     )
     mcp_tools: str = Field("", description="Comma-separated tool names or families to expose; empty = all")
+    mcp_response: Literal["auto", "json", "sse"] = Field(
+        "auto",
+        description="MCP POST answers: plain JSON, an SSE stream, or auto (SSE only when the request asks for "
+        "progress with a progressToken; JSON is ~2.5 ms faster)",
+    )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
 from engram.api import dispatch
@@ -53,33 +53,57 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
 
 
 class Guard:
-    """Bearer-key check and body-size limit in front of an MCP endpoint (HTTP 401 / 413, JSON body)."""
+    """In front of an MCP endpoint: body-size limit (413), bearer key (401), and the response style.
 
-    def __init__(self, app: ASGIApp, engram: Engram) -> None:
-        self.app, self.engram = app, engram
+    With `mcp_response=auto`, a POST whose JSON-RPC body asks for progress (a `progressToken`) is answered
+    as an SSE stream so the notifications can flow; every other POST gets plain JSON, which is faster.
+    """
+
+    def __init__(self, json_app: ASGIApp, sse_app: ASGIApp, engram: Engram) -> None:
+        self.json_app, self.sse_app, self.engram = json_app, sse_app, engram
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await self.sse_app(scope, receive, send)
             return
+        settings = self.engram.settings
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        body = b""
         try:
             length = headers.get("content-length", "0")
-            if length.isdigit() and int(length) > self.engram.settings.max_request_bytes:
-                raise PayloadTooLarge(f"request body over {self.engram.settings.max_request_bytes} bytes")
+            if length.isdigit() and int(length) > settings.max_request_bytes:
+                raise PayloadTooLarge(f"request body over {settings.max_request_bytes} bytes")
             if scope["method"] in ("POST", "GET", "DELETE"):
                 scheme, _, token = headers.get("authorization", "").partition(" ")
                 key = token.strip() if scheme.lower() == "bearer" else None
                 principal = await anyio.to_thread.run_sync(self.engram.identity.authenticate, key)
                 scope.setdefault("state", {})[PRINCIPAL] = principal
+            if scope["method"] == "POST":
+                more = True
+                while more:
+                    message = await receive()
+                    body += message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if len(body) > settings.max_request_bytes:  # chunked bodies have no content-length
+                        raise PayloadTooLarge(f"request body over {settings.max_request_bytes} bytes")
         except EngramError as exc:
             extra = [(b"www-authenticate", b'Bearer realm="engram"')] if exc.status == 401 else []
             await _send_json(send, exc.status, dispatch.error_body(exc), extra)
             return
-        await self.app(scope, receive, send)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if scope["method"] == "POST" and not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and b"progressToken" in body)
+        await (self.sse_app if stream else self.json_app)(scope, replay, send)
 
 
-def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
+def create_app(engram: Engram) -> FastAPI:
     settings = engram.settings
     tool_filter = settings.tool_filter()
     security = TransportSecuritySettings(
@@ -92,25 +116,35 @@ def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
             *(f"https://{h}" for h in settings.allowed_hosts),
         ],
     )
-    endpoints: dict[str, StreamableHTTPSessionManager] = {}
+    endpoints: dict[str, tuple[StreamableHTTPSessionManager, StreamableHTTPSessionManager]] = {}
     for family in [None, *families()]:
         ops = select(tool_filter, family)
         if not ops:
             continue
         server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
-        endpoints["/mcp" + (f"/{family}" if family else "")] = StreamableHTTPSessionManager(
-            app=server,
-            json_response=json_response,
-            stateless=True,
-            security_settings=security,
-            max_request_body_size=settings.max_request_bytes,
+        endpoints["/mcp" + (f"/{family}" if family else "")] = (
+            StreamableHTTPSessionManager(
+                app=server,
+                json_response=True,
+                stateless=True,
+                security_settings=security,
+                max_request_body_size=settings.max_request_bytes,
+            ),
+            StreamableHTTPSessionManager(
+                app=server,
+                json_response=False,
+                stateless=True,
+                security_settings=security,
+                max_request_body_size=settings.max_request_bytes,
+            ),
         )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            for manager in endpoints.values():
-                await stack.enter_async_context(manager.run())
+            for managers in endpoints.values():
+                for manager in managers:
+                    await stack.enter_async_context(manager.run())
             yield
 
     app = FastAPI(
@@ -119,8 +153,9 @@ def create_app(engram: Engram, json_response: bool = False) -> FastAPI:
         lifespan=lifespan,
         description="Memory and knowledge for AI agents, over MCP and REST.",
     )
-    for path, manager in endpoints.items():
-        app.add_route(path, Guard(StreamableHTTPASGIApp(manager), engram), methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
+    for path, (json_manager, sse_manager) in endpoints.items():
+        guard = Guard(StreamableHTTPASGIApp(json_manager), StreamableHTTPASGIApp(sse_manager), engram)
+        app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
     mount_rest(app, engram, select(tool_filter))
 
     @app.get("/healthz", include_in_schema=False)
