@@ -16,15 +16,14 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from engram.clock import Clock, iso, new_id, parse_time
 from engram.errors import Conflict, InvalidInput
 from engram.ports import Embedder, Generator, Hit, IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Vector, Write
-from engram.search_rules import CANDIDATES, merge_hits, query_terms
+from engram.search_rules import query_terms
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
 
@@ -78,7 +77,6 @@ class MemoryService:
         self._cache_size = cache_size
         self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-embed")
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -366,12 +364,9 @@ class MemoryService:
                 self._cache.move_to_end(key)
         if cached is not None:
             return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
-        # The query's embedding is computed while the index counts and ranks by BM25: ONNX Runtime and
-        # SQLite both release the GIL, so the two overlap on two cores.
-        pending = self._pool.submit(self.embed, [query]) if mode != "bm25" else None
         total = self.index.count(caller.context_id)
+        vec = self.embed([query])[0] if mode != "bm25" else None
         if total <= k:
-            vec = pending.result()[0] if pending is not None else None
             hits = self.index.search(
                 SearchQuery(
                     caller.context_id, query, vec, "vector" if vec is not None else "bm25", k, kinds, visibility, as_of
@@ -383,8 +378,8 @@ class MemoryService:
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             tier = "full_context"
         else:
-            q = SearchQuery(caller.context_id, query, None, mode, k, kinds, visibility, as_of, fusion="convex")  # type: ignore[arg-type]
-            hits = self._search(q, pending)
+            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")  # type: ignore[arg-type]
+            hits = self.index.search(q, self.clock.now())
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
         with self._lock:
@@ -392,19 +387,6 @@ class MemoryService:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return dict(result, queryMs=self.clock_ms() - started)
-
-    def _search(self, q: SearchQuery, pending: Future[list[Vector | None]] | None) -> list[Hit]:
-        now = self.clock.now()
-        if q.mode == "bm25" or pending is None:
-            return self.index.search(replace(q, mode="bm25"), now)
-        if q.mode == "vector":
-            return self.index.search(replace(q, vector=pending.result()[0]), now)
-        pool = max(CANDIDATES, q.k)
-        bm = self.index.search(replace(q, mode="bm25", k=pool), now)
-        vector = pending.result()[0]
-        if vector is None:
-            return bm[: q.k]
-        return merge_hits(bm, self.index.search(replace(q, mode="vector", vector=vector, k=pool), now), q.fusion, q.k)
 
     def clock_ms(self) -> float:
         import time
