@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -21,6 +22,8 @@ async def connect(url: str, key: str | None, mode: str = "legacy", path: str = "
         yield client
 
 
-async def call(client: Client, tool: str, **args: Any) -> Any:
-    result = await client.call_tool(tool, args)
-    return result
+def post_tool_call(url: str, key: str, tool: str, arguments: dict[str, Any]) -> httpx.Response:
+    """One raw JSON-RPC tools/call POST, for what a client library would refuse to send."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    return httpx.post(url + "/mcp", json=body, headers=headers)

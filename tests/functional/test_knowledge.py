@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Live
 from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf
-from tests.functional.mcpclient import connect
+from tests.functional.mcpclient import connect, post_tool_call
 
 
 def b64(data: bytes) -> str:
@@ -131,17 +131,7 @@ async def test_bad_uploads_lose_nothing(live: Live) -> None:
         assert (await err(c, "document_delete", id="doc:nope"))["status"] == 404
         assert (await err(c, "knowledge_get", kind="chunk", id="doc:nope#00000"))["status"] == 404
     assert len(live.engram.documents.all_documents(_caller(live))) == before
-    big = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "document_upload", "arguments": {"bytes_base64": "A" * 300_000}},
-    }
-    r = httpx.post(
-        live.url + "/mcp",
-        json=big,
-        headers={"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"},
-    )
+    r = post_tool_call(live.url, live.keys.agent, "document_upload", {"bytes_base64": "A" * 300_000})
     assert r.status_code == 413
 
 

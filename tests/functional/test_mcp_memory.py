@@ -9,7 +9,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Live
-from tests.functional.mcpclient import connect
+from tests.functional.mcpclient import connect, post_tool_call
 
 ALICE = [["org/acme/user/alice"]]
 MEMORY_TOOLS = {
@@ -231,17 +231,7 @@ def test_dns_rebinding_guard_and_charset_content_type(live: Live) -> None:
 
 
 def test_oversize_body_is_413(live: Live) -> None:
-    big = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "memory_store", "arguments": {"content": "x" * 300_000}},
-    }
-    r = httpx.post(
-        live.url + "/mcp",
-        json=big,
-        headers={"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"},
-    )
+    r = post_tool_call(live.url, live.keys.agent, "memory_store", {"content": "x" * 300_000})
     assert r.status_code == 413
 
 

@@ -122,22 +122,17 @@ def create_app(engram: Engram) -> FastAPI:
         if not ops:
             continue
         server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
-        endpoints["/mcp" + (f"/{family}" if family else "")] = (
+        json_manager, sse_manager = (
             StreamableHTTPSessionManager(
                 app=server,
-                json_response=True,
+                json_response=json_response,
                 stateless=True,
                 security_settings=security,
                 max_request_body_size=settings.max_request_bytes,
-            ),
-            StreamableHTTPSessionManager(
-                app=server,
-                json_response=False,
-                stateless=True,
-                security_settings=security,
-                max_request_body_size=settings.max_request_bytes,
-            ),
+            )
+            for json_response in (True, False)
         )
+        endpoints["/mcp" + (f"/{family}" if family else "")] = (json_manager, sse_manager)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
