@@ -1,0 +1,230 @@
+"""RecordStore on one DynamoDB table.
+
+Layout: `PK = "{context}#{kind}#{id}"`; `SK = "LATEST"` holds the current version and `SK = "V#0000000042"`
+every version. A query index (`GSI1`: `GSI1PK = "{context}#{kind}"`, `GSI1SK = id`) exists on LATEST
+items only. One `TransactWriteItems` per `transact` call: each write puts LATEST under a version
+condition and adds its `V#n` item, so concurrent writers never lose an update. `data` is stored as JSON
+text (DynamoDB's number and empty-value rules would otherwise change what callers stored).
+DynamoDB takes at most 100 items a transaction, so one `transact` holds at most 50 writes; larger
+calls are refused rather than split, which would lose atomicity.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from engram.clock import iso, parse_time
+from engram.errors import Conflict, InvalidInput
+from engram.ports import Item, Page, Write
+
+MAX_WRITES = 50
+
+
+def _pk(context_id: str, kind: str, id_: str) -> str:
+    return f"{context_id}#{kind}#{id_}"
+
+
+def _version_sk(version: int) -> str:
+    return f"V#{version:010d}"
+
+
+class DynamoRecordStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._db = client
+        self._table = table
+
+    @staticmethod
+    def create_table(client: Any, table: str) -> None:
+        """The table this adapter expects (template.yaml declares the same)."""
+        client.create_table(
+            TableName=table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK")],
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "GSI1",
+                    "KeySchema": [
+                        {"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                        {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        )
+
+    # -- mapping --------------------------------------------------------------------------
+
+    @staticmethod
+    def _item(raw: dict[str, Any]) -> Item:
+        created, updated = parse_time(raw["created_at"]["S"]), parse_time(raw["updated_at"]["S"])
+        assert created is not None and updated is not None
+        expires = parse_time(raw["expires_at"]["S"]) if "expires_at" in raw else None
+        return Item(
+            raw["ctx"]["S"],
+            raw["kind"]["S"],
+            raw["id"]["S"],
+            int(raw["version"]["N"]),
+            json.loads(raw["data"]["S"]),
+            raw["actor"]["S"],
+            created,
+            updated,
+            expires,
+        )
+
+    @staticmethod
+    def _live(item: Item | None, now: datetime | None) -> Item | None:
+        if item is None or item.expires_at is None or now is None or item.expires_at > now:
+            return item
+        return None
+
+    def _latest(self, context_id: str, kind: str, id_: str) -> dict[str, Any] | None:
+        got = self._db.get_item(
+            TableName=self._table,
+            Key={"PK": {"S": _pk(context_id, kind, id_)}, "SK": {"S": "LATEST"}},
+            ConsistentRead=True,
+        )
+        item: dict[str, Any] | None = got.get("Item")
+        return item
+
+    # -- port -----------------------------------------------------------------------------
+
+    def get(self, context_id: str, kind: str, id: str, now: datetime | None = None) -> Item | None:
+        raw = self._latest(context_id, kind, id)
+        return self._live(self._item(raw) if raw else None, now)
+
+    def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]:
+        if not writes:
+            return []
+        if len(writes) > MAX_WRITES:
+            raise InvalidInput(f"at most {MAX_WRITES} writes in one transaction on DynamoDB", code="too_many_writes")
+        stamp = iso(now)
+        assert stamp is not None
+        ops: list[dict[str, Any]] = []
+        out: list[Item] = []
+        for w in writes:
+            current = self._latest(w.context_id, w.kind, w.id)
+            version = int(current["version"]["N"]) if current else 0
+            if w.expected_version is not None and w.expected_version != version:
+                raise Conflict(
+                    f"{w.kind} {w.id!r} is at version {version}, expected {w.expected_version}",
+                    code="version_conflict",
+                )
+            created = current["created_at"]["S"] if current else stamp
+            attrs: dict[str, Any] = {
+                "ctx": {"S": w.context_id},
+                "kind": {"S": w.kind},
+                "id": {"S": w.id},
+                "version": {"N": str(version + 1)},
+                "data": {"S": json.dumps(w.data, separators=(",", ":"), default=str)},
+                "actor": {"S": w.actor},
+                "created_at": {"S": created},
+                "updated_at": {"S": stamp},
+            }
+            if w.expires_at is not None:
+                attrs["expires_at"] = {"S": iso(w.expires_at)}
+                attrs["ttl"] = {"N": str(int(w.expires_at.timestamp()))}  # DynamoDB's own TTL sweeps later
+            pk = _pk(w.context_id, w.kind, w.id)
+            latest = {
+                "PK": {"S": pk},
+                "SK": {"S": "LATEST"},
+                "GSI1PK": {"S": f"{w.context_id}#{w.kind}"},
+                "GSI1SK": {"S": w.id},
+                **attrs,
+            }
+            # The condition is on the version we read, so a concurrent writer makes this fail, not overwrite.
+            if version == 0:
+                condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(PK)"}
+            else:
+                condition = {
+                    "ConditionExpression": "version = :v",
+                    "ExpressionAttributeValues": {":v": {"N": str(version)}},
+                }
+            ops.append({"Put": {"TableName": self._table, "Item": latest, **condition}})
+            ops.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": {"PK": {"S": pk}, "SK": {"S": _version_sk(version + 1)}, **attrs},
+                    }
+                }
+            )
+            created_at = parse_time(created)
+            assert created_at is not None
+            out.append(
+                Item(w.context_id, w.kind, w.id, version + 1, dict(w.data), w.actor, created_at, now, w.expires_at)
+            )
+        try:
+            self._db.transact_write_items(TransactItems=ops)
+        except self._db.exceptions.TransactionCanceledException as exc:
+            raise Conflict(
+                "a concurrent write changed an item; read it again and retry", code="version_conflict"
+            ) from exc
+        return out
+
+    def history(self, context_id: str, kind: str, id: str) -> list[Item]:
+        items: list[Item] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :v)",
+            "ExpressionAttributeValues": {":pk": {"S": _pk(context_id, kind, id)}, ":v": {"S": "V#"}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**kwargs)
+            items += [self._item(r) for r in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def query(
+        self,
+        context_id: str,
+        kind: str,
+        *,
+        prefix: str = "",
+        limit: int = 100,
+        cursor: str | None = None,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> Page:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "GSI1PK = :p" + (" AND begins_with(GSI1SK, :s)" if prefix else ""),
+            "ExpressionAttributeValues": {":p": {"S": f"{context_id}#{kind}"}}
+            | ({":s": {"S": prefix}} if prefix else {}),
+            "ScanIndexForward": not descending,
+            "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        page = self._db.query(**kwargs)
+        items = [i for i in (self._live(self._item(r), now) for r in page["Items"]) if i is not None]
+        last = page.get("LastEvaluatedKey")
+        return Page(items, base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None)
+
+    def purge(self, context_id: str, kind: str, id: str) -> bool:
+        pk = _pk(context_id, kind, id)
+        keys: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ProjectionExpression": "PK, SK",
+        }
+        while True:
+            page = self._db.query(**kwargs)
+            keys += [{"PK": r["PK"], "SK": r["SK"]} for r in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for start in range(0, len(keys), 25):
+            self._db.batch_write_item(
+                RequestItems={self._table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]}
+            )
+        return bool(keys)

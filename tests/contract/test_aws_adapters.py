@@ -1,0 +1,58 @@
+"""The AWS adapters against the same port contract suites, on a real AWS API emulator process."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
+from engram.adapters.aws.s3_blobs import S3BlobStore
+from engram.errors import InvalidInput
+from engram.ports import Write
+from tests.aws import aws_endpoint
+from tests.contract.suites import T0, BlobStoreContract, RecordStoreContract
+
+pytestmark = pytest.mark.aws
+
+
+@pytest.fixture(scope="session")
+def endpoint() -> Iterator[str]:
+    with aws_endpoint() as url:
+        yield url
+
+
+def client(endpoint: str, service: str) -> Any:
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1")
+
+
+class TestDynamoRecordStore(RecordStoreContract):
+    @pytest.fixture
+    def store(self, endpoint: str) -> DynamoRecordStore:
+        db = client(endpoint, "dynamodb")
+        table = f"engram-{uuid.uuid4().hex[:8]}"
+        DynamoRecordStore.create_table(db, table)
+        return DynamoRecordStore(db, table)
+
+    def test_transactions_are_bounded(self, store: DynamoRecordStore) -> None:
+        writes = [Write("c1", "x", f"i{i}", {}, "a") for i in range(MAX_WRITES + 1)]
+        with pytest.raises(InvalidInput):
+            store.transact(writes, T0)
+
+
+class TestS3BlobStore(BlobStoreContract):
+    @pytest.fixture
+    def blobs(self, endpoint: str) -> S3BlobStore:
+        s3 = client(endpoint, "s3")
+        bucket = f"engram-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket)
+        return S3BlobStore(s3, bucket, prefix="blobs/")
+
+    def test_presigned_url_downloads_the_bytes(self, blobs: S3BlobStore) -> None:
+        blobs.put("ctx/doc/1", b"presigned")
+        url = blobs.url("ctx/doc/1", expires_in=60)
+        assert url is not None and httpx.get(url).content == b"presigned"
