@@ -26,3 +26,13 @@ async def test_stdio_serves_the_same_tools(tmp_path: Path) -> None:
         assert {"memory_store", "memory_recall", "reconstruct"} <= names
         r = await c.call_tool("memory_store", {"content": "My name is Alice."})
         assert r.structured_content is not None and r.structured_content["attributes"][0]["value"] == "Alice"
+
+
+async def test_stdio_uses_engram_context_for_multi_context_keys(tmp_path: Path) -> None:
+    engram = build_local(Settings(data_dir=tmp_path, embedder="none"))
+    key, _ = engram.identity.create_key(["acme", "globex"], "agent", ["org/acme"])
+    env = dict(os.environ, ENGRAM_DATA_DIR=str(tmp_path), ENGRAM_API_KEY=key, ENGRAM_CONTEXT="globex")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram.cli", "stdio"], env=env)
+    async with Client(stdio_client(params), mode="legacy") as c:
+        r = await c.call_tool("current_identity", {})
+        assert r.structured_content is not None and r.structured_content["context_id"] == "globex"

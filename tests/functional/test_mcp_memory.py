@@ -246,3 +246,17 @@ def test_plain_calls_get_json_and_progress_requests_get_a_stream(live: Live) -> 
     streamed = httpx.post(live.url + "/mcp", json=call, headers=h)
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert '"notifications/progress"' in streamed.text and '"progressToken":"p1"' in streamed.text.replace(" ", "")
+
+
+async def test_context_header_picks_the_context_when_a_call_names_none(live: Live) -> None:
+    ident = live.engram.identity
+    key, _ = ident.create_key(["acme", "globex"], "agent", ["org"])
+    async with connect(live.url, key) as c:
+        plain = await c.call_tool("current_identity", {})
+        assert plain.structured_content is not None and plain.structured_content["error"]["status"] == 400
+    headers = {"X-Spectron-Context": "globex"}
+    async with connect(live.url, key, extra_headers=headers) as c:
+        r = await c.call_tool("current_identity", {})
+        assert r.structured_content is not None and r.structured_content["context_id"] == "globex"
+        named = await c.call_tool("current_identity", {"context_id": "acme"})  # the argument wins
+        assert named.structured_content is not None and named.structured_content["context_id"] == "acme"

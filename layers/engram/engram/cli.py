@@ -46,16 +46,17 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
     from engram.api.mcp import build_server
     from engram.operations.registry import select
+    from engram.services.identity import Principal
     from engram.wiring import build_local
 
     settings = _settings(args)
     engram = build_local(settings)
     principal = engram.identity.authenticate(settings.api_key)  # fail early, before the client connects
 
-    def principal_of(_ctx: object) -> object:
-        return principal
+    def principal_of(_ctx: object) -> tuple[Principal, str | None]:
+        return principal, settings.context
 
-    server = build_server(engram, select(settings.tool_filter()), principal_of, transport="stdio")  # type: ignore[arg-type]
+    server = build_server(engram, select(settings.tool_filter()), principal_of, transport="stdio")
 
     async def main() -> None:
         async with stdio_server() as (read, write):

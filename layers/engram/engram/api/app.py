@@ -27,13 +27,17 @@ from engram.wiring import Engram
 PRINCIPAL = "engram_principal"
 
 
-def _principal_of(ctx: ServerRequestContext[Any, Any]) -> Principal:
+CONTEXT_HEADERS = ("x-engram-context", "x-spectron-context")  # Spectron's client configs template this one
+
+
+def _principal_of(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, str | None]:
     request = ctx.request
-    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-    principal = state.get(PRINCIPAL)
+    scope = getattr(request, "scope", {}) if request is not None else {}
+    principal = scope.get("state", {}).get(PRINCIPAL)
     if not isinstance(principal, Principal):
         raise Unauthenticated("missing or invalid API key")
-    return principal
+    headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+    return principal, next((headers[h] for h in CONTEXT_HEADERS if headers.get(h)), None)
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:

@@ -29,7 +29,8 @@ INSTRUCTIONS = (
     "Engram stores and recalls memory for agents. Call memory_store with what the user says, "
     "memory_recall before answering."
 )
-PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Principal]
+# Who calls, and the context to use when a tool call names none (a header, or ENGRAM_CONTEXT on stdio).
+PrincipalOf = Callable[[ServerRequestContext[Any, Any]], tuple[Principal, str | None]]
 
 
 def compact(node: Any, nullable: bool = False) -> Any:
@@ -124,9 +125,11 @@ def build_server(
         except ValidationError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=_validation_message(exc)) from None
         try:
-            principal = principal_of(ctx)
+            principal, default_context = principal_of(ctx)
         except EngramError as exc:
             return error_result(exc)
+        if args.context_id is None and default_context:
+            args = args.model_copy(update={"context_id": default_context})
         token = anyio.from_thread
 
         def progress(done: float, total: float | None, message: str | None) -> None:
