@@ -13,7 +13,7 @@ from engram.scopes import matches
 # bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
 RRF_K = 60
-CANDIDATES = 100  # per list, before fusion
+CANDIDATES = 50  # per list, before fusion
 
 
 def _normalise(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
