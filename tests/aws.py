@@ -1,5 +1,10 @@
 """A local AWS API emulator for the tests: moto in server mode on a loopback port, once per session.
 
+The server answers one request at a time. moto's threaded server checks a transaction's conditions
+and applies its writes without a lock, so concurrent conditional writes could both pass, which real
+DynamoDB never allows; serialising requests keeps the emulator faithful to the guarantee the
+RecordStore contract tests (no lost update under concurrent writers).
+
 Point AWS_ENDPOINT_URL at LocalStack (or anything that speaks the APIs) to run the same tests there;
 then no moto process is started.
 """
@@ -17,6 +22,12 @@ import httpx
 
 from engram.devserver import free_port
 
+SERVER = (
+    "import sys; from werkzeug.serving import run_simple; "
+    "from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app; "
+    "run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False)"
+)
+
 
 @contextlib.contextmanager
 def aws_endpoint() -> Iterator[str]:
@@ -29,7 +40,7 @@ def aws_endpoint() -> Iterator[str]:
         return
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-c", SERVER, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
