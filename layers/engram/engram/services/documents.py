@@ -402,10 +402,9 @@ class DocumentService:
         version = item.version + 1
         chunks_now = [self._chunk_data(doc_id, c) for c in new_chunks] if new_chunks is not None else old_chunks
         self.index.upsert([self._index_doc(ctx, data, c, None) for c in chunks_now])
-        if new_chunks is not None:
-            self._schedule_vectors(ctx, doc_id, version)
-        else:  # metadata only: keep the vectors, refresh filters
-            self._schedule_vectors(ctx, doc_id, version)
+        # The chunks went back into the index with the new metadata but without vectors (the port has no
+        # partial update), so they are embedded again, text change or not.
+        self._schedule_vectors(ctx, doc_id, version)
         return self.get(caller, doc_id)
 
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
