@@ -87,3 +87,34 @@ def test_memory_store_and_reflect_through_bedrock(tmp_path: Path, stubbed: tuple
     stub.assert_no_pending_responses()
     assert out["attributes"][0]["value"] == "Globex"
     assert refl["reflection"] == "Work at Globex comes up repeatedly." and refl["evidence"]
+
+
+def test_bedrock_embedder_with_stubbed_invoke_model() -> None:
+    import io
+
+    import numpy as np
+    from botocore.response import StreamingBody
+
+    from engram.adapters.aws.bedrock_embedder import BedrockEmbedder
+
+    client = boto3.client("bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    emb = BedrockEmbedder(dim=4, client=client)
+    stub = Stubber(client)
+    for vec in ([3.0, 0.0, 4.0, 0.0], [0.0, 1.0, 0.0, 0.0]):
+        payload = json.dumps({"embedding": vec, "inputTextTokenCount": 3}).encode()
+        stub.add_response(
+            "invoke_model",
+            {"body": StreamingBody(io.BytesIO(payload), len(payload)), "contentType": "application/json"},
+            {
+                "modelId": "amazon.titan-embed-text-v2:0",
+                "body": ANY,
+                "contentType": "application/json",
+                "accept": "application/json",
+            },
+        )
+    with stub:
+        out = emb.embed(["first", "second"])
+    assert out.shape == (2, 4) and np.allclose(out[0], [0.6, 0.0, 0.8, 0.0]) and np.allclose(out[1], [0, 1, 0, 0])
+    stub.add_client_error("invoke_model", "ThrottlingException", "slow down", 429)
+    with stub, pytest.raises(Unavailable):
+        emb.embed(["x"])

@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")
-    embedder: Literal["minilm", "none"] = "minilm"
+    embedder: Literal["minilm", "bedrock", "none"] = "minilm"
+    bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     generator: Literal["none", "bedrock"] = "none"
     bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     aws_region: str = "us-east-1"

@@ -57,6 +57,10 @@ _EMBEDDERS: dict[str, Embedder] = {}
 def default_embedder(settings: Settings) -> Embedder | None:
     if settings.embedder == "none":
         return None
+    if settings.embedder == "bedrock":
+        from engram.adapters.aws.bedrock_embedder import BedrockEmbedder
+
+        return BedrockEmbedder(settings.bedrock_embedding_model_id, region=settings.aws_region)
     if "minilm" not in _EMBEDDERS:  # one model per process: loading it costs ~0.3 s
         from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
