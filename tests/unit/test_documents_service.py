@@ -11,24 +11,11 @@ import pytest
 from engram.errors import Forbidden, InvalidInput
 from engram.operations import find
 from engram.ports import Vector
-from engram.queue import Job
+from engram.queue import ManualQueue
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
-
-
-class ManualQueue:
-    def __init__(self) -> None:
-        self.jobs: list[Job] = []
-
-    def submit(self, job: Job) -> None:
-        self.jobs.append(job)
-
-    def join(self, timeout: float | None = None) -> bool:
-        while self.jobs:
-            self.jobs.pop(0)()
-        return True
 
 
 class BrokenEmbedder:

@@ -1,20 +1,30 @@
-"""The Queue port and its in-process adapter: background jobs (embedding after ingest)."""
+"""The Queue port and its in-process adapter: named background jobs with a JSON payload.
+
+Jobs are (name, payload) pairs, never closures, so the same service code runs over a message queue
+(SQS on AWS, where a worker function looks the handler up by name). Services register their handlers.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger("engram.queue")
-Job = Callable[[], None]
+Payload = dict[str, Any]
+Handler = Callable[[Payload], None]
 
 
 class Queue(Protocol):
-    def submit(self, job: Job) -> None:
-        """Run `job` later. A failing job must record its own failure; the queue only logs it."""
+    def register(self, name: str, handler: Handler) -> None:
+        """Handle jobs called `name`. A failing handler must record its own failure; the queue logs it."""
+        ...
+
+    def submit(self, name: str, payload: Payload) -> None:
+        """Run the handler of `name` later with `payload` (JSON-serialisable)."""
         ...
 
     def join(self, timeout: float | None = None) -> bool:
@@ -22,27 +32,48 @@ class Queue(Protocol):
         ...
 
 
-class ThreadQueue:
+class Handlers:
+    """The registry every adapter shares: name -> handler, payload checked at submit time."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def register(self, name: str, handler: Handler) -> None:
+        self._handlers[name] = handler
+
+    def check(self, name: str, payload: Payload) -> None:
+        if name not in self._handlers:
+            raise KeyError(f"no handler for job {name!r}")
+        json.dumps(payload)  # what a message queue could not carry fails here, not in the worker
+
+    def run(self, name: str, payload: Payload) -> None:
+        try:
+            self._handlers[name](payload)
+        except Exception:
+            log.exception("background job %s failed", name)
+
+
+class ThreadQueue(Handlers):
     """One daemon worker thread, jobs in submission order."""
 
     def __init__(self) -> None:
-        self._q: queue.Queue[Job] = queue.Queue()
+        super().__init__()
+        self._q: queue.Queue[tuple[str, Payload]] = queue.Queue()
         self._idle = threading.Condition()
         self._pending = 0
         threading.Thread(target=self._work, name="engram-worker", daemon=True).start()
 
-    def submit(self, job: Job) -> None:
+    def submit(self, name: str, payload: Payload) -> None:
+        self.check(name, payload)
         with self._idle:
             self._pending += 1
-        self._q.put(job)
+        self._q.put((name, payload))
 
     def _work(self) -> None:
         while True:
-            job = self._q.get()
+            name, payload = self._q.get()
             try:
-                job()
-            except Exception:
-                log.exception("background job failed")
+                self.run(name, payload)
             finally:
                 with self._idle:
                     self._pending -= 1
@@ -53,11 +84,18 @@ class ThreadQueue:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
 
-class InlineQueue:
-    """Runs each job at once (tests, CLI)."""
+class ManualQueue(Handlers):
+    """Holds jobs until `join` runs them (tests that look at the state in between)."""
 
-    def submit(self, job: Job) -> None:
-        job()
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: list[tuple[str, Payload]] = []
+
+    def submit(self, name: str, payload: Payload) -> None:
+        self.check(name, payload)
+        self.jobs.append((name, payload))
 
     def join(self, timeout: float | None = None) -> bool:
+        while self.jobs:
+            self.run(*self.jobs.pop(0))
         return True

@@ -40,6 +40,7 @@ from engram.services.memory import Progress, _no_progress
 from engram.services.parsing import TEXT, detect, parse
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
+EMBED_JOB = "documents.embed"
 DEFAULT_COLLECTION = "default"
 
 
@@ -102,6 +103,7 @@ class DocumentService:
     ) -> None:
         self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
         self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
+        queue.register(EMBED_JOB, self._embed_job)
 
     # -- ingest ---------------------------------------------------------------------------
 
@@ -253,7 +255,10 @@ class DocumentService:
         if self.embedder is None:
             self._set_status(ctx, doc_id, version, "indexed", "bm25", None)
             return
-        self.queue.submit(lambda: self._embed_document(ctx, doc_id, version))
+        self.queue.submit(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version})
+
+    def _embed_job(self, payload: dict[str, Any]) -> None:
+        self._embed_document(payload["context_id"], payload["document_id"], int(payload["version"]))
 
     def _embed_document(self, ctx: str, doc_id: str, version: int) -> None:
         item = self.records.get(ctx, "document", doc_id)
