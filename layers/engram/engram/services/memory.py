@@ -154,7 +154,7 @@ class MemoryService:
                     "metadata": turn.metadata or {},
                 },
             )
-            text = f"{speaker}: {turn.content}" if isinstance(speaker, str) and speaker else turn.content
+            text = turn_text(turn.content, speaker)
             # The vector also sees the turn before it in the session: replies are often elliptic
             # ("Yes, last Friday!") and only the previous turn says what they are about.
             previous = (plan.get("session", session_id) or {}).get("last_text", "")
@@ -300,8 +300,7 @@ class MemoryService:
             elif old is not None:
                 action = "updated"  # a forgotten value is being stated again
         attr_id = new_id("attr")
-        label = fact.key.replace("_", " ")
-        text = f"{subject} {label}: {fact.value}"
+        text = attribute_text(subject, fact.key, fact.value)
         plan.put(
             "attribute",
             attr_id,
@@ -367,14 +366,12 @@ class MemoryService:
         total = self.index.count(caller.context_id)
         vec = self.embed([query])[0] if mode != "bm25" else None
         if total <= k:
-            hits = self.index.search(
-                SearchQuery(
-                    caller.context_id, query, vec, "vector" if vec is not None else "bm25", k, kinds, visibility, as_of
-                ),
-                self.clock.now(),
-            )
-            if vec is None and not hits:
-                hits = []
+            if vec is not None:
+                hits = self.index.search(
+                    SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
+                )
+            else:  # no embedder: BM25 would drop what shares no word with the query, so list the records
+                hits = self._listing(caller, kinds, visibility, as_of or self.clock.now())
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             tier = "full_context"
         else:
@@ -387,6 +384,46 @@ class MemoryService:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return dict(result, queryMs=self.clock_ms() - started)
+
+    def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
+        """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
+        from engram.scopes import matches
+        from engram.search_rules import valid_at
+
+        hits: list[Hit] = []
+        for kind in kinds:
+            cursor = None
+            while True:
+                page = self.records.query(caller.context_id, kind, cursor=cursor, limit=1000)
+                for item in page.items:
+                    d = item.data
+                    if not matches(d["scopes"], visibility):
+                        continue
+                    if kind == "turn":
+                        said = parse_time(d["said_at"])
+                        if said is not None and said > at:
+                            continue
+                        meta = dict(d.get("metadata") or {}) | {
+                            "session_id": d["session_id"],
+                            "role": d["role"],
+                            "said_at": d["said_at"],
+                        }
+                        text = turn_text(d["content"], meta.get("speaker"))
+                    else:
+                        if not valid_at(parse_time(d["valid_from"]), parse_time(d["valid_until"]), at):
+                            continue
+                        meta = {
+                            "key": d["key"],
+                            "category": d["category"],
+                            "said_at": d["valid_from"],
+                            "source_turn": d["source_turn"],
+                        }
+                        text = attribute_text(d["subject"], d["key"], d["value"])
+                    hits.append(Hit(item.id, kind, 1.0, text, meta, d["scopes"]))
+                if page.cursor is None:
+                    break
+                cursor = page.cursor
+        return hits
 
     def clock_ms(self) -> float:
         import time
@@ -571,6 +608,15 @@ def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
     return IndexDoc(
         doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until, doc.metadata
     )
+
+
+def turn_text(content: str, speaker: object) -> str:
+    """What is indexed and shown for a turn: the speaker's name leads when known."""
+    return f"{speaker}: {content}" if isinstance(speaker, str) and speaker else content
+
+
+def attribute_text(subject: str, key: str, value: str) -> str:
+    return f"{subject} {key.replace('_', ' ')}: {value}"
 
 
 def approx_tokens(text: str) -> int:
