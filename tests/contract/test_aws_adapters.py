@@ -56,3 +56,27 @@ class TestS3BlobStore(BlobStoreContract):
         blobs.put("ctx/doc/1", b"presigned")
         url = blobs.url("ctx/doc/1", expires_in=60)
         assert url is not None and httpx.get(url).content == b"presigned"
+
+
+def test_sqs_queue_carries_named_jobs_and_reports_failures(endpoint: str) -> None:
+    from engram.adapters.aws.sqs_queue import SqsQueue
+
+    sqs = client(endpoint, "sqs")
+    url = sqs.create_queue(QueueName=f"engram-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    q = SqsQueue(sqs, url)
+    seen: list[int] = []
+    q.register("record", lambda p: seen.append(p["n"]))
+    for n in range(3):
+        q.submit("record", {"n": n})
+    assert q.join() and sorted(seen) == [0, 1, 2]
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
+    with pytest.raises(KeyError):
+        q.submit("unknown", {})
+    failed = q.handle_batch(
+        [
+            {"messageId": "m1", "body": '{"job": "record", "payload": {}}'},
+            {"messageId": "m2", "body": "not json"},
+            {"messageId": "m3", "body": '{"job": "record", "payload": {"n": 9}}'},
+        ]
+    )
+    assert failed == ["m1", "m2"] and seen[-1] == 9
