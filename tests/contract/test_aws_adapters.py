@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -14,16 +13,9 @@ from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
 from engram.errors import InvalidInput
 from engram.ports import Write
-from tests.aws import aws_endpoint
 from tests.contract.suites import T0, BlobStoreContract, RecordStoreContract
 
 pytestmark = pytest.mark.aws
-
-
-@pytest.fixture(scope="session")
-def endpoint() -> Iterator[str]:
-    with aws_endpoint() as url:
-        yield url
 
 
 def client(endpoint: str, service: str) -> Any:

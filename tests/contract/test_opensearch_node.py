@@ -3,20 +3,10 @@ English analyzer are really there. The adapter's contract tests will share the `
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
-from tests.opensearch import opensearch_node
-
 pytestmark = pytest.mark.opensearch
-
-
-@pytest.fixture(scope="session")
-def opensearch() -> Iterator[str]:
-    with opensearch_node() as url:
-        yield url
 
 
 def test_knn_and_english_bm25_answer(opensearch: str) -> None:
