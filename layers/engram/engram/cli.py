@@ -29,10 +29,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engram.api.app import create_app
-    from engram.wiring import build_local
+    from engram.wiring import build
 
     settings = _settings(args)
-    engram = build_local(settings)
+    engram = build(settings)
     print(
         f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()})", file=sys.stderr
     )
@@ -47,10 +47,10 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from engram.api.mcp import build_server
     from engram.operations.registry import select
     from engram.services.identity import Principal
-    from engram.wiring import build_local
+    from engram.wiring import build
 
     settings = _settings(args)
-    engram = build_local(settings)
+    engram = build(settings)
     principal = engram.identity.authenticate(settings.api_key)  # fail early, before the client connects
 
     def principal_of(_ctx: object) -> tuple[Principal, str | None]:
@@ -67,9 +67,9 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from engram.wiring import build_local
+    from engram.wiring import build
 
-    engram = build_local(_settings(args).model_copy(update={"embedder": "none"}))
+    engram = build(_settings(args).model_copy(update={"embedder": "none"}))
     if args.keys_cmd == "create":
         secret, principal = engram.identity.create_key(args.context, args.principal, args.grant, args.label or "")
         print(
@@ -88,9 +88,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_scopes(args: argparse.Namespace) -> int:
-    from engram.wiring import build_local
+    from engram.wiring import build
 
-    engram = build_local(_settings(args).model_copy(update={"embedder": "none"}))
+    engram = build(_settings(args).model_copy(update={"embedder": "none"}))
     if args.scopes_cmd == "create":
         for p in engram.identity.register_scopes(args.context, args.paths):
             print(f"registered {p}")
@@ -104,10 +104,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files and folders with a progress bar; prints ingested / deduplicated / failed."""
     from engram.services.documents import NewDocument
     from engram.services.parsing import SUPPORTED, detect
-    from engram.wiring import build_local
+    from engram.wiring import build
 
     settings = _settings(args)
-    engram = build_local(settings)
+    engram = build(settings)
     principal = engram.identity.authenticate(args.key or settings.api_key)
     caller = engram.identity.enter(
         principal, args.context or settings.context, frozenset({"agent", "management"}), "document_upload", "stdio"

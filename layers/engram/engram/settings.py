@@ -32,6 +32,16 @@ class Settings(BaseSettings):
     generator: Literal["none", "bedrock"] = "none"
     bedrock_model_id: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     aws_region: str = "us-east-1"
+    # Which adapters `engram.wiring.build` picks: the embedded ones, or the AWS ones.
+    backend: Literal["local", "aws"] = "local"
+    table: str = Field("engram", description="DynamoDB table (backend aws)")
+    bucket: str = Field("engram-documents", description="S3 bucket (backend aws)")
+    opensearch_url: str = Field("", description="OpenSearch endpoint (backend aws)")
+    opensearch_index: str = "engram-search"
+    opensearch_service: Literal["es", "aoss", "none"] = Field(
+        "es", description="SigV4 signing: es (managed domain), aoss (Serverless), none (a local node)"
+    )
+    queue_url: str = Field("", description="SQS queue of background jobs (backend aws); empty: in process")
     # stdio: the key and default context come from the environment
     api_key: str | None = None
     context: str | None = None

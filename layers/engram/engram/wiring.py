@@ -76,6 +76,56 @@ def build_generator(settings: Settings) -> Generator | None:
     return None
 
 
+def build(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
+    """The adapters `settings.backend` names."""
+    if settings.backend == "aws":
+        return build_aws(settings, clock, embedder)
+    return build_local(settings, clock, embedder)
+
+
+def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
+    """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
+    import boto3
+    from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
+
+    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+    from engram.adapters.aws.opensearch_index import OpenSearchIndex
+    from engram.adapters.aws.s3_blobs import S3BlobStore
+    from engram.adapters.aws.sqs_queue import SqsQueue
+
+    region = settings.aws_region
+    if settings.opensearch_service == "none":
+        search_client = OpenSearch(hosts=[settings.opensearch_url], timeout=30)
+    else:
+        auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, settings.opensearch_service)
+        search_client = OpenSearch(
+            hosts=[settings.opensearch_url],
+            http_auth=auth,
+            use_ssl=True,
+            verify_certs=True,
+            connection_class=RequestsHttpConnection,
+            timeout=30,
+        )
+    chosen = embedder if embedder is not None else default_embedder(settings)
+    return Engram(
+        settings=settings,
+        records=DynamoRecordStore(boto3.client("dynamodb", region_name=region), settings.table),
+        blobs=S3BlobStore(boto3.client("s3", region_name=region), settings.bucket),
+        index=OpenSearchIndex(
+            search_client,
+            settings.opensearch_index,
+            dim=chosen.dim if chosen is not None else 384,
+            refresh=False if settings.opensearch_service == "aoss" else "wait_for",  # Serverless has no refresh
+        ),
+        embedder=chosen,
+        clock=clock or SystemClock(),
+        generator=build_generator(settings),
+        queue=SqsQueue(boto3.client("sqs", region_name=region), settings.queue_url)
+        if settings.queue_url
+        else ThreadQueue(),
+    )
+
+
 def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """The embedded default: SQLite records and search, files for blobs, MiniLM on ONNX."""
     from engram.adapters.local.file_blobs import FileBlobStore

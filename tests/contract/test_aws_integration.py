@@ -1,0 +1,60 @@
+"""The services over the AWS adapters (DynamoDB, S3, OpenSearch on the real engines), wired by
+`engram.wiring.build` from settings, doing what a user does: store, supersede, recall, forget, upload."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+from engram.queue import ManualQueue
+from engram.services.documents import NewDocument, Search
+from engram.services.identity import ANY
+from engram.services.memory import Turn
+from engram.settings import Settings
+from engram.wiring import Engram, build
+from tests.fixtures.files import RETURNS_PDF, make_pdf
+
+pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
+
+
+@pytest.fixture
+def aws_engram(endpoint: str, opensearch: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engram:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    settings = Settings(
+        backend="aws",
+        table=name,
+        bucket=name,
+        opensearch_url=opensearch,
+        opensearch_index=name,
+        opensearch_service="none",
+        data_dir=tmp_path,
+    )
+    engram = build(settings)
+    q = ManualQueue()
+    return Engram(engram.settings, engram.records, engram.blobs, engram.index, engram.embedder, engram.clock, queue=q)
+
+
+def test_memory_and_documents_on_aws_adapters(aws_engram: Engram) -> None:
+    e = aws_engram
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    e.memory.store(caller, Turn("I live in Lisbon and I work at Initech."), None)
+    out = e.memory.store(caller, Turn("Actually, I moved to Porto."), None)
+    assert out["attributes"][0]["action"] == "superseded"
+    recall = e.memory.recall(caller, "where does the user live", k=1, kinds=("attribute",))
+    assert recall["results"][0]["text"] == "user location: Porto"
+    assert e.memory.forget(caller, "employer Initech", None)["deleted"] == 1
+    assert [a["key"] for a in e.memory.profile(caller, None)["static"]] == ["location"]
+    doc = e.documents.ingest(caller, NewDocument(make_pdf(RETURNS_PDF), "Returns", filename="returns.pdf"))
+    e.queue.join()
+    assert e.documents.get(caller, doc["id"])["status"] == "indexed"
+    found = e.documents.search(caller, Search("return window for unopened items", k=1))["results"]
+    assert found[0]["document_id"] == doc["id"] and found[0]["chunk"]["page"] == 2
+    assert e.blobs.url(e.records.get("acme", "document", doc["id"]).data["blob_key"])  # type: ignore[union-attr]
