@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from engram.devserver import free_port
+from engram.devserver import free_port, stop
 
 SERVER = (
     "import sys; from werkzeug.serving import run_simple; "
@@ -56,5 +56,4 @@ def aws_endpoint() -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

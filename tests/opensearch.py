@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from engram.devserver import free_port
+from engram.devserver import free_port, stop
 
 INFRA = Path(__file__).resolve().parents[1] / "infra" / "opensearch"
 
@@ -62,9 +62,5 @@ def opensearch_node(timeout: float = 120) -> Iterator[str]:
                 time.sleep(0.5)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc, grace=30)
             log.close()

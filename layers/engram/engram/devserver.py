@@ -20,6 +20,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def cli(*args: str, data_dir: Path | str) -> str:
     """Run an `engram` command against a data dir; returns its standard output."""
     env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
@@ -49,8 +59,4 @@ def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
