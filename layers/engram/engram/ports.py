@@ -5,7 +5,7 @@ Every adapter of a port passes the same contract suite in `tests/contract/`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -84,6 +84,17 @@ class RecordStore(Protocol):
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         """Physically delete an item and its history. Returns whether it existed."""
         ...
+
+
+def scan(records: RecordStore, context_id: str, kind: str, prefix: str = "", page_size: int = 1000) -> Iterator[Item]:
+    """Every latest item of a kind (ids starting with `prefix`), following the store's pages."""
+    cursor: str | None = None
+    while True:
+        page = records.query(context_id, kind, prefix=prefix, cursor=cursor, limit=page_size)
+        yield from page.items
+        if page.cursor is None:
+            return
+        cursor = page.cursor
 
 
 class BlobStore(Protocol):

@@ -12,9 +12,10 @@ from typing import Any
 
 from engram.clock import parse_time
 from engram.errors import InvalidInput
+from engram.ports import scan
 from engram.scopes import covers
 from engram.services.identity import Caller
-from engram.services.memory import MemoryService, approx_tokens
+from engram.services.memory import MemoryService, approx_tokens, turn_text
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."
@@ -40,14 +41,8 @@ class CausanticService:
         visibility = self.memory.identity.read_lens(caller, None)
         from engram.scopes import matches
 
-        out: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = self.memory.records.query(caller.context_id, "session", cursor=cursor, limit=1000)
-            out += [i.data for i in page.items if matches(i.data["scopes"], visibility)]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        items = scan(self.memory.records, caller.context_id, "session")
+        return [i.data for i in items if matches(i.data["scopes"], visibility)]
 
     def resolve_project(self, caller: Caller, project: str) -> str:
         if "/" in project:
@@ -206,31 +201,18 @@ class CausanticService:
         visibility = self.memory.identity.read_lens(caller, None)
         lo, hi = parse_time(start), parse_time(end)
         out: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = self.memory.records.query(caller.context_id, "turn", cursor=cursor, limit=1000)
-            for item in page.items:
-                d = item.data
-                said = parse_time(d["said_at"])
-                assert said is not None
-                if (
-                    d["session_id"] in session_ids
-                    and matches(d["scopes"], visibility)
-                    and not (lo and said < lo)
-                    and not (hi and said > hi)
-                ):
-                    speaker = d["metadata"].get("speaker") or d["role"]
-                    out.append(
-                        {
-                            "id": item.id,
-                            "text": f"{speaker}: {d['content']}",
-                            "said_at": d["said_at"],
-                            "session_id": d["session_id"],
-                        }
-                    )
-            if page.cursor is None:
-                break
-            cursor = page.cursor
+        for item in scan(self.memory.records, caller.context_id, "turn"):
+            d = item.data
+            said = parse_time(d["said_at"])
+            assert said is not None
+            if (
+                d["session_id"] in session_ids
+                and matches(d["scopes"], visibility)
+                and not (lo and said < lo)
+                and not (hi and said > hi)
+            ):
+                text = turn_text(d["content"], d["metadata"].get("speaker") or d["role"])
+                out.append({"id": item.id, "text": text, "said_at": d["said_at"], "session_id": d["session_id"]})
         out.sort(key=lambda t: (t["said_at"], t["id"]))
         return out
 

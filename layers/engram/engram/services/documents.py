@@ -30,6 +30,7 @@ from engram.ports import (
     SearchMode,
     SearchQuery,
     Write,
+    scan,
 )
 from engram.queue import Queue
 from engram.scopes import matches
@@ -292,14 +293,7 @@ class DocumentService:
         self.records.transact([Write(ctx, "document", doc_id, data, "worker", version)], self.clock.now())
 
     def _chunk_items(self, ctx: str, doc_id: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = self.records.query(ctx, "chunk", prefix=f"{doc_id}#", cursor=cursor, limit=1000)
-            out += [i.data for i in page.items]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        return [i.data for i in scan(self.records, ctx, "chunk", prefix=f"{doc_id}#")]
 
     def bulk_ingest(
         self, caller: Caller, docs: Sequence[NewDocument], progress: Progress = _no_progress
@@ -437,18 +431,11 @@ class DocumentService:
 
     def all_documents(self, caller: Caller) -> list[dict[str, Any]]:
         grant = self.identity.read_lens(caller, None)
-        out: list[dict[str, Any]] = []
-        cursor = None
-        while True:
-            page = self.records.query(caller.context_id, "document", cursor=cursor, limit=1000)
-            out += [
-                self._public(i.data, i.version)
-                for i in page.items
-                if i.data["status"] != "deleted" and matches(i.data["scopes"], grant)
-            ]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        return [
+            self._public(i.data, i.version)
+            for i in scan(self.records, caller.context_id, "document")
+            if i.data["status"] != "deleted" and matches(i.data["scopes"], grant)
+        ]
 
     # -- search and answers ---------------------------------------------------------------
 
@@ -582,19 +569,12 @@ class DocumentService:
         """A knowledge node: an entity by type and name, with the relations that start from it."""
         ctx = caller.context_id
         wanted = f"{kind}:{slug}".lower()
-        item = None
-        cursor = None
-        while item is None:
-            page = self.records.query(ctx, "entity", cursor=cursor, limit=1000)
-            item = next((i for i in page.items if i.id.lower() == wanted), None)
-            if page.cursor is None:
-                break
-            cursor = page.cursor
+        item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() == wanted), None)
         if item is None:
             raise NotFound(f"node {kind}/{slug} not found")
         edges = [
             i.data
-            for i in self.records.query(ctx, "relation", limit=1000).items
+            for i in scan(self.records, ctx, "relation")
             if [str(x).lower() for x in i.data.get("from", [])] == [kind.lower(), slug.lower()]
         ]
         return {"kind": "node", "node": dict(item.data, id=item.id, version=item.version), "edges": edges}
@@ -607,7 +587,7 @@ class DocumentService:
         ctx = caller.context_id
         docs = self.all_documents(caller)
         if action == "list":
-            names = [i.id for i in self.records.query(ctx, "collection", limit=1000).items]
+            names = [i.id for i in scan(self.records, ctx, "collection")]
             return {"collections": [self._stats(ctx, n, docs) for n in names]}
         if not name:
             raise InvalidInput(f"name is required for action {action!r}")
@@ -690,14 +670,7 @@ class DocumentService:
     def folder_list(
         self, caller: Caller, parent_id: str | None, name_prefix: str | None = None
     ) -> list[dict[str, Any]]:
-        out = []
-        cursor = None
-        while True:
-            page = self.records.query(caller.context_id, "folder", cursor=cursor, limit=1000)
-            out += [dict(i.data, version=i.version) for i in page.items]
-            if page.cursor is None:
-                break
-            cursor = page.cursor
+        out = [dict(i.data, version=i.version) for i in scan(self.records, caller.context_id, "folder")]
         if parent_id is not None:
             out = [f for f in out if f.get("parent_id") == parent_id]
         if name_prefix:

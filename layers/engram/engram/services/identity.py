@@ -11,7 +11,7 @@ from typing import Literal, get_args
 from engram.clock import Clock, iso
 from engram.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from engram.observability import deny
-from engram.ports import RecordStore, Write
+from engram.ports import RecordStore, Write, scan
 from engram.scopes import check_path, check_selector, is_registered, narrow, write_paths
 
 Role = Literal["agent", "supervisor", "management"]
@@ -108,29 +108,17 @@ class IdentityService:
         ]
 
     def list_keys(self) -> list[dict[str, object]]:
-        out: list[dict[str, object]] = []
-        cursor: str | None = None
-        while True:
-            page = self._records.query(SYSTEM, "key", cursor=cursor, limit=500)
-            out += [{k: v for k, v in i.data.items()} for i in page.items]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        return [dict(i.data) for i in scan(self._records, SYSTEM, "key")]
 
     def revoke_key(self, key_id: str) -> None:
-        cursor: str | None = None
-        while True:
-            page = self._records.query(SYSTEM, "key", cursor=cursor, limit=500)
-            for item in page.items:
-                if item.data["key_id"] == key_id:
-                    data = dict(item.data, revoked=True, revoked_at=iso(self._clock.now()))
-                    self._records.transact(
-                        [Write(SYSTEM, "key", item.id, data, "cli", expected_version=item.version)], self._clock.now()
-                    )
-                    return
-            if page.cursor is None:
-                raise NotFound(f"no key {key_id!r}")
-            cursor = page.cursor
+        for item in scan(self._records, SYSTEM, "key"):
+            if item.data["key_id"] == key_id:
+                data = dict(item.data, revoked=True, revoked_at=iso(self._clock.now()))
+                self._records.transact(
+                    [Write(SYSTEM, "key", item.id, data, "cli", expected_version=item.version)], self._clock.now()
+                )
+                return
+        raise NotFound(f"no key {key_id!r}")
 
     def authenticate(self, bearer: str | None) -> Principal:
         if not bearer or not bearer.startswith("sk-"):
@@ -174,14 +162,7 @@ class IdentityService:
         return clean
 
     def registered(self, context_id: str) -> list[str]:
-        out: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = self._records.query(context_id, "scope", cursor=cursor, limit=1000)
-            out += [i.id for i in page.items]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        return [i.id for i in scan(self._records, context_id, "scope")]
 
     def _check_registered(self, caller: Caller, paths: Iterable[str]) -> None:
         registered = self.registered(caller.context_id)

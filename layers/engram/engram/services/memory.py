@@ -22,7 +22,19 @@ from typing import Any
 
 from engram.clock import Clock, iso, new_id, parse_time
 from engram.errors import Conflict, InvalidInput
-from engram.ports import Embedder, Generator, Hit, IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Vector, Write
+from engram.ports import (
+    Embedder,
+    Generator,
+    Hit,
+    IndexDoc,
+    Item,
+    RecordStore,
+    SearchIndex,
+    SearchQuery,
+    Vector,
+    Write,
+    scan,
+)
 from engram.search_rules import query_terms
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
@@ -392,37 +404,31 @@ class MemoryService:
 
         hits: list[Hit] = []
         for kind in kinds:
-            cursor = None
-            while True:
-                page = self.records.query(caller.context_id, kind, cursor=cursor, limit=1000)
-                for item in page.items:
-                    d = item.data
-                    if not matches(d["scopes"], visibility):
+            for item in scan(self.records, caller.context_id, kind):
+                d = item.data
+                if not matches(d["scopes"], visibility):
+                    continue
+                if kind == "turn":
+                    said = parse_time(d["said_at"])
+                    if said is not None and said > at:
                         continue
-                    if kind == "turn":
-                        said = parse_time(d["said_at"])
-                        if said is not None and said > at:
-                            continue
-                        meta = dict(d.get("metadata") or {}) | {
-                            "session_id": d["session_id"],
-                            "role": d["role"],
-                            "said_at": d["said_at"],
-                        }
-                        text = turn_text(d["content"], meta.get("speaker"))
-                    else:
-                        if not valid_at(parse_time(d["valid_from"]), parse_time(d["valid_until"]), at):
-                            continue
-                        meta = {
-                            "key": d["key"],
-                            "category": d["category"],
-                            "said_at": d["valid_from"],
-                            "source_turn": d["source_turn"],
-                        }
-                        text = attribute_text(d["subject"], d["key"], d["value"])
-                    hits.append(Hit(item.id, kind, 1.0, text, meta, d["scopes"]))
-                if page.cursor is None:
-                    break
-                cursor = page.cursor
+                    meta = dict(d.get("metadata") or {}) | {
+                        "session_id": d["session_id"],
+                        "role": d["role"],
+                        "said_at": d["said_at"],
+                    }
+                    text = turn_text(d["content"], meta.get("speaker"))
+                else:
+                    if not valid_at(parse_time(d["valid_from"]), parse_time(d["valid_until"]), at):
+                        continue
+                    meta = {
+                        "key": d["key"],
+                        "category": d["category"],
+                        "said_at": d["valid_from"],
+                        "source_turn": d["source_turn"],
+                    }
+                    text = attribute_text(d["subject"], d["key"], d["value"])
+                hits.append(Hit(item.id, kind, 1.0, text, meta, d["scopes"]))
         return hits
 
     def clock_ms(self) -> float:
@@ -483,16 +489,8 @@ class MemoryService:
     def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
         from engram.scopes import matches
 
-        out: list[Item] = []
-        cursor: str | None = None
-        while True:
-            page = self.records.query(caller.context_id, "attribute", cursor=cursor, limit=1000)
-            out += [
-                i for i in page.items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)
-            ]
-            if page.cursor is None:
-                return out
-            cursor = page.cursor
+        items = scan(self.records, caller.context_id, "attribute")
+        return [i for i in items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)]
 
     def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
         visibility = self.identity.read_lens(caller, scopes)
