@@ -10,7 +10,7 @@ bootstrap:  ## install uv from PyPI when it is missing
 	@command -v uv >/dev/null 2>&1 || $(PY) -m uv --version >/dev/null 2>&1 || $(PY) -m pip install --quiet uv
 
 sync: bootstrap
-	$(UV) sync --locked
+	$(UV) sync --locked --all-extras
 
 dev: sync  ## install everything, then serve on 127.0.0.1:8000 with data in ./.engram
 	$(RUN) engram serve

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 log = logging.getLogger("engram.queue")
 Payload = dict[str, Any]
+BLOB_CREATED_JOB = "blob.created"  # a file landed in the blob store (S3 -> EventBridge -> SQS on AWS)
 Handler = Callable[[Payload], None]
 
 

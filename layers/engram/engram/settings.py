@@ -18,6 +18,11 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = Field(
         default_factory=list, description="Extra Host header values MCP accepts (DNS-rebinding guard)"
     )
+    dns_rebinding_protection: bool = Field(
+        True,
+        description="Refuse MCP requests whose Host is not allowed. Off behind API Gateway, which routes only "
+        "its own domain names",
+    )
     mcp_tools: str = Field("", description="Comma-separated tool names or families to expose; empty = all")
     mcp_response: Literal["auto", "json", "sse"] = Field(
         "auto",
@@ -42,6 +47,10 @@ class Settings(BaseSettings):
         "es", description="SigV4 signing: es (managed domain), aoss (Serverless), none (a local node)"
     )
     queue_url: str = Field("", description="SQS queue of background jobs (backend aws); empty: in process")
+    family_functions: dict[str, str] = Field(
+        default_factory=dict,
+        description="The AWS gateway's map of tool family -> Lambda function that runs its tools/call",
+    )
     # stdio: the key and default context come from the environment
     api_key: str | None = None
     context: str | None = None

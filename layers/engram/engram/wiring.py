@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engram.clock import Clock, SystemClock
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
@@ -83,36 +84,59 @@ def build(settings: Settings, clock: Clock | None = None, embedder: Embedder | N
     return build_local(settings, clock, embedder)
 
 
+def aws_records(settings: Settings) -> RecordStore:
+    import boto3
+
+    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+
+    return DynamoRecordStore(boto3.client("dynamodb", region_name=settings.aws_region), settings.table)
+
+
+def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
+    """Keys and scopes alone (the Lambda authorizer): no search index, no model."""
+    if settings.backend == "aws":
+        return IdentityService(aws_records(settings), clock or SystemClock())
+    from engram.adapters.local.sqlite_records import SqliteRecordStore
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return IdentityService(SqliteRecordStore(settings.data_dir / "records.db"), clock or SystemClock())
+
+
+def opensearch_client(settings: Settings) -> Any:
+    from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
+
+    if settings.opensearch_service == "none":
+        return OpenSearch(hosts=[settings.opensearch_url], timeout=30)
+    import boto3
+
+    region = settings.aws_region
+    auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, settings.opensearch_service)
+    return OpenSearch(
+        hosts=[settings.opensearch_url],
+        http_auth=auth,
+        use_ssl=True,
+        verify_certs=True,
+        connection_class=RequestsHttpConnection,
+        timeout=30,
+    )
+
+
 def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
     import boto3
-    from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
-    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
     from engram.adapters.aws.opensearch_index import OpenSearchIndex
     from engram.adapters.aws.s3_blobs import S3BlobStore
     from engram.adapters.aws.sqs_queue import SqsQueue
 
     region = settings.aws_region
-    if settings.opensearch_service == "none":
-        search_client = OpenSearch(hosts=[settings.opensearch_url], timeout=30)
-    else:
-        auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, settings.opensearch_service)
-        search_client = OpenSearch(
-            hosts=[settings.opensearch_url],
-            http_auth=auth,
-            use_ssl=True,
-            verify_certs=True,
-            connection_class=RequestsHttpConnection,
-            timeout=30,
-        )
     chosen = embedder if embedder is not None else default_embedder(settings)
     return Engram(
         settings=settings,
-        records=DynamoRecordStore(boto3.client("dynamodb", region_name=region), settings.table),
+        records=aws_records(settings),
         blobs=S3BlobStore(boto3.client("s3", region_name=region), settings.bucket),
         index=OpenSearchIndex(
-            search_client,
+            opensearch_client(settings),
             settings.opensearch_index,
             dim=chosen.dim if chosen is not None else 384,
             refresh=False if settings.opensearch_service == "aoss" else "wait_for",  # Serverless has no refresh

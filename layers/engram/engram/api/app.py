@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
@@ -16,11 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
 from engram.api import dispatch
+from engram.api.auth import principal_for
 from engram.api.mcp import build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, PayloadTooLarge, Unauthenticated
 from engram.observability import metrics
-from engram.operations.registry import families, select
+from engram.operations.registry import families, find, select
 from engram.services.identity import Principal
 from engram.wiring import Engram
 
@@ -56,19 +57,43 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
     await send({"type": "http.response.body", "body": payload})
 
 
+Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
+"""An HTTP answer: status, headers, body."""
+Forward = Callable[[str, Scope, bytes], Awaitable[Reply]]
+"""(family, ASGI scope, JSON-RPC body) -> (status, headers, body): runs a `tools/call` elsewhere."""
+
+
+def _tool_family(body: bytes) -> str | None:
+    """The family of the tool a `tools/call` body names; None for any other message (or an unknown tool)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    op = find(name) if isinstance(name, str) else None
+    return op.family if op is not None else None
+
+
 class Guard:
     """In front of an MCP endpoint: body-size limit (413), bearer key (401), and the response style.
 
     With `mcp_response=auto`, a POST whose JSON-RPC body asks for progress (a `progressToken`) is answered
     as an SSE stream so the notifications can flow; every other POST gets plain JSON, which is faster.
+    With `forward`, a `tools/call` is sent to the function of the tool's family (the AWS gateway).
     """
 
-    def __init__(self, json_app: ASGIApp, sse_app: ASGIApp, engram: Engram) -> None:
-        self.json_app, self.sse_app, self.engram = json_app, sse_app, engram
+    def __init__(self, endpoint: Endpoint, engram: Engram, forward: Forward | None = None) -> None:
+        self.endpoint, self.engram, self.forward = endpoint, engram, forward
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        json_app, sse_app = self.endpoint.json_app, self.endpoint.sse_app
+        if json_app is None or sse_app is None:
+            raise RuntimeError("the MCP endpoint is not running: serve the app with its lifespan")
         if scope["type"] != "http":
-            await self.sse_app(scope, receive, send)
+            await sse_app(scope, receive, send)
             return
         settings = self.engram.settings
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
@@ -78,9 +103,7 @@ class Guard:
             if length.isdigit() and int(length) > settings.max_request_bytes:
                 raise PayloadTooLarge(f"request body over {settings.max_request_bytes} bytes")
             if scope["method"] in ("POST", "GET", "DELETE"):
-                scheme, _, token = headers.get("authorization", "").partition(" ")
-                key = token.strip() if scheme.lower() == "bearer" else None
-                principal = await anyio.to_thread.run_sync(self.engram.identity.authenticate, key)
+                principal = await anyio.to_thread.run_sync(principal_for, self.engram, scope)
                 scope.setdefault("state", {})[PRINCIPAL] = principal
             if scope["method"] == "POST":
                 more = True
@@ -94,6 +117,12 @@ class Guard:
             extra = [(b"www-authenticate", b'Bearer realm="engram"')] if exc.status == 401 else []
             await _send_json(send, exc.status, dispatch.error_body(exc), extra)
             return
+        family = _tool_family(body) if self.forward is not None and scope["method"] == "POST" else None
+        if family is not None and self.forward is not None:
+            status, out_headers, payload = await self.forward(family, scope, body)
+            await send({"type": "http.response.start", "status": status, "headers": out_headers})
+            await send({"type": "http.response.body", "body": payload})
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -104,14 +133,51 @@ class Guard:
             return await receive()
 
         stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and b"progressToken" in body)
-        await (self.sse_app if stream else self.json_app)(scope, replay, send)
+        await (sse_app if stream else json_app)(scope, replay, send)
 
 
-def create_app(engram: Engram) -> FastAPI:
+class Endpoint:
+    """One MCP endpoint (`/mcp` or `/mcp/{family}`): its server and the session managers that serve it.
+
+    The managers are made afresh each time the app's lifespan is entered: a `StreamableHTTPSessionManager`
+    can run only once, uvicorn enters the lifespan once per process, and Mangum (Lambda) once per invocation.
+    """
+
+    def __init__(self, server: Any, security: TransportSecuritySettings, max_body: int) -> None:
+        self.server, self.security, self.max_body = server, security, max_body
+        self.json_app: ASGIApp | None = None
+        self.sse_app: ASGIApp | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        json_manager, sse_manager = (
+            StreamableHTTPSessionManager(
+                app=self.server,
+                json_response=json_response,
+                stateless=True,
+                security_settings=self.security,
+                max_request_body_size=self.max_body,
+            )
+            for json_response in (True, False)
+        )
+        async with json_manager.run(), sse_manager.run():
+            self.json_app, self.sse_app = StreamableHTTPASGIApp(json_manager), StreamableHTTPASGIApp(sse_manager)
+            try:
+                yield
+            finally:
+                self.json_app = self.sse_app = None
+
+
+def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
+    """The app serving every operation `ENGRAM_MCP_TOOLS` selects.
+
+    `forward` (the AWS gateway) sends each MCP `tools/call` to the function of the tool's family instead of
+    running it here; `initialize`, `tools/list` and the rest are still answered here.
+    """
     settings = engram.settings
     tool_filter = settings.tool_filter()
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
+        enable_dns_rebinding_protection=settings.dns_rebinding_protection,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", *settings.allowed_hosts],
         allowed_origins=[
             "http://127.0.0.1:*",
@@ -120,30 +186,19 @@ def create_app(engram: Engram) -> FastAPI:
             *(f"https://{h}" for h in settings.allowed_hosts),
         ],
     )
-    endpoints: dict[str, tuple[StreamableHTTPSessionManager, StreamableHTTPSessionManager]] = {}
+    endpoints: dict[str, Endpoint] = {}
     for family in [None, *families()]:
         ops = select(tool_filter, family)
         if not ops:
             continue
         server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
-        json_manager, sse_manager = (
-            StreamableHTTPSessionManager(
-                app=server,
-                json_response=json_response,
-                stateless=True,
-                security_settings=security,
-                max_request_body_size=settings.max_request_bytes,
-            )
-            for json_response in (True, False)
-        )
-        endpoints["/mcp" + (f"/{family}" if family else "")] = (json_manager, sse_manager)
+        endpoints["/mcp" + (f"/{family}" if family else "")] = Endpoint(server, security, settings.max_request_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            for managers in endpoints.values():
-                for manager in managers:
-                    await stack.enter_async_context(manager.run())
+            for endpoint in endpoints.values():
+                await stack.enter_async_context(endpoint.running())
             yield
 
     app = FastAPI(
@@ -152,8 +207,8 @@ def create_app(engram: Engram) -> FastAPI:
         lifespan=lifespan,
         description="Memory and knowledge for AI agents, over MCP and REST.",
     )
-    for path, (json_manager, sse_manager) in endpoints.items():
-        guard = Guard(StreamableHTTPASGIApp(json_manager), StreamableHTTPASGIApp(sse_manager), engram)
+    for path, endpoint in endpoints.items():
+        guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
         app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
     mount_rest(app, engram, select(tool_filter))
 

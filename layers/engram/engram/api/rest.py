@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from engram.api import dispatch
+from engram.api.auth import principal_for
 from engram.api.mcp import schema
 from engram.errors import EngramError, InvalidInput
 from engram.operations import Operation
@@ -25,14 +26,8 @@ from engram.wiring import Engram
 _BODYLESS = ("GET", "DELETE")
 
 
-def bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 async def authenticate(engram: Engram, request: Request) -> Principal:
-    return await anyio.to_thread.run_sync(engram.identity.authenticate, bearer(request))
+    return await anyio.to_thread.run_sync(principal_for, engram, request.scope)
 
 
 def error_response(exc: EngramError) -> JSONResponse:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus
 
 import blake3
 
@@ -32,16 +33,17 @@ from engram.ports import (
     Write,
     scan,
 )
-from engram.queue import Queue
+from engram.queue import BLOB_CREATED_JOB, Queue
 from engram.scopes import matches
 from engram.services import answering
 from engram.services.chunking import Chunk, Strategy, chunk
-from engram.services.identity import Caller, IdentityService
+from engram.services.identity import Caller, IdentityService, Principal
 from engram.services.memory import Progress, _no_progress
 from engram.services.parsing import TEXT, detect, parse
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 EMBED_JOB = "documents.embed"
+INBOX = "inbox/"
 DEFAULT_COLLECTION = "default"
 
 
@@ -105,6 +107,7 @@ class DocumentService:
         self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
         self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
         queue.register(EMBED_JOB, self._embed_job)
+        queue.register(BLOB_CREATED_JOB, self._blob_created_job)
 
     # -- ingest ---------------------------------------------------------------------------
 
@@ -257,6 +260,37 @@ class DocumentService:
             self._set_status(ctx, doc_id, version, "indexed", "bm25", None)
             return
         self.queue.submit(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version})
+
+    def _blob_created_job(self, payload: dict[str, Any]) -> None:
+        key = str(payload.get("key", ""))
+        if key.startswith(INBOX):
+            self.ingest_inbox(key, str(payload.get("etag") or ""))
+
+    def ingest_inbox(self, key: str, etag: str = "") -> dict[str, Any]:
+        """Ingest a file dropped at `inbox/{context_id}/{scope path}/{filename}` in the blob store.
+
+        The path under the context is the document's scope (it must be a registered scope path); this is
+        how files larger than an API request can carry are ingested. The S3 key and ETag make the
+        ingest idempotent under redelivery; a changed file under the same key is a new document.
+        Raises EngramError when the file cannot be ingested (a permanent failure: not retried).
+        """
+        if not self.blobs.exists(key) and self.blobs.exists(unquote_plus(key)):
+            key = unquote_plus(key)  # S3 event notifications may carry the key URL-encoded
+        parts = key[len(INBOX) :].split("/")
+        if len(parts) < 3 or not all(parts):
+            raise InvalidInput(f"{key}: inbox files go to inbox/<context_id>/<scope path>/<filename>")
+        ctx, scope, filename = parts[0], "/".join(parts[1:-1]), parts[-1]
+        principal = Principal("inbox", "management", (ctx,), (scope,))
+        caller = Caller(principal, ctx, "inbox")
+        new = NewDocument(
+            data=self.blobs.get(key),
+            title=filename,
+            source=f"inbox:{key}",
+            filename=filename,
+            scopes=[[scope]],
+            external_id=f"inbox:{key}#{etag}" if etag else f"inbox:{key}",
+        )
+        return self.ingest(caller, new)
 
     def _embed_job(self, payload: dict[str, Any]) -> None:
         self._embed_document(payload["context_id"], payload["document_id"], int(payload["version"]))

@@ -8,10 +8,23 @@ in this process.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from engram.queue import Handlers, Payload
+from engram.errors import EngramError
+from engram.queue import BLOB_CREATED_JOB, Handlers, Payload
+
+log = logging.getLogger("engram.queue")
+
+
+def decode(body: str) -> tuple[str, Payload]:
+    """The job a message carries: one of ours, or an S3 "Object Created" event from EventBridge."""
+    message = json.loads(body)
+    if message.get("source") == "aws.s3" and message.get("detail-type") == "Object Created":
+        found = message["detail"]["object"]
+        return BLOB_CREATED_JOB, {"key": found["key"], "etag": found.get("etag", ""), "size": found.get("size")}
+    return message["job"], message["payload"]
 
 
 class SqsQueue(Handlers):
@@ -25,14 +38,23 @@ class SqsQueue(Handlers):
         self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps({"job": name, "payload": payload}))
 
     def handle_batch(self, records: Iterable[dict[str, Any]]) -> list[str]:
-        """Run the jobs of SQS records (Lambda event shape); returns the ids of the ones that failed."""
+        """Run the jobs of SQS records (Lambda event shape); returns the ids of the ones to retry.
+
+        A message is a job `{"job", "payload"}` or an S3 "Object Created" event routed by EventBridge
+        (the `blob.created` job). A job that fails with an EngramError (a corrupt file, an unregistered
+        scope) would fail the same way again: it is logged and dropped. Any other failure is retried
+        and, after the queue's receive limit, lands in the dead-letter queue.
+        """
         failed: list[str] = []
         for record in records:
             try:
-                message = json.loads(record["body"])
-                self.check(message["job"], message["payload"])
-                self._handlers[message["job"]](message["payload"])
+                name, payload = decode(record["body"])
+                self.check(name, payload)
+                self._handlers[name](payload)
+            except EngramError as exc:
+                log.error("job of message %s failed for good: %s", record.get("messageId"), exc.message)
             except Exception:
+                log.exception("job of message %s failed; it will be retried", record.get("messageId"))
                 failed.append(record["messageId"])
         return failed
 

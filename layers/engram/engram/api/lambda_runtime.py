@@ -1,0 +1,154 @@
+"""AWS Lambda entry points. Each function under `functions/` is wiring: it picks one of these.
+
+- `family_handler(family)`: `POST /mcp/{family}` and the family's REST routes (API Gateway HTTP API
+  payload v2, through Mangum and the same ASGI app as the local server).
+- `gateway_handler()`: `/mcp` with every tool; answers `initialize`, `tools/list`, `ping` itself and sends
+  each `tools/call` to the family's function (Lambda Invoke of the same event, path `/mcp/{family}`).
+- `authorizer_handler()`: the API Gateway Lambda authorizer (simple responses).
+- `worker_handler()`: SQS batches of background jobs and S3 "Object Created" events.
+- `instrument(service)`: Powertools logging (correlation id), tracing and metrics around any of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio.to_thread
+
+from engram.api.app import Forward, Reply, create_app
+from engram.api.auth import authorizer_context, bearer
+from engram.errors import Unauthenticated
+from engram.services.identity import IdentityService
+from engram.settings import Settings
+from engram.wiring import Engram, build, build_identity
+
+log = logging.getLogger("engram.lambda")
+
+Event = dict[str, Any]
+Handler = Callable[[Event, Any], Any]
+Invoke = Callable[[str, Event], Event]
+"""(function name, event) -> what the function returned."""
+
+
+def _mangum(engram: Engram, forward: Forward | None = None) -> Handler:
+    from mangum import Mangum
+
+    # lifespan per invocation: the app makes fresh (cheap, stateless) MCP session managers each time
+    return Mangum(create_app(engram, forward), lifespan="auto")
+
+
+def family_handler(family: str, engram: Engram | None = None) -> Handler:
+    """The function of one tool family: its MCP endpoint and its REST routes, nothing else."""
+    if engram is None:
+        engram = build(Settings(mcp_tools=family))
+    return _mangum(engram)
+
+
+def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) -> Handler:
+    """The `/mcp` function: every tool listed, each call run by the function of its family."""
+    if engram is None:
+        engram = build(Settings(embedder="none"))  # it lists tools; it never runs one
+    if invoke is None:
+        import boto3
+
+        from engram.adapters.aws.lambda_invoke import LambdaInvoker
+
+        invoke = LambdaInvoker(boto3.client("lambda", region_name=engram.settings.aws_region))
+    return _mangum(engram, lambda_forward(invoke, engram.settings.family_functions))
+
+
+def _jsonrpc_error(body: bytes, code: int, message: str) -> Reply:
+    try:
+        request_id = json.loads(body).get("id")
+    except (ValueError, AttributeError):
+        request_id = None
+    payload = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return 200, [(b"content-type", b"application/json")], json.dumps(payload).encode()
+
+
+def lambda_forward(invoke: Invoke, functions: Mapping[str, str]) -> Forward:
+    """Forward: the gateway's own API Gateway event, re-aimed at `/mcp/{family}`, to the family function."""
+
+    async def forward(family: str, scope: Mapping[str, Any], body: bytes) -> Reply:
+        event = scope.get("aws.event")
+        function = functions.get(family)
+        if not isinstance(event, dict) or function is None:
+            log.error("no function for the %s family (ENGRAM_FAMILY_FUNCTIONS)", family)
+            return _jsonrpc_error(body, -32603, f"the {family} tools are not deployed behind this gateway")
+        path = f"/mcp/{family}"
+        context = dict(event.get("requestContext", {}))
+        context["http"] = dict(context.get("http", {}), path=path)
+        sub = dict(event, rawPath=path, routeKey=f"POST {path}", body=body.decode(), isBase64Encoded=False)
+        sub["requestContext"] = context
+        try:
+            answer = await anyio.to_thread.run_sync(invoke, function, sub)
+        except Exception:
+            log.exception("invoking %s for the %s family failed", function, family)
+            return _jsonrpc_error(body, -32603, f"the {family} function failed; see its logs")
+        raw = answer.get("body") or ""
+        payload = base64.b64decode(raw) if answer.get("isBase64Encoded") else raw.encode()
+        headers = [(k.lower().encode(), str(v).encode()) for k, v in (answer.get("headers") or {}).items()]
+        headers = [h for h in headers if h[0] != b"content-length"] + [(b"content-length", str(len(payload)).encode())]
+        return int(answer.get("statusCode", 200)), headers, payload
+
+    return forward
+
+
+def authorizer_handler(identity: IdentityService | None = None) -> Handler:
+    """API Gateway (HTTP API, payload v2, simple responses) authorizer.
+
+    It resolves the bearer key once (API Gateway caches the answer per Authorization header) and always
+    lets the request through: with no valid key the context says so (`key_id` empty) and the function
+    answers 401 in the MCP/REST error shape, which API Gateway's own 401/403 bodies would not have.
+    """
+    found = identity if identity is not None else build_identity(Settings())
+
+    def authorize(event: Event, context: Any) -> Event:
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        try:
+            principal = found.authenticate(bearer(headers))
+        except Unauthenticated:
+            principal = None
+        return {"isAuthorized": True, "context": authorizer_context(principal)}
+
+    return authorize
+
+
+def worker_handler(engram: Engram | None = None) -> Handler:
+    """SQS batches (background jobs, S3 events via EventBridge) with partial batch failures."""
+    from engram.adapters.aws.sqs_queue import SqsQueue
+
+    found = engram if engram is not None else build(Settings())
+    queue = found.queue
+    if not isinstance(queue, SqsQueue):
+        raise RuntimeError("the worker needs ENGRAM_QUEUE_URL (an SQS queue)")
+
+    def work(event: Event, context: Any) -> Event:
+        failed = queue.handle_batch(event.get("Records", []))
+        return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
+
+    return work
+
+
+def instrument(service: str, handler: Handler, http: bool = True) -> Handler:
+    """Powertools around a handler: structured logs with the request's correlation id, X-Ray tracing,
+    CloudWatch metrics (EMF). Outside Lambda, tracing is off (POWERTOOLS_TRACE_DISABLED)."""
+    from aws_lambda_powertools import Logger, Metrics, Tracer
+    from aws_lambda_powertools.logging import correlation_paths
+
+    logger = Logger(service=service)
+    tracer = Tracer(service=service)
+    metrics = Metrics(namespace="Engram", service=service)
+    path = correlation_paths.API_GATEWAY_HTTP if http else None
+
+    @logger.inject_lambda_context(correlation_id_path=path, clear_state=True)
+    @tracer.capture_lambda_handler
+    @metrics.log_metrics
+    def handle(event: Event, context: Any) -> Any:
+        return handler(event, context)
+
+    return handle
