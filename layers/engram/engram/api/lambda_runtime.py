@@ -137,8 +137,11 @@ def worker_handler(engram: Engram | None = None) -> Handler:
 def instrument(service: str, handler: Handler, http: bool = True) -> Handler:
     """Powertools around a handler: structured logs with the request's correlation id, X-Ray tracing,
     CloudWatch metrics (EMF). Outside Lambda, tracing is off (POWERTOOLS_TRACE_DISABLED)."""
-    from aws_lambda_powertools import Logger, Metrics, Tracer
+    from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
     from aws_lambda_powertools.logging import correlation_paths
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from engram.observability import metrics as counters
 
     logger = Logger(service=service)
     tracer = Tracer(service=service)
@@ -147,8 +150,16 @@ def instrument(service: str, handler: Handler, http: bool = True) -> Handler:
 
     @logger.inject_lambda_context(correlation_id_path=path, clear_state=True)
     @tracer.capture_lambda_handler
-    @metrics.log_metrics
+    @metrics.log_metrics(capture_cold_start_metric=True)
     def handle(event: Event, context: Any) -> Any:
-        return handler(event, context)
+        metrics.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
+        try:
+            return handler(event, context)
+        finally:
+            for name, dims, value in counters.drain():  # Engram's own counters (authz.denied, ...)
+                with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace="Engram") as one:
+                    one.add_dimension(name="service", value=service)
+                    for k, v in dims.items():
+                        one.add_dimension(name=k, value=v or "-")
 
     return handle

@@ -1,0 +1,188 @@
+"""API Gateway (HTTP API, payload v2) in front of the functions, as template.yaml declares it.
+
+The routes come from the template's HttpApi events, so these tests also check the routing: a REST path
+with no route answers 404 here as it would on AWS. Requests get API Gateway's v2 event (the shape of
+tests/events/mcp_initialize.json), go through the template's Lambda authorizer (its simple response
+becomes `requestContext.authorizer.lambda`), then to the function's handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "tests" / "events"
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short tags (!Ref, !Sub, ...) read as plain values."""
+
+
+_CfnLoader.add_multi_constructor(
+    "!",
+    lambda loader, suffix, node: (
+        loader.construct_scalar(node)
+        if isinstance(node, yaml.ScalarNode)
+        else loader.construct_sequence(node)
+        if isinstance(node, yaml.SequenceNode)
+        else loader.construct_mapping(node)
+    ),
+)
+
+
+def template() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
+    return loaded
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    function: str
+    authorized: bool
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        if self.method not in ("ANY", method):
+            return None
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        found = re.match(pattern, path)
+        return found.groupdict() if found else None
+
+
+def routes() -> list[Route]:
+    out = []
+    for name, resource in template()["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        for event in (resource["Properties"].get("Events") or {}).values():
+            if event["Type"] != "HttpApi":
+                continue
+            props = event["Properties"]
+            auth = (props.get("Auth") or {}).get("Authorizer")
+            out.append(Route(props["Method"], props["Path"], name, auth != "NONE"))
+    return out
+
+
+@dataclass
+class LambdaContext:
+    """What the Lambda runtime passes as `context` (the fields Powertools reads)."""
+
+    function_name: str
+    memory_limit_in_mb: int = 1769
+    aws_request_id: str = ""
+    invoked_function_arn: str = ""
+
+    def __post_init__(self) -> None:
+        self.aws_request_id = self.aws_request_id or str(uuid.uuid4())
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def event_for(method: str, path: str, body: bytes | None, headers: dict[str, str]) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / "mcp_initialize.json").read_text())
+    event["rawPath"] = path
+    event["requestContext"]["http"]["method"] = method
+    event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["requestId"] = uuid.uuid4().hex[:16]
+    event["headers"] = {
+        "host": event["requestContext"]["domainName"],
+        "x-amzn-trace-id": event["headers"]["x-amzn-trace-id"],
+        **{k.lower(): v for k, v in headers.items()},
+    }
+    if body is None:
+        event.pop("body", None)
+    else:
+        event["body"] = body.decode()
+        event["headers"]["content-length"] = str(len(body))
+    return event
+
+
+def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
+    """One invocation, as the Lambda runtime makes it: the event crosses as JSON, and the handler runs on
+    a thread of its own with its own event loop (the function is another process on AWS; here the
+    gateway invokes a family function from inside its own request)."""
+    sent = json.loads(json.dumps(event))
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            result["answer"] = handler(sent, LambdaContext(function))
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, name=f"lambda-{function}")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return json.loads(json.dumps(result["answer"]))
+
+
+class ApiGateway:
+    def __init__(self, functions: dict[str, Handler], authorizer: Handler) -> None:
+        self.routes = routes()
+        self.functions, self.authorizer = functions, authorizer
+
+    def request(
+        self, method: str, path: str, body: Any = None, key: str | None = None, headers: dict[str, str] | None = None
+    ) -> Response:
+        raw = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        sent = dict(headers or {})
+        if key is not None:
+            sent["authorization"] = f"Bearer {key}"
+        if raw is not None:
+            sent.setdefault("content-type", "application/json")
+        event = event_for(method, path, raw, sent)
+        for route in self.routes:
+            params = route.match(method, path)
+            if params is not None:
+                break
+        else:
+            return Response(404, {}, b'{"message":"Not Found"}')
+        event["routeKey"] = event["requestContext"]["routeKey"] = f"{route.method} {route.path}"
+        if params:
+            event["pathParameters"] = params
+        if route.authorized:
+            if "authorization" not in event["headers"]:  # identity source missing: API Gateway's own 401
+                return Response(401, {}, b'{"message":"Unauthorized"}')
+            request = copy.deepcopy(event)
+            request.pop("body", None)
+            request.update(type="REQUEST", identitySource=[event["headers"]["authorization"]])
+            verdict = invoke(self.authorizer, "authorizer", request)
+            if not verdict.get("isAuthorized"):
+                return Response(403, {}, b'{"message":"Forbidden"}')
+            event["requestContext"]["authorizer"] = {"lambda": verdict.get("context", {})}
+        answer = invoke(self.functions[route.function], route.function, event)
+        payload = answer.get("body") or ""
+        data = base64.b64decode(payload) if answer.get("isBase64Encoded") else payload.encode()
+        return Response(int(answer["statusCode"]), {k.lower(): v for k, v in answer.get("headers", {}).items()}, data)

@@ -1,0 +1,253 @@
+"""The functions of template.yaml, invoked with API Gateway v2 events through the template's routes and
+authorizer, over moto and a real OpenSearch node: MCP through the /mcp gateway and each family's
+endpoint, REST routes, keys, the worker's SQS batches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from engram.api.lambda_runtime import gateway_handler
+from engram.operations.registry import select
+from engram.settings import Settings
+from engram.wiring import build
+from tests.aws_lambda.apigw import EVENTS, Response, invoke
+from tests.aws_lambda.conftest import Stack
+from tests.fixtures.files import RETURNS_PDF, make_pdf
+
+pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+
+
+def rpc(stack: Stack, path: str, method: str, params: dict[str, Any], key: str | None, rid: int = 1) -> Response:
+    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    return stack.api.request("POST", path, body, key, MCP_HEADERS)
+
+
+def call(stack: Stack, tool: str, arguments: dict[str, Any], key: str, path: str = "/mcp") -> dict[str, Any]:
+    answer = rpc(stack, path, "tools/call", {"name": tool, "arguments": arguments}, key)
+    assert answer.status == 200, answer.body
+    assert "result" in answer.json(), answer.body
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+def event_file(name: str, **values: str) -> dict[str, Any]:
+    text = (EVENTS / name).read_text()
+    for k, v in values.items():
+        text = text.replace("${" + k + "}", v)
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def test_gateway_initialize_and_lists_every_tool(stack: Stack) -> None:
+    init = rpc(
+        stack,
+        "/mcp",
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        stack.keys.agent,
+    )
+    assert init.status == 200 and init.json()["result"]["serverInfo"]["name"] == "engram"
+    listed = rpc(stack, "/mcp", "tools/list", {}, stack.keys.agent).json()["result"]["tools"]
+    assert {t["name"] for t in listed} == {n for op in select() for n in op.names}
+    memory_only = rpc(stack, "/mcp/memory", "tools/list", {}, stack.keys.agent).json()["result"]["tools"]
+    assert {t["name"] for t in memory_only} == {n for op in select(family="memory") for n in op.names}
+
+
+def test_the_recorded_initialize_event_as_api_gateway_sends_it(stack: Stack) -> None:
+    event = event_file("mcp_initialize.json", KEY=stack.keys.agent)
+    authorizer = event_file("authorizer_request.json", KEY=stack.keys.agent)
+    verdict = invoke(stack.handlers["AuthorizerFunction"], "authorizer", authorizer)
+    assert verdict["isAuthorized"] is True and verdict["context"]["role"] == "agent"
+    event["requestContext"]["authorizer"] = {"lambda": verdict["context"]}
+    answer = invoke(stack.handlers["GatewayFunction"], "gateway", event)
+    assert answer["statusCode"] == 200
+    assert json.loads(answer["body"])["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_tools_call_through_the_gateway_runs_in_the_family_function(stack: Stack) -> None:
+    stored = call(stack, "memory_store", {"content": "I live in Lisbon and I work at Initech."}, stack.keys.agent)
+    assert not stored.get("isError"), stored
+    assert stored["structuredContent"]["turn_id"]
+    moved = call(stack, "memory_store", {"content": "Actually, I moved to Porto."}, stack.keys.agent, "/mcp/memory")
+    assert moved["structuredContent"]["attributes"][0]["action"] == "superseded"
+    recall = call(stack, "memory_recall", {"query": "where does the user live"}, stack.keys.agent)
+    texts = [r["text"] for r in recall["structuredContent"]["results"]]
+    assert "user location: Porto" in texts and "user location: Lisbon" not in texts, texts
+    # what the gateway relayed came from the memory function: the records are in DynamoDB
+    assert stack.engram.records.get("acme", "turn", stored["structuredContent"]["turn_id"]) is not None
+
+
+def test_tool_errors_keep_the_mcp_shape_through_the_gateway(stack: Stack) -> None:
+    bad = call(stack, "document_get", {"id": "no-such-document"}, stack.keys.agent)
+    assert bad["isError"] is True and bad["structuredContent"]["error"]["status"] == 404
+    unknown = rpc(stack, "/mcp", "tools/call", {"name": "no_such_tool", "arguments": {}}, stack.keys.agent)
+    assert unknown.json()["error"]["code"] == -32601
+    oversized_k = rpc(
+        stack, "/mcp", "tools/call", {"name": "hybrid_search", "arguments": {"query": "x", "k": 11}}, stack.keys.agent
+    )
+    assert oversized_k.json()["error"]["code"] == -32602
+    other_family = rpc(
+        stack, "/mcp/memory", "tools/call", {"name": "document_get", "arguments": {"id": "x"}}, stack.keys.agent
+    )
+    assert other_family.json()["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/memory", "/api/v1/acme/profile"])
+def test_keys_are_enforced_on_every_route(stack: Stack, path: str) -> None:
+    method = "GET" if path.startswith("/api") else "POST"
+    body = None if method == "GET" else {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    for key in (stack.keys.revoked, "sk-not-a-key", "not-even-sk"):
+        answer = stack.api.request(method, path, body, key, MCP_HEADERS)
+        assert answer.status == 401, (key, answer.body)
+        assert answer.json()["error"]["status"] == 401 and "bearer" in answer.headers["www-authenticate"].lower()
+    assert stack.api.request(method, path, body, None, MCP_HEADERS).status == 401  # no header: API Gateway's 401
+
+
+def test_another_tenants_context_is_masked(stack: Stack) -> None:
+    answer = stack.api.request("GET", "/api/v1/acme/profile", None, stack.keys.other_tenant)
+    assert answer.status == 401
+    via_mcp = call(stack, "memory_profile", {"context_id": "acme"}, stack.keys.other_tenant)
+    assert via_mcp["isError"] and via_mcp["structuredContent"]["error"]["status"] == 401
+
+
+def test_rest_routes_reach_their_family_function(stack: Stack) -> None:
+    stored = stack.api.request(
+        "POST", "/api/v1/acme/facts", {"content": "My favourite colour is teal."}, stack.keys.agent
+    )
+    assert stored.status == 200, stored.body
+    profile = stack.api.request("GET", "/api/v1/acme/profile", None, stack.keys.agent)
+    assert profile.status == 200 and "teal" in json.dumps(profile.json())
+    me = stack.api.request("GET", "/api/v1/acme/identity", None, stack.keys.supervisor).json()
+    assert me["principal"] == "supervisor" and me["context_id"] == "acme"
+    assert stack.api.request("GET", "/api/v1/acme/nowhere", None, stack.keys.agent).status == 404
+    bad = stack.api.request("POST", "/api/v1/acme/facts", {"content": "x", "bogus": 1}, stack.keys.agent)
+    assert bad.status == 400 and "bogus" in bad.json()["error"]["message"]
+
+
+def test_the_recorded_rest_event(stack: Stack) -> None:
+    event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
+    answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up
+    assert answer["statusCode"] == 200, answer["body"]
+    assert any(a["key"] == "location" for a in json.loads(answer["body"])["attributes"])
+
+
+def test_upload_is_searchable_at_once_and_embedded_by_the_worker(stack: Stack) -> None:
+    import base64
+
+    pdf = make_pdf(RETURNS_PDF)
+    up = call(
+        stack,
+        "document_upload",
+        {"bytes_base64": base64.b64encode(pdf).decode(), "title": "Returns", "filename": "returns.pdf"},
+        stack.keys.management,
+    )
+    doc = up["structuredContent"]
+    assert doc["status"] == "queued"
+    found = call(
+        stack, "knowledge_search", {"query": "return window unopened items", "mode": "bm25", "k": 1}, stack.keys.agent
+    )["structuredContent"]
+    assert found["results"][0]["document_id"] == doc["id"]
+    answers = stack.drain()  # the knowledge function queued the embedding job on SQS
+    assert answers and all(a["batchItemFailures"] == [] for a in answers)
+    got = call(stack, "document_get", {"id": doc["id"]}, stack.keys.agent)["structuredContent"]
+    assert got["status"] == "indexed"
+    vector = call(
+        stack,
+        "knowledge_search",
+        {"query": "how long can I send things back", "mode": "vector", "k": 3},
+        stack.keys.agent,
+    )["structuredContent"]
+    assert doc["id"] in {r["document_id"] for r in vector["results"]}
+
+
+def test_inbox_files_are_ingested_from_s3_events(stack: Stack) -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    bucket = stack.engram.settings.bucket
+    key = "inbox/acme/org/acme/user/alice/Quarterly plan.md"
+    text = b"# Quarterly plan\n\nThe Apollo launch moves to March because the supplier is late.\n"
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=text)["ETag"].strip('"')
+    event = event_file(
+        "sqs_inbox_object_created.json", BUCKET=bucket, OBJECT_KEY=key.replace(" ", "+"), SIZE=str(len(text)), ETAG=etag
+    )
+    for _ in range(2):  # SQS delivers at least once: the second delivery changes nothing
+        assert invoke(stack.handlers["WorkerFunction"], "worker", event) == {"batchItemFailures": []}
+    found = call(
+        stack, "knowledge_search", {"query": "Apollo launch supplier", "mode": "bm25", "k": 5}, stack.keys.agent
+    )["structuredContent"]["results"]
+    titles = [r["document"]["title"] if isinstance(r.get("document"), dict) else r.get("title") for r in found]
+    assert sum(1 for t in titles if t == "Quarterly plan.md") == 1, found
+
+
+def test_worker_drops_what_cannot_succeed_and_retries_the_rest(stack: Stack) -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    bucket = stack.engram.settings.bucket
+    key = "inbox/acme/org/acme/broken.pdf"
+    etag = s3.put_object(Bucket=bucket, Key=key, Body=b"%PDF-1.7 this is not a pdf")["ETag"].strip('"')
+    corrupt = event_file("sqs_inbox_object_created.json", BUCKET=bucket, OBJECT_KEY=key, SIZE="26", ETAG=etag)
+    garbled = {"Records": [{"messageId": "m-2", "body": "{not json"}]}
+    assert invoke(stack.handlers["WorkerFunction"], "worker", corrupt) == {"batchItemFailures": []}
+    assert invoke(stack.handlers["WorkerFunction"], "worker", garbled) == {
+        "batchItemFailures": [{"itemIdentifier": "m-2"}]
+    }
+    assert not any(i.data.get("filename") == "broken.pdf" for i in stack.engram.records.query("acme", "document").items)
+
+
+def test_progress_streams_through_the_gateway(stack: Stack) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "rag_ask",
+            "arguments": {"question": "what is the return window"},
+            "_meta": {"progressToken": "p1"},
+        },
+    }
+    answer = stack.api.request("POST", "/mcp", body, stack.keys.agent, MCP_HEADERS)
+    assert answer.status == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    assert b'"id":7' in answer.body.replace(b" ", b"")
+
+
+def test_oversize_requests_are_refused_before_any_work(stack: Stack) -> None:
+    big = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "document_upload", "arguments": {"bytes_base64": "A" * 6_100_000}},
+    }
+    answer = stack.api.request("POST", "/mcp", big, stack.keys.management, MCP_HEADERS)
+    assert answer.status == 413 and answer.json()["error"]["status"] == 413
+
+
+def test_a_failing_family_function_is_a_jsonrpc_error(stack: Stack, tmp_path: Path) -> None:
+    def broken(function: str, event: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("Lambda is down")
+
+    gateway = gateway_handler(build(Settings(embedder="none")), broken)
+    event = event_file("mcp_initialize.json", KEY=stack.keys.agent)
+    event["body"] = json.dumps(
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "memory_profile", "arguments": {}}}
+    )
+    answer = invoke(gateway, "gateway", event)
+    assert json.loads(answer["body"]) == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {"code": -32603, "message": "the memory function failed; see its logs"},
+    }
+
+
+def test_the_gateway_module_as_deployed_answers_initialize(stack: Stack) -> None:
+    from tests.aws_lambda.conftest import load_function
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL", boto3.client("s3", region_name="us-east-1").meta.endpoint_url)
+        gateway = load_function("gateway").handler  # functions/gateway/app.py: Lambda Invoke via boto3
+    event = event_file("mcp_initialize.json", KEY=stack.keys.agent)
+    answer = invoke(gateway, "gateway", event)
+    assert answer["statusCode"] == 200 and json.loads(answer["body"])["result"]["serverInfo"]["name"] == "engram"
