@@ -7,9 +7,27 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from engram.errors import EngramError
 from engram.settings import Settings
+
+
+def _stack(args: argparse.Namespace) -> dict[str, Any]:
+    """With --stack: the settings of a deployed stack, from its CloudFormation outputs."""
+    if not getattr(args, "stack", None):
+        return {}
+    import boto3
+
+    from engram.adapters.aws.stack import stack_settings
+
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    try:
+        found = stack_settings(boto3.client("cloudformation", region_name=region), args.stack)
+    except Exception as exc:
+        raise EngramError(f"cannot read stack {args.stack} in {region}: {exc}") from exc
+    found.pop("mcp_url", None)
+    return {**found, "aws_region": region}
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -22,7 +40,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         }.items()
         if v is not None
     }
-    return Settings(**overrides)
+    return Settings(**overrides, **_stack(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -147,12 +165,40 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_admin(args: argparse.Namespace) -> int:
+    """`admin bootstrap`: make a new deployment usable: the search index, the first management key."""
+    from engram.wiring import build
+
+    settings = _settings(args)
+    engram = build(settings.model_copy(update={"embedder": "none"}))
+    engram.index.ensure()
+    where = settings.opensearch_index if settings.backend == "aws" else "sqlite"
+    print(f"search index ready ({settings.backend}: {where})")
+    if args.scope:
+        engram.identity.register_scopes(args.context, args.scope)
+        print(f"registered scopes: {', '.join(args.scope)}")
+    if args.stack:
+        import boto3
+
+        from engram.adapters.aws.stack import stack_settings
+
+        url = stack_settings(boto3.client("cloudformation", region_name=settings.aws_region), args.stack)["mcp_url"]
+        print(f"MCP endpoint: {url}")
+    secret, principal = engram.identity.create_key([args.context], "management", args.grant, "bootstrap")
+    print(f"management key {principal.key_id} for context {args.context}, grant {','.join(principal.grant)}")
+    print("Store this key now; it is not shown again:")
+    print(secret)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--data-dir", type=Path, help="data directory (default ./.engram, or ENGRAM_DATA_DIR)")
+        sp.add_argument("--stack", help="a deployed stack: use its DynamoDB, S3 and OpenSearch (AWS credentials)")
+        sp.add_argument("--region", help="the stack's region (default AWS_REGION, or us-east-1)")
 
     s = sub.add_parser("serve", help="serve MCP (Streamable HTTP) and REST")
     common(s)
@@ -199,6 +245,15 @@ def parser() -> argparse.ArgumentParser:
     scl.add_argument("--context", required=True)
     for sp in (scc, scl):
         sp.set_defaults(fn=cmd_scopes)
+
+    ad = sub.add_parser("admin", help="operate a deployment")
+    ads = ad.add_subparsers(dest="admin_cmd", required=True)
+    boot = ads.add_parser("bootstrap", help="create the search index and the first management key")
+    common(boot)
+    boot.add_argument("--context", required=True, help="the first context, e.g. acme-prod")
+    boot.add_argument("--grant", action="append", required=True, help="grant scope path (repeatable)")
+    boot.add_argument("--scope", action="append", default=[], help="scope path to register (repeatable)")
+    boot.set_defaults(fn=cmd_admin)
     return p
 
 

@@ -190,6 +190,10 @@ class SearchIndex(Protocol):
 
     def count(self, context_id: str) -> int: ...
 
+    def ensure(self) -> None:
+        """Create the index (mappings, analyzers) when it does not exist yet; harmless when it does."""
+        ...
+
 
 class Embedder(Protocol):
     """Text to unit-length float32 vectors. `model_id` names the model that made them."""

@@ -27,6 +27,9 @@ class OpenSearchIndex:
         self._refresh = refresh  # OpenSearch Serverless takes no refresh: pass False there
         self._ready = False
 
+    def ensure(self) -> None:
+        self.ensure_index()
+
     def ensure_index(self) -> None:
         if self._ready or self._os.indices.exists(index=self._index):
             self._ready = True

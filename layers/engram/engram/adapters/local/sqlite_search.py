@@ -87,6 +87,9 @@ class SqliteSearchIndex:
 
     # -- writes ---------------------------------------------------------------------------
 
+    def ensure(self) -> None:
+        """The tables are made when the index is opened."""
+
     def upsert(self, docs: Sequence[IndexDoc]) -> None:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
