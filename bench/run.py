@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark (or those named: locomo, latency, cranfield), as JSON on stdout and in
+"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, coldstart, lambda), as JSON on stdout and in
 bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ from typing import Any
 
 
 def main(names: list[str]) -> None:
-    from bench import cranfield, latency, locomo
+    from bench import coldstart, cranfield, lambda_latency, latency, locomo
 
-    benches = {"locomo": locomo.run, "latency": latency.run, "cranfield": cranfield.run}
+    benches = {
+        "locomo": locomo.run,
+        "latency": latency.run,
+        "cranfield": cranfield.run,
+        "coldstart": coldstart.run,
+        "lambda": lambda_latency.run,
+    }
     chosen = names or list(benches)
     out: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -4,6 +4,7 @@ behind the template's routes and authorizer (tests/aws_lambda/apigw.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import uuid
@@ -64,8 +65,9 @@ class Stack:
                 return answers
 
 
-@pytest.fixture(scope="module")
-def stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
+@contextlib.contextmanager
+def deployed_stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
+    """Fresh resources (table, bucket, queue, index) and every function loaded over them."""
     name = f"engram-{uuid.uuid4().hex[:8]}"
     functions = {family: f"{name}-{family}" for family in FAMILIES}
     with pytest.MonkeyPatch.context() as env:
@@ -104,3 +106,9 @@ def stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
             {k: v for k, v in handlers.items() if k != "AuthorizerFunction"}, handlers["AuthorizerFunction"]
         )
         yield Stack(api, keys, engram, handlers, functions, queue_url)
+
+
+@pytest.fixture(scope="module")
+def stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
+    with deployed_stack(endpoint, opensearch) as found:
+        yield found

@@ -8,10 +8,7 @@ from typing import Any
 from engram.clock import Clock, SystemClock
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, ThreadQueue
-from engram.services.causantic import CausanticService
-from engram.services.documents import DocumentService
 from engram.services.identity import IdentityService
-from engram.services.memory import MemoryService
 from engram.settings import Settings
 
 
@@ -29,6 +26,11 @@ class Engram:
     queue: Queue = field(default_factory=ThreadQueue)
 
     def __post_init__(self) -> None:
+        # imported here: a function that needs keys alone (the authorizer) does not load them
+        from engram.services.causantic import CausanticService
+        from engram.services.documents import DocumentService
+        from engram.services.memory import MemoryService
+
         self.identity = IdentityService(self.records, self.clock)
         self.memory = MemoryService(
             self.records,

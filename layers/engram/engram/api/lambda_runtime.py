@@ -15,16 +15,18 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
-from engram.api.app import Forward, Reply, create_app
 from engram.api.auth import authorizer_context, bearer
 from engram.errors import Unauthenticated
 from engram.services.identity import IdentityService
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_identity
+
+# The web stack (FastAPI, the MCP SDK, Mangum) is imported by the functions that serve HTTP only:
+# the authorizer and the worker start without it.
+if TYPE_CHECKING:
+    from engram.api.app import Forward, Reply
 
 log = logging.getLogger("engram.lambda")
 
@@ -36,6 +38,8 @@ Invoke = Callable[[str, Event], Event]
 
 def _mangum(engram: Engram, forward: Forward | None = None) -> Handler:
     from mangum import Mangum
+
+    from engram.api.app import create_app
 
     # lifespan per invocation: the app makes fresh (cheap, stateless) MCP session managers each time
     return Mangum(create_app(engram, forward), lifespan="auto")
@@ -72,6 +76,8 @@ def _jsonrpc_error(body: bytes, code: int, message: str) -> Reply:
 
 def lambda_forward(invoke: Invoke, functions: Mapping[str, str]) -> Forward:
     """Forward: the gateway's own API Gateway event, re-aimed at `/mcp/{family}`, to the family function."""
+
+    import anyio.to_thread
 
     async def forward(family: str, scope: Mapping[str, Any], body: bytes) -> Reply:
         event = scope.get("aws.event")
