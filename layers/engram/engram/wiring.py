@@ -141,7 +141,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
             opensearch_client(settings),
             settings.opensearch_index,
             dim=chosen.dim if chosen is not None else 384,
-            refresh=False if settings.opensearch_service == "aoss" else "wait_for",  # Serverless has no refresh
+            # Serverless: no refresh, no document ids of ours (see the adapter)
+            refresh=False if settings.opensearch_service == "aoss" else "wait_for",
+            custom_ids=settings.opensearch_service != "aoss",
         ),
         embedder=chosen,
         clock=clock or SystemClock(),

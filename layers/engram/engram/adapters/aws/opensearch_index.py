@@ -6,10 +6,19 @@ does, so both rank alike.
 Filters follow `engram.search_rules.visible`: scope coverage (a tag equals the path or lies below
 it), validity at `as_of`, metadata equality and ranges. Scores follow the port: BM25 as OpenSearch
 computes it, cosine similarity for vectors (lucene reports (1 + cos) / 2; it is converted back).
+
+OpenSearch Serverless (VECTORSEARCH collections) takes neither `refresh` nor documents with an `_id` of
+ours, nor updates or deletes by query. With `custom_ids=False` every document carries its own `key`
+(`context|id`) and OpenSearch picks the `_id`: a replace finds the key's `_id`s by a search, deletes them
+in bulk, then indexes the new version; a validity change re-indexes the document. Serverless search is
+eventually consistent (about 10 s), so a copy written moments before a replace can survive it for a
+while: searches keep one hit per key (the newest), and the services read every hit's record before
+returning it, so a stale or deleted copy is never shown.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -20,11 +29,14 @@ from engram.search_rules import CANDIDATES, merge_hits, query_terms
 
 
 class OpenSearchIndex:
-    def __init__(self, client: Any, index: str, dim: int = 384, refresh: bool | str = "wait_for") -> None:
+    def __init__(
+        self, client: Any, index: str, dim: int = 384, refresh: bool | str = "wait_for", custom_ids: bool = True
+    ) -> None:
         self._os = client
         self._index = index
         self._dim = dim
         self._refresh = refresh  # OpenSearch Serverless takes no refresh: pass False there
+        self._custom_ids = custom_ids  # False on OpenSearch Serverless vector collections
         self._ready = False
 
     def ensure(self) -> None:
@@ -52,6 +64,8 @@ class OpenSearchIndex:
                         "context_id": {"type": "keyword"},
                         "kind": {"type": "keyword"},
                         "id": {"type": "keyword"},
+                        "key": {"type": "keyword"},
+                        "indexed_at": {"type": "long"},
                         "text": {"type": "text", "analyzer": "english"},
                         "scopes": {"type": "keyword"},
                         "valid_from": {"type": "date"},
@@ -78,12 +92,15 @@ class OpenSearchIndex:
         if not docs:
             return
         self.ensure_index()
-        lines: list[dict[str, Any]] = []
+        now = time.time_ns() // 1_000_000
+        sources: list[dict[str, Any]] = []
         for d in docs:
             source: dict[str, Any] = {
                 "context_id": d.context_id,
                 "kind": d.kind,
                 "id": d.id,
+                "key": self._doc_id(d.context_id, d.id),
+                "indexed_at": now,
                 "text": d.text,
                 "scopes": list(d.scopes),
                 "valid_from": iso(d.valid_from),
@@ -92,32 +109,68 @@ class OpenSearchIndex:
             }
             if d.vector is not None:
                 source["vector"] = [float(x) for x in d.vector]
-            lines += [{"index": {"_index": self._index, "_id": self._doc_id(d.context_id, d.id)}}, source]
+            sources.append(source)
+        self._index_sources(sources)
+
+    def _index_sources(self, sources: list[dict[str, Any]]) -> None:
+        lines: list[dict[str, Any]] = []
+        if self._custom_ids:
+            for source in sources:
+                lines += [{"index": {"_index": self._index, "_id": source["key"]}}, source]
+        else:
+            self._drop([s["key"] for s in sources])
+            for source in sources:
+                lines += [{"index": {"_index": self._index}}, source]
         self._bulk(lines)
 
-    def _bulk(self, lines: list[dict[str, Any]]) -> None:
-        result = self._os.bulk(body=lines, refresh=self._refresh)
+    def _found(self, keys: Sequence[str], source: bool) -> list[dict[str, Any]]:
+        """The stored copies of `keys` (OpenSearch's `_id`, and the source when asked for)."""
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            body = {"size": 10 * len(part), "_source": source, "query": {"terms": {"key": part}}}
+            found += self._os.search(index=self._index, body=body)["hits"]["hits"]
+        return found
+
+    def _drop(self, keys: Sequence[str]) -> None:
+        """Delete every stored copy of `keys` (Serverless: by the `_id`s OpenSearch gave them)."""
+        if not keys:
+            return
+        ids = [h["_id"] for h in self._found(keys, source=False)]
+        if ids:
+            self._bulk([{"delete": {"_index": self._index, "_id": i}} for i in ids], missing_ok=True)
+
+    def _bulk(self, lines: list[dict[str, Any]], missing_ok: bool = False) -> None:
+        params = {"refresh": self._refresh} if self._refresh is not False else {}
+        result = self._os.bulk(body=lines, **params)
         if result.get("errors"):
-            failed = [i for i in result["items"] if next(iter(i.values())).get("error")]
-            raise RuntimeError(f"OpenSearch refused {len(failed)} of {len(result['items'])} bulk items")
+            failed = [
+                i
+                for i in result["items"]
+                if (r := next(iter(i.values()))).get("error") and not (missing_ok and r.get("status") == 404)
+            ]
+            if failed:
+                raise RuntimeError(f"OpenSearch refused {len(failed)} of {len(result['items'])} bulk items")
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None:
         if not ids:
             return
         self.ensure_index()
-        self._os.bulk(
-            body=[{"delete": {"_index": self._index, "_id": self._doc_id(context_id, i)}} for i in ids],
-            refresh=self._refresh,
-        )
+        if not self._custom_ids:
+            self._drop([self._doc_id(context_id, i) for i in ids])
+            return
+        self._bulk([{"delete": {"_index": self._index, "_id": self._doc_id(context_id, i)}} for i in ids], True)
 
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
         self.ensure_index()
-        self._os.update(
-            index=self._index,
-            id=self._doc_id(context_id, id),
-            body={"doc": {"valid_until": iso(valid_until)}},
-            refresh=self._refresh,
-        )
+        key = self._doc_id(context_id, id)
+        if not self._custom_ids:  # no partial updates: index the document again
+            copies = sorted(self._found([key], source=True), key=lambda h: -int(h["_source"].get("indexed_at", 0)))
+            if copies:
+                self._index_sources([dict(copies[0]["_source"], valid_until=iso(valid_until))])
+            return
+        params = {"refresh": self._refresh} if self._refresh is not False else {}
+        self._os.update(index=self._index, id=key, body={"doc": {"valid_until": iso(valid_until)}}, **params)
 
     def count(self, context_id: str) -> int:
         self.ensure_index()
@@ -179,8 +232,17 @@ class OpenSearchIndex:
 
     def _hits(self, response: dict[str, Any], cosine: bool) -> list[Hit]:
         hits = []
+        newest: dict[str, int] = {}  # Serverless: a replaced copy can linger; keep the newest per key
+        for h in response["hits"]["hits"]:
+            key = h["_source"].get("key") or h["_id"]
+            newest[key] = max(newest.get(key, 0), int(h["_source"].get("indexed_at") or 0))
+        seen: set[str] = set()
         for h in response["hits"]["hits"]:
             s = h["_source"]
+            key = s.get("key") or h["_id"]
+            if key in seen or int(s.get("indexed_at") or 0) < newest[key]:
+                continue
+            seen.add(key)
             score = 2 * float(h["_score"]) - 1 if cosine else float(h["_score"])
             hits.append(Hit(s["id"], s["kind"], score, s["text"], s.get("metadata") or {}, s.get("scopes") or []))
         hits.sort(key=lambda h: (-h.score, h.id))
