@@ -1,5 +1,6 @@
-"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, coldstart, lambda), as JSON on stdout and in
-bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
+"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, coldstart, lambda), as JSON
+on stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were
+measured."""
 
 from __future__ import annotations
 

@@ -58,3 +58,18 @@ def test_memory_and_documents_on_aws_adapters(aws_engram: Engram) -> None:
     found = e.documents.search(caller, Search("return window for unopened items", k=1))["results"]
     assert found[0]["document_id"] == doc["id"] and found[0]["chunk"]["page"] == 2
     assert e.blobs.url(e.records.get("acme", "document", doc["id"]).data["blob_key"])  # type: ignore[union-attr]
+
+
+def test_a_memory_batch_larger_than_one_dynamodb_transaction(aws_engram: Engram) -> None:
+    e = aws_engram
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    turns = [Turn(f"I work at Company{i} and I live in City{i}.", session_id="big") for i in range(12)]
+    turns.append(Turn("Actually, I moved to Porto.", session_id="big"))
+    out = e.memory.store_many(caller, turns, None)  # ~5 writes a turn: more than DynamoDB's 50
+    assert len(out) == 13 and len({o["turn_id"] for o in out}) == 13
+    assert all(e.records.get("acme", "turn", o["turn_id"]) is not None for o in out)
+    session = e.records.get("acme", "session", "big")
+    assert session is not None and session.data["turns"] == 13
+    assert out[-1]["attributes"][0]["action"] == "superseded"  # later groups see the earlier ones
+    assert [a["value"] for a in e.memory.profile(caller, None)["static"] if a["key"] == "location"] == ["Porto"]

@@ -65,6 +65,9 @@ class RecordStore(Protocol):
 
     def get(self, context_id: str, kind: str, id: str) -> Item | None: ...
 
+    max_writes: int
+    """The most writes one `transact` call takes (DynamoDB: 50); callers split larger work."""
+
     def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]: ...
 
     def history(self, context_id: str, kind: str, id: str) -> list[Item]: ...

@@ -43,7 +43,7 @@ Progress = Callable[[float, float | None, str | None], None]
 
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
-CONTEXT_EMBEDDING = True  # see _store_many; measured in bench/RESULTS.md
+CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
 _RETRIES = 3
 
 
@@ -126,20 +126,33 @@ class MemoryService:
         return self.store_many(caller, [turn], scopes)[0]
 
     def store_many(self, caller: Caller, turns: Sequence[Turn], scopes: list[list[str]] | None) -> list[dict[str, Any]]:
-        """Store turns in order; all of them or none."""
+        """Store turns in order, all of them or none — within what one transaction of the record store
+        can hold. Where transactions are capped (DynamoDB: 50 writes) a larger batch is committed as
+        consecutive groups of turns, each all-or-nothing and each seeing the ones before it."""
         tags = self.identity.write_scopes(caller, scopes)
-        now = self.clock.now()
+        return self._store_group(caller, list(turns), tags, self.clock.now())
+
+    def _store_group(self, caller: Caller, turns: list[Turn], tags: list[str], now: datetime) -> list[dict[str, Any]]:
         for attempt in range(_RETRIES):
+            plan, results = self._plan(caller, turns, tags, now)
+            if len(turns) > 1 and plan.size > self.records.max_writes:
+                half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
+                return self._store_group(caller, turns[:half], tags, now) + self._store_group(
+                    caller, turns[half:], tags, now
+                )
             try:
-                return self._store_many(caller, turns, tags, now)
+                plan.finish(self.index, self.embed)
             except Conflict:
                 if attempt == _RETRIES - 1:
                     raise
+                continue
+            self._bump(caller.context_id)
+            return results
         raise AssertionError("unreachable")
 
-    def _store_many(
+    def _plan(
         self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[_Plan, list[dict[str, Any]]]:
         ctx = caller.context_id
         plan = _Plan(self.records, ctx, caller.actor, now)
         results: list[dict[str, Any]] = []
@@ -177,9 +190,7 @@ class MemoryService:
             out = self._reconcile(plan, ex, subject, tags, said, turn_id)
             out |= {"turn_id": turn_id, "session_id": session_id}
             results.append(out)
-        plan.finish(self.index, self.embed)
-        self._bump(ctx)
-        return results
+        return plan, results
 
     def _touch_session(
         self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
@@ -592,6 +603,11 @@ class _Plan:
 
     def written(self, kind: str) -> list[str]:
         return [i for (k, i) in self._writes if k == kind]
+
+    @property
+    def size(self) -> int:
+        """How many records the commit writes."""
+        return len(self._writes)
 
     def commit(self) -> None:
         writes = [

@@ -33,6 +33,8 @@ def _version_sk(version: int) -> str:
 
 
 class DynamoRecordStore:
+    max_writes = MAX_WRITES
+
     def __init__(self, client: Any, table: str) -> None:
         self._db = client
         self._table = table

@@ -35,6 +35,8 @@ def connect(path: Path | str) -> sqlite3.Connection:
 
 
 class SqliteRecordStore:
+    max_writes = 100_000  # one SQLite transaction: no cap worth splitting for
+
     def __init__(self, path: Path | str) -> None:
         self._conn = connect(path)
         self._lock = threading.Lock()
