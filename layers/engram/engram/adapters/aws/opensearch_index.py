@@ -1,4 +1,5 @@
-"""SearchIndex on OpenSearch: an English-analysed `text` field for BM25 and a `knn_vector` (lucene HNSW,
+"""SearchIndex on OpenSearch: a `text` field analysed and scored by the BM25 rules of `engram.search_rules`
+(Snowball stems, stop words, k1 1.5) and a `knn_vector` (lucene HNSW,
 cosine) for vectors, in one index shared by every context (`context_id` is a filter, never a scoring
 input). Hybrid results are fused in Python by `engram.search_rules`, exactly as the embedded adapter
 does, so both rank alike.
@@ -25,7 +26,7 @@ from typing import Any
 
 from engram.clock import iso
 from engram.ports import Hit, IndexDoc, SearchQuery
-from engram.search_rules import CANDIDATES, merge_hits, query_terms
+from engram.search_rules import BM25_B, BM25_K1, CANDIDATES, STOP_WORDS, merge_hits, query_terms
 
 
 class OpenSearchIndex:
@@ -49,7 +50,23 @@ class OpenSearchIndex:
         self._os.indices.create(
             index=self._index,
             body={
-                "settings": {"index": {"knn": True}},
+                "settings": {
+                    # BM25 and text analysis as engram.search_rules defines them (the embedded index too)
+                    "index": {"knn": True, "similarity": {"default": {"type": "BM25", "k1": BM25_K1, "b": BM25_B}}},
+                    "analysis": {
+                        "filter": {
+                            "engram_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
+                            "engram_stem": {"type": "snowball", "language": "English"},
+                        },
+                        "analyzer": {
+                            "engram": {
+                                "type": "custom",
+                                "tokenizer": "standard",
+                                "filter": ["lowercase", "engram_stop", "engram_stem"],
+                            }
+                        },
+                    },
+                },
                 "mappings": {
                     "dynamic_templates": [
                         {
@@ -66,7 +83,7 @@ class OpenSearchIndex:
                         "id": {"type": "keyword"},
                         "key": {"type": "keyword"},
                         "indexed_at": {"type": "long"},
-                        "text": {"type": "text", "analyzer": "english"},
+                        "text": {"type": "text", "analyzer": "engram"},
                         "scopes": {"type": "keyword"},
                         "valid_from": {"type": "date"},
                         "valid_until": {"type": "date"},

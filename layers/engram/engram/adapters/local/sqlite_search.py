@@ -1,7 +1,10 @@
-"""SearchIndex on SQLite FTS5 (BM25, porter stemming) plus exact vector search with numpy.
+"""SearchIndex on SQLite (the documents, durable) with the ranking done in memory, per context.
 
-Vectors live in the `docs` table and, per context, in an in-memory matrix kept in step with every
-write, so a query is one matrix-vector product (~1 ms per 10k vectors).
+The first search in a context loads its documents into a `_Context`: an inverted index for BM25 (the
+rules of `engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for
+exact cosine search. Every write updates SQLite and, when loaded, the context's copy, so a query is a
+few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
+other contexts hold.
 """
 
 from __future__ import annotations
@@ -19,16 +22,25 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import CANDIDATES, merge_hits, query_terms, visible
+from engram.search_rules import (
+    BM25_B,
+    BM25_K1,
+    CANDIDATES,
+    bm25_idf,
+    index_terms,
+    merge_hits,
+    query_terms,
+    stem,
+    visible,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
   rowid INTEGER PRIMARY KEY, context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
   text TEXT NOT NULL, scopes TEXT NOT NULL, valid_from TEXT, valid_until TEXT, metadata TEXT NOT NULL,
   vector BLOB, UNIQUE (context_id, id));
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, content='docs', content_rowid='rowid',
-  tokenize='porter unicode61');
 """
+_COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
 
 @dataclass
@@ -43,39 +55,113 @@ class _Row:
 
 
 @dataclass
-class _Vectors:
-    """One context's vectors: row i of `mat` belongs to `rows[i]`."""
+class _Context:
+    """One context's documents in memory: slot i holds `rows[i]` (None when free), its vector (if any),
+    its length in terms; `postings[term]` maps slots to term frequencies."""
 
-    dim: int
-    mat: Vector = field(init=False)
-    rows: list[_Row] = field(default_factory=list)
+    rows: list[_Row | None] = field(default_factory=list)
     pos: dict[str, int] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    terms: list[list[str]] = field(default_factory=list)
+    lengths: Vector = field(default_factory=lambda: np.zeros(16, dtype=np.float32))
+    mat: Vector | None = None
+    has_vec: Vector = field(default_factory=lambda: np.zeros(16, dtype=bool))
+    postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
+    total_length: float = 0.0
 
-    def __post_init__(self) -> None:
-        self.mat = np.zeros((16, self.dim), dtype=np.float32)
+    @property
+    def live(self) -> int:
+        return len(self.pos)
 
-    def put(self, row: _Row, vec: Vector) -> None:
-        i = self.pos.get(row.id)
-        if i is None:
-            i = len(self.rows)
-            if i == self.mat.shape[0]:
-                self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
-            self.rows.append(row)
-            self.pos[row.id] = i
+    def _grow(self) -> None:
+        cap = self.lengths.shape[0] * 2
+        self.lengths = np.concatenate([self.lengths, np.zeros(cap // 2, dtype=np.float32)])
+        self.has_vec = np.concatenate([self.has_vec, np.zeros(cap // 2, dtype=bool)])
+        if self.mat is not None:
+            self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
+
+    def put(self, row: _Row, vec: Vector | None) -> None:
+        self.remove(row.id)
+        if self.free:
+            i = self.free.pop()
         else:
-            self.rows[i] = row
-        self.mat[i] = vec
+            i = len(self.rows)
+            if i == self.lengths.shape[0]:
+                self._grow()
+            self.rows.append(None)
+            self.terms.append([])
+        terms = index_terms(row.text)
+        self.rows[i], self.terms[i], self.pos[row.id] = row, terms, i
+        self.lengths[i] = len(terms)
+        self.total_length += len(terms)
+        counts: dict[str, int] = {}
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
+        for t, n in counts.items():
+            self.postings.setdefault(t, {})[i] = n
+            self.arrays.pop(t, None)
+        self.has_vec[i] = False
+        if vec is not None:
+            if self.mat is None:
+                self.mat = np.zeros((self.lengths.shape[0], vec.shape[0]), dtype=np.float32)
+            if vec.shape[0] == self.mat.shape[1]:
+                self.mat[i] = vec
+                self.has_vec[i] = True
 
     def remove(self, id_: str) -> None:
         i = self.pos.pop(id_, None)
         if i is None:
             return
-        last = len(self.rows) - 1
-        if i != last:  # move the last row into the hole
-            self.rows[i] = self.rows[last]
-            self.mat[i] = self.mat[last]
-            self.pos[self.rows[i].id] = i
-        self.rows.pop()
+        for t in set(self.terms[i]):
+            posting = self.postings.get(t)
+            if posting is not None:
+                posting.pop(i, None)
+                if not posting:
+                    del self.postings[t]
+            self.arrays.pop(t, None)
+        self.total_length -= float(self.lengths[i])
+        self.rows[i], self.terms[i] = None, []
+        self.lengths[i] = 0
+        self.has_vec[i] = False
+        self.free.append(i)
+
+    def _posting(self, term: str) -> tuple[Vector, Vector]:
+        found = self.arrays.get(term)
+        if found is None:
+            posting = self.postings.get(term, {})
+            found = (
+                np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
+                np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
+            )
+            self.arrays[term] = found
+        return found
+
+    def bm25(self, terms: Sequence[str], match_all: bool) -> Vector:
+        """A score per slot; -inf where the document matches no term (or not every one, with match_all)."""
+        cap = len(self.rows)
+        scores = np.zeros(cap, dtype=np.float32)
+        matched = np.zeros(cap, dtype=np.int32)
+        n = self.live
+        if n == 0 or not terms:
+            return np.full(cap, -np.inf, dtype=np.float32)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[:cap] / (self.total_length / n or 1.0))
+        for t in terms:
+            slots, tfs = self._posting(t)
+            if slots.shape[0] == 0:
+                continue
+            idf = bm25_idf(n, slots.shape[0])
+            scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm[slots])
+            matched[slots] += 1
+        need = len(terms) if match_all else 1
+        return np.where(matched >= need, scores, -np.inf).astype(np.float32)
+
+    def cosine(self, qv: Vector) -> Vector:
+        cap = len(self.rows)
+        if self.mat is None or qv.shape[0] != self.mat.shape[1]:
+            return np.full(cap, -np.inf, dtype=np.float32)
+        scores = self.mat[:cap] @ qv
+        return np.where(self.has_vec[:cap], scores, -np.inf).astype(np.float32)
 
 
 class SqliteSearchIndex:
@@ -83,7 +169,7 @@ class SqliteSearchIndex:
         self._conn = connect(path)
         self._lock = threading.RLock()
         self._conn.executescript(_SCHEMA)
-        self._vectors: dict[str, _Vectors] = {}
+        self._contexts: dict[str, _Context] = {}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -97,7 +183,7 @@ class SqliteSearchIndex:
                 for d in docs:
                     self._delete_one(d.context_id, d.id)
                     vec = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
-                    cur = self._conn.execute(
+                    self._conn.execute(
                         "INSERT INTO docs (context_id, kind, id, text, scopes, valid_from, valid_until, metadata,"
                         " vector) VALUES (?,?,?,?,?,?,?,?,?)",
                         (
@@ -112,29 +198,23 @@ class SqliteSearchIndex:
                             None if vec is None else vec.tobytes(),
                         ),
                     )
-                    self._conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, d.text))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
-                self._vectors.clear()  # the in-memory copy may be ahead of the rolled-back table
+                self._contexts.clear()  # the in-memory copies may be ahead of the rolled-back table
                 raise
             for d in docs:
-                cache = self._vectors.get(d.context_id)
-                if cache is not None and d.vector is not None:
-                    cache.put(self._row_of(d), np.asarray(d.vector, dtype=np.float32))
+                cache = self._contexts.get(d.context_id)
+                if cache is not None:
+                    cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
 
     @staticmethod
     def _row_of(d: IndexDoc) -> _Row:
         return _Row(d.id, d.kind, d.text, list(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
 
     def _delete_one(self, context_id: str, id_: str) -> None:
-        row = self._conn.execute(
-            "SELECT rowid, text FROM docs WHERE context_id=? AND id=?", (context_id, id_)
-        ).fetchone()
-        if row is not None:
-            self._conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)", row)
-            self._conn.execute("DELETE FROM docs WHERE rowid=?", (row[0],))
-        cache = self._vectors.get(context_id)
+        self._conn.execute("DELETE FROM docs WHERE context_id=? AND id=?", (context_id, id_))
+        cache = self._contexts.get(context_id)
         if cache is not None:
             cache.remove(id_)
 
@@ -147,7 +227,7 @@ class SqliteSearchIndex:
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
-                self._vectors.pop(context_id, None)
+                self._contexts.pop(context_id, None)
                 raise
 
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
@@ -155,14 +235,15 @@ class SqliteSearchIndex:
             self._conn.execute(
                 "UPDATE docs SET valid_until=? WHERE context_id=? AND id=?", (iso(valid_until), context_id, id)
             )
-            cache = self._vectors.get(context_id)
+            cache = self._contexts.get(context_id)
             if cache is not None and id in cache.pos:
-                cache.rows[cache.pos[id]].valid_until = valid_until
+                row = cache.rows[cache.pos[id]]
+                if row is not None:
+                    row.valid_until = valid_until
 
     def count(self, context_id: str) -> int:
         with self._lock:
-            (n,) = self._conn.execute("SELECT count(*) FROM docs WHERE context_id=?", (context_id,)).fetchone()
-        return int(n)
+            return self._context(context_id).live
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -171,76 +252,32 @@ class SqliteSearchIndex:
         id_, kind, text, scopes, vf, vu, meta = r
         return _Row(id_, kind, text, json.loads(scopes), parse_time(vf), parse_time(vu), json.loads(meta))
 
-    def _bm25(self, q: SearchQuery, now: datetime, limit: int) -> list[tuple[_Row, float]]:
-        terms = query_terms(q.text)
-        if not terms:
-            return []
-        match = (" AND " if q.match_all else " OR ").join('"' + t.replace('"', "") + '"' for t in terms)
-        # Rank in FTS5 alone (a join before the sort costs 3x), then read the window's rows and filter them.
-        sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
-        kinds = None if q.kinds is None else set(q.kinds)
-        window = max(limit * 3, 64)
-        while True:
-            out: list[tuple[_Row, float]] = []
-            with self._lock:
-                ranked = self._conn.execute(sql, (match, window)).fetchall()
-                rows = self._rows([r[0] for r in ranked])
-            for rowid, score in ranked:
-                raw = rows.get(rowid)
-                if raw is None or raw[0] != q.context_id or (kinds is not None and raw[2] not in kinds):
-                    continue
-                row = self._parse(raw[1:])  # only rows that may be returned pay for JSON parsing
-                if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
-                    out.append((row, -float(score)))
-                    if len(out) >= limit:
-                        return out
-            if len(ranked) < window:
-                return out
-            window *= 4
-
-    def _rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-        """Raw (context_id, id, kind, text, scopes, valid_from, valid_until, metadata) rows by rowid."""
-        out: dict[int, tuple[Any, ...]] = {}
-        for start in range(0, len(rowids), 500):
-            part = rowids[start : start + 500]
-            for r in self._conn.execute(
-                "SELECT rowid, context_id, id, kind, text, scopes, valid_from, valid_until, metadata FROM docs "
-                f"WHERE rowid IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                out[r[0]] = tuple(r[1:])
-        return out
-
-    def _load(self, context_id: str, dim: int) -> _Vectors:
-        cache = self._vectors.get(context_id)
-        if cache is None or cache.dim != dim:
-            cache = _Vectors(dim)
-            rows = self._conn.execute(
-                "SELECT id, kind, text, scopes, valid_from, valid_until, metadata, vector FROM docs "
-                "WHERE context_id=? AND vector IS NOT NULL",
-                (context_id,),
-            ).fetchall()
-            for r in rows:
-                vec = np.frombuffer(r[7], dtype=np.float32)
-                if vec.shape[0] == dim:
-                    cache.put(self._parse(r[:7]), vec)
-            self._vectors[context_id] = cache
+    def _context(self, context_id: str) -> _Context:
+        """The context's documents in memory, loaded from SQLite on first use. Call with the lock held."""
+        cache = self._contexts.get(context_id)
+        if cache is None:
+            cache = _Context()
+            for r in self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,)):
+                cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
+            self._contexts[context_id] = cache
         return cache
 
-    def _vector(self, q: SearchQuery, now: datetime, limit: int) -> list[tuple[_Row, float]]:
-        if q.vector is None:
-            return []
-        qv = np.asarray(q.vector, dtype=np.float32)
-        with self._lock:
-            cache = self._load(q.context_id, qv.shape[0])
-            n = len(cache.rows)
-            if n == 0:
+    def _ranked(self, q: SearchQuery, now: datetime, limit: int, vector: bool) -> list[tuple[_Row, float]]:
+        if vector:
+            if q.vector is None:
                 return []
-            scores = cache.mat[:n] @ qv
+            qv = np.asarray(q.vector, dtype=np.float32)
+        else:
+            terms = list(dict.fromkeys(stem(t) for t in query_terms(q.text)))
+            if not terms:
+                return []
+        with self._lock:
+            cache = self._context(q.context_id)
+            scores = cache.cosine(qv) if vector else cache.bm25(terms, q.match_all)
             return list(self._take(cache, scores, q, now, limit))
 
     def _take(
-        self, cache: _Vectors, scores: Vector, q: SearchQuery, now: datetime, limit: int
+        self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
     ) -> Iterator[tuple[_Row, float]]:
         """Best rows first that pass every filter; widens the candidate window until `limit` pass."""
         n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
@@ -254,12 +291,15 @@ class SqliteSearchIndex:
                 end = n
                 chunk = order[start:end]
             for i in chunk:
+                score = float(scores[i])
+                if score == -np.inf:
+                    return  # the rest match nothing
                 row = cache.rows[int(i)]
-                if q.kinds is not None and row.kind not in q.kinds:
+                if row is None or (q.kinds is not None and row.kind not in q.kinds):
                     continue
                 if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
                     found += 1
-                    yield row, float(scores[i])
+                    yield row, score
                     if found >= limit:
                         return
             start, window = end, window * 4
@@ -269,8 +309,8 @@ class SqliteSearchIndex:
         if k == 0:
             return []
         pool = max(CANDIDATES, k) if query.mode == "hybrid" else k
-        bm = [_hit(r, s) for r, s in self._bm25(query, now, pool)] if query.mode != "vector" else []
-        vec = [_hit(r, s) for r, s in self._vector(query, now, pool)] if query.mode != "bm25" else []
+        bm = [_hit(r, s) for r, s in self._ranked(query, now, pool, False)] if query.mode != "vector" else []
+        vec = [_hit(r, s) for r, s in self._ranked(query, now, pool, True)] if query.mode != "bm25" else []
         if query.mode == "hybrid" and query.match_all:  # keyword precision: only what every term matches
             keep = {h.id for h in bm}
             vec = [h for h in vec if h.id in keep]
