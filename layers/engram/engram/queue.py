@@ -17,11 +17,17 @@ log = logging.getLogger("engram.queue")
 Payload = dict[str, Any]
 BLOB_CREATED_JOB = "blob.created"  # a file landed in the blob store (S3 -> EventBridge -> SQS on AWS)
 Handler = Callable[[Payload], None]
+BatchHandler = Callable[[list[Payload]], None]
+BATCH_JOBS = 64  # most jobs of one name a batch handler gets at once
 
 
 class Queue(Protocol):
-    def register(self, name: str, handler: Handler) -> None:
-        """Handle jobs called `name`. A failing handler must record its own failure; the queue logs it."""
+    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None) -> None:
+        """Handle jobs called `name`. A failing handler must record its own failure; the queue logs it.
+
+        With `batch`, jobs of that name waiting together are handed over at once (up to BATCH_JOBS, in
+        submission order), so a handler can share work between them (one embedding call for many
+        documents)."""
         ...
 
     def submit(self, name: str, payload: Payload) -> None:
@@ -38,9 +44,15 @@ class Handlers:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._batches: dict[str, BatchHandler] = {}
 
-    def register(self, name: str, handler: Handler) -> None:
+    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None) -> None:
         self._handlers[name] = handler
+        if batch is not None:
+            self._batches[name] = batch
+
+    def batches(self, name: str) -> bool:
+        return name in self._batches
 
     def check(self, name: str, payload: Payload) -> None:
         if name not in self._handlers:
@@ -48,8 +60,16 @@ class Handlers:
         json.dumps(payload)  # what a message queue could not carry fails here, not in the worker
 
     def run(self, name: str, payload: Payload) -> None:
+        self.run_many(name, [payload])
+
+    def run_many(self, name: str, payloads: list[Payload]) -> None:
+        """Jobs of one name, in order: together when the name has a batch handler."""
         try:
-            self._handlers[name](payload)
+            if len(payloads) > 1 and name in self._batches:
+                self._batches[name](payloads)
+                return
+            for payload in payloads:
+                self._handlers[name](payload)
         except Exception:
             log.exception("background job %s failed", name)
 
@@ -71,13 +91,24 @@ class ThreadQueue(Handlers):
         self._q.put((name, payload))
 
     def _work(self) -> None:
+        held: tuple[str, Payload] | None = None
         while True:
-            name, payload = self._q.get()
+            name, payload = held if held is not None else self._q.get()
+            held, payloads = None, [payload]
+            while self.batches(name) and len(payloads) < BATCH_JOBS:  # what waits behind it, same name
+                try:
+                    following = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if following[0] != name:
+                    held = following
+                    break
+                payloads.append(following[1])
             try:
-                self.run(name, payload)
+                self.run_many(name, payloads)
             finally:
                 with self._idle:
-                    self._pending -= 1
+                    self._pending -= len(payloads)
                     self._idle.notify_all()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -98,5 +129,10 @@ class ManualQueue(Handlers):
 
     def join(self, timeout: float | None = None) -> bool:
         while self.jobs:
-            self.run(*self.jobs.pop(0))
+            name = self.jobs[0][0]
+            run = 1
+            while self.batches(name) and run < min(len(self.jobs), BATCH_JOBS) and self.jobs[run][0] == name:
+                run += 1
+            taken, self.jobs = self.jobs[:run], self.jobs[run:]
+            self.run_many(name, [p for _, p in taken])
         return True

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     opensearch_service: Literal["es", "aoss", "none"] = Field(
         "es", description="SigV4 signing: es (managed domain), aoss (Serverless), none (a local node)"
     )
+    opensearch_refresh: Literal["true", "wait_for", "false"] = Field(
+        "true",
+        description="How an OpenSearch write becomes searchable before it returns: refresh at once (true), "
+        "wait for the next scheduled refresh (wait_for, up to 1 s), or not (false); Serverless: always false",
+    )
     queue_url: str = Field("", description="SQS queue of background jobs (backend aws); empty: in process")
     family_functions: dict[str, str] = Field(
         default_factory=dict,

@@ -123,6 +123,9 @@ def opensearch_client(settings: Settings) -> Any:
     )
 
 
+_REFRESH: dict[str, bool | str] = {"true": True, "wait_for": "wait_for", "false": False}
+
+
 def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
     import boto3
@@ -142,7 +145,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
             settings.opensearch_index,
             dim=chosen.dim if chosen is not None else 384,
             # Serverless: no refresh, no document ids of ours (see the adapter)
-            refresh=False if settings.opensearch_service == "aoss" else "wait_for",
+            refresh=False if settings.opensearch_service == "aoss" else _REFRESH[settings.opensearch_refresh],
             custom_ids=settings.opensearch_service != "aoss",
         ),
         embedder=chosen,

@@ -106,7 +106,7 @@ class DocumentService:
     ) -> None:
         self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
         self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
-        queue.register(EMBED_JOB, self._embed_job)
+        queue.register(EMBED_JOB, self._embed_job, batch=self._embed_jobs)
         queue.register(BLOB_CREATED_JOB, self._blob_created_job)
 
     # -- ingest ---------------------------------------------------------------------------
@@ -246,10 +246,13 @@ class DocumentService:
             "labels": ",".join(doc["labels"]),
         }
         meta |= {f"m.{k}": _flat(v) for k, v in (doc.get("metadata") or {}).items()}
-        # Title and section give a chunk its context, unless the text already starts with them.
-        parts = (doc["title"], cd["section"])
+        # The title always leads (even where the text repeats it: a title is worth counting twice, as a
+        # title field's boost would; measured on cranfield in bench/RESULTS.md); the section when the
+        # text does not already start with it.
         head = cd["text"][:300].lower()
-        header = " — ".join(x for x in parts if x and not x.startswith("Page ") and x.lower().strip() not in head)
+        section = cd["section"]
+        parts = (doc["title"], section if section and section.lower().strip() not in head else "")
+        header = " — ".join(x for x in parts if x and not x.startswith("Page "))
         text = f"{header}\n{cd['text']}" if header else cd["text"]
         return IndexDoc(
             ctx, "chunk", _chunk_id(doc["id"], cd["position"]), text, vector, doc["scopes"], None, None, meta
@@ -293,31 +296,49 @@ class DocumentService:
         return self.ingest(caller, new)
 
     def _embed_job(self, payload: dict[str, Any]) -> None:
-        self._embed_document(payload["context_id"], payload["document_id"], int(payload["version"]))
+        self._embed_jobs([payload])
 
-    def _embed_document(self, ctx: str, doc_id: str, version: int) -> None:
-        item = self.records.get(ctx, "document", doc_id)
-        if item is None or item.version != version or item.data["status"] == "deleted":
-            return  # superseded or deleted while queued
+    def _embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
+        """Vectors for the chunks of the documents the jobs name: one embedding call for all of them
+        (the model is much faster on batches), then each document is indexed and marked on its own."""
+        ready: list[tuple[str, str, int, list[IndexDoc]]] = []
+        for p in payloads:
+            ctx, doc_id, version = p["context_id"], p["document_id"], int(p["version"])
+            item = self.records.get(ctx, "document", doc_id)
+            if item is None or item.version != version or item.data["status"] == "deleted":
+                continue  # superseded or deleted while queued
+            try:
+                docs = [self._index_doc(ctx, item.data, c, None) for c in self._chunk_items(ctx, doc_id)]
+            except Exception as exc:
+                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+                continue
+            ready.append((ctx, doc_id, version, docs))
         try:
-            chunks = self._chunk_items(ctx, doc_id)
-            docs = [self._index_doc(ctx, item.data, c, None) for c in chunks]
             assert self.embedder is not None
-            vectors = list(self.embedder.embed([d.text for d in docs])) if docs else []
-            current = self.records.get(ctx, "document", doc_id)
-            if current is None or current.version != version:
-                return
-            self.index.upsert(
-                [
-                    IndexDoc(d.context_id, d.kind, d.id, d.text, v, d.scopes, None, None, d.metadata)
-                    for d, v in zip(docs, vectors, strict=True)
-                ]
-            )
-            self._set_status(ctx, doc_id, version, "indexed", "vectors", None)
-        except Conflict:
-            return
+            texts = [d.text for *_, docs in ready for d in docs]
+            vectors = list(self.embedder.embed(texts)) if texts else []
         except Exception as exc:
-            self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+            for ctx, doc_id, version, _ in ready:
+                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+            return
+        at = 0
+        for ctx, doc_id, version, docs in ready:
+            mine, at = vectors[at : at + len(docs)], at + len(docs)
+            try:
+                current = self.records.get(ctx, "document", doc_id)
+                if current is None or current.version != version:
+                    continue
+                self.index.upsert(
+                    [
+                        IndexDoc(d.context_id, d.kind, d.id, d.text, v, d.scopes, None, None, d.metadata)
+                        for d, v in zip(docs, mine, strict=True)
+                    ]
+                )
+                self._set_status(ctx, doc_id, version, "indexed", "vectors", None)
+            except Conflict:
+                continue
+            except Exception as exc:
+                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
 
     def _set_status(self, ctx: str, doc_id: str, version: int, status: str, stage: str, error: str | None) -> None:
         item = self.records.get(ctx, "document", doc_id)

@@ -46,16 +46,32 @@ class SqsQueue(Handlers):
         and, after the queue's receive limit, lands in the dead-letter queue.
         """
         failed: list[str] = []
+        decoded: list[tuple[str, str, Payload]] = []  # (message id, job, payload)
         for record in records:
             try:
                 name, payload = decode(record["body"])
                 self.check(name, payload)
-                self._handlers[name](payload)
-            except EngramError as exc:
-                log.error("job of message %s failed for good: %s", record.get("messageId"), exc.message)
+                decoded.append((record["messageId"], name, payload))
             except Exception:
-                log.exception("job of message %s failed; it will be retried", record.get("messageId"))
+                log.exception("message %s is not a job; it will be retried", record.get("messageId"))
                 failed.append(record["messageId"])
+        start = 0
+        while start < len(decoded):  # runs of one batchable job go to its handler together
+            end = start + 1
+            while self.batches(decoded[start][1]) and end < len(decoded) and decoded[end][1] == decoded[start][1]:
+                end += 1
+            run = decoded[start:end]
+            try:
+                if len(run) > 1:
+                    self._batches[run[0][1]]([p for _, _, p in run])
+                else:
+                    self._handlers[run[0][1]](run[0][2])
+            except EngramError as exc:
+                log.error("job of messages %s failed for good: %s", [m for m, _, _ in run], exc.message)
+            except Exception:
+                log.exception("job of messages %s failed; it will be retried", [m for m, _, _ in run])
+                failed += [m for m, _, _ in run]
+            start = end
         return failed
 
     def join(self, timeout: float | None = None) -> bool:
