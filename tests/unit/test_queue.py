@@ -41,27 +41,30 @@ def test_join_times_out_while_a_job_runs() -> None:
     assert q.join(5)
 
 
-def test_jobs_waiting_together_reach_a_batch_handler_together() -> None:
+@pytest.mark.parametrize("make", ["manual", "thread"])
+def test_jobs_waiting_together_reach_a_batch_handler_together(make: str) -> None:
     import threading as _threading
 
-    from engram.adapters.aws.sqs_queue import SqsQueue
     from engram.queue import ManualQueue, ThreadQueue
 
-    for make in (ManualQueue, ThreadQueue):
-        q = make()
-        seen: list[list[int]] = []
-        gate = _threading.Event()
-        q.register("slow", lambda p: gate.wait(5))
-        q.register("embed", lambda p: seen.append([p["n"]]), batch=lambda ps: seen.append([p["n"] for p in ps]))
-        q.register("other", lambda p: seen.append([-1]))
-        q.submit("slow", {})  # holds the worker while the rest queue up behind it
-        for n in range(3):
-            q.submit("embed", {"n": n})
-        q.submit("other", {})
-        q.submit("embed", {"n": 3})
-        gate.set()
-        assert q.join(10)
-        assert seen == [[0, 1, 2], [-1], [3]], make
+    q = ManualQueue() if make == "manual" else ThreadQueue()
+    seen: list[list[int]] = []
+    gate = _threading.Event()
+    q.register("slow", lambda p: gate.wait(5))
+    q.register("embed", lambda p: seen.append([p["n"]]), batch=lambda ps: seen.append([p["n"] for p in ps]))
+    q.register("other", lambda p: seen.append([-1]))
+    q.submit("slow", {})  # holds the worker while the rest queue up behind it
+    for n in range(3):
+        q.submit("embed", {"n": n})
+    q.submit("other", {})
+    q.submit("embed", {"n": 3})
+    gate.set()
+    assert q.join(10)
+    assert seen == [[0, 1, 2], [-1], [3]]
+
+
+def test_sqs_batches_reach_a_batch_handler_together() -> None:
+    from engram.adapters.aws.sqs_queue import SqsQueue
 
     sqs = SqsQueue(None, "unused")
     got: list[list[int]] = []
