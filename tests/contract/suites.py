@@ -183,6 +183,19 @@ class SearchIndexContract:
         meta = SearchQuery("c1", "alice", None, "bm25", 10, metadata={"key": ["location"]})
         assert {h.id for h in loaded.search(meta, self.NOW)} == {"d4"}
 
+    def test_feedback_keeps_every_filter(self, loaded: SearchIndex) -> None:
+        loaded.upsert([IndexDoc("c1", "turn", "d5", "a mat by the door", _vec(0, 0, 1), ["org/acme/user/bob"], T0)])
+
+        def ranks(**kw: object) -> list[str]:
+            q = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", 10, feedback=True, **kw)  # type: ignore[arg-type]
+            return [h.id for h in loaded.search(q, self.NOW)]
+
+        found = ranks()
+        assert found[0] == "d1" and "d5" in found  # "mat", from the best passage, reaches d5
+        assert "x1" not in found and "d3" not in found  # another tenant's; no longer valid
+        assert set(ranks(visibility=[["org/acme/user/alice"]])) <= {"d1", "d3", "d4"}
+        assert set(ranks(kinds=["turn"])) == {"d1", "d2", "d5"}
+
     def test_delete_and_set_validity_apply_at_once(self, loaded: SearchIndex) -> None:
         loaded.delete("c1", ["d1"])
         assert "d1" not in {h.id for h in loaded.search(SearchQuery("c1", "cat", _vec(1, 0), k=10), self.NOW)}

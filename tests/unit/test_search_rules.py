@@ -18,3 +18,63 @@ def test_rrf_orders_by_reciprocal_rank() -> None:
 
 def test_query_terms_drop_stop_words_and_duplicates() -> None:
     assert query_terms("What does Alice do at Acme, Alice?") == ["alice", "acme"]
+
+
+def test_expansion_adds_the_feedback_documents_characteristic_terms() -> None:
+    from engram.search_rules import FEEDBACK_ALPHA, expansion, query_weights
+
+    weights = query_weights("wing flutter")
+    grown = expansion(weights, ["Flutter of swept wings at transonic speeds.", "Transonic flutter tests."])
+    assert grown["wing"] == 1.0 and grown["flutter"] == 1.0  # the query's own terms keep their weight
+    assert "transon" in grown and grown["transon"] == max(v for t, v in grown.items() if t not in weights)
+    assert abs(sum(v for t, v in grown.items() if t not in weights) - FEEDBACK_ALPHA * 2) < 1e-9
+
+
+def test_rocchio_moves_the_query_towards_the_feedback_and_keeps_unit_length() -> None:
+    import numpy as np
+
+    from engram.search_rules import rocchio
+
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    moved = rocchio(q, [np.array([0.0, 1.0], dtype=np.float32)])
+    assert abs(float(np.linalg.norm(moved)) - 1) < 1e-6 and 0 < moved[1] < moved[0]
+    assert rocchio(q, []) is q
+
+
+def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> None:
+    import numpy as np
+
+    from engram.ports import Hit, SearchQuery
+    from engram.search_rules import FEEDBACK_DOCS, hybrid
+
+    docs = {f"d{i}": f"passage {i} about flutter" + (" and divergence" if i < 3 else "") for i in range(6)}
+    calls: list[tuple[str, object]] = []
+
+    def bm25(weights: object, n: int) -> list[Hit]:
+        calls.append(("bm25", dict(weights)))  # type: ignore[call-overload]
+        return [Hit(i, "chunk", 6.0 - j, t, {}) for j, (i, t) in enumerate(docs.items())][:n]
+
+    def vector(v: object, n: int) -> list[Hit]:
+        calls.append(("vector", np.asarray(v)))
+        return [Hit(i, "chunk", 0.9 - j / 10, t, {}) for j, (i, t) in enumerate(docs.items())][:n]
+
+    asked: list[list[str]] = []
+
+    def vectors_of(ids: list[str]) -> list[np.ndarray]:
+        asked.append(list(ids))
+        return [np.array([0.0, 1.0], dtype=np.float32) for _ in ids]
+
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
+    assert len(plain) == 3 and [c[0] for c in calls] == ["bm25", "vector"] and asked == []
+    calls.clear()
+    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True), bm25, vector, vectors_of)
+    assert [c[0] for c in calls] == ["bm25", "vector", "bm25", "vector"]
+    assert asked == [["d0", "d1", "d2"][:FEEDBACK_DOCS]]
+    second_terms = calls[2][1]
+    assert isinstance(second_terms, dict) and second_terms["flutter"] == 1.0 and "diverg" in second_terms
+    moved = calls[3][1]
+    assert isinstance(moved, np.ndarray) and moved[1] > 0  # the query vector moved towards the feedback
+    calls.clear()
+    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True, match_all=True), bm25, vector, vectors_of)
+    assert len(calls) == 2  # keyword precision: no expansion

@@ -159,6 +159,7 @@ class SearchQuery:
     ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]] = field(default_factory=dict)
     match_all: bool = False  # bm25: every query term must occur (keyword precision)
     fusion: Literal["rrf", "convex"] = "rrf"  # hybrid: how the two lists combine (engram.search_rules)
+    feedback: bool = False  # hybrid: a second round from the first round's best documents (search_rules)
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,25 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+import numpy as np
 import snowballstemmer
 
-from engram.ports import Hit, MetaValue, SearchQuery
+from engram.ports import Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
 
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
 # bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
-RRF_K = 60
+RRF_K = 30  # cranfield: k 30 0.408, k 60 0.405 nDCG@10 (bench/RESULTS.md)
+# Pseudo-relevance feedback for hybrid searches that ask for it (documents): the best FEEDBACK_DOCS of
+# a first fused round expand the BM25 query (relevance-model terms) and move the query vector (Rocchio).
+FEEDBACK_DOCS = 3
+FEEDBACK_TERMS = 20
+FEEDBACK_ALPHA = 1.0  # the expansion terms together weigh this times the query's own terms
+FEEDBACK_BETA = 0.5  # the feedback documents' mean vector is added with this weight
 CANDIDATES = 50  # per list, before fusion
 
 
@@ -57,6 +64,67 @@ def merge_hits(bm25: Sequence[Hit], vector: Sequence[Hit], fusion: str, k: int) 
     rows = {h.id: h for h in bm25} | {h.id: h for h in vector}
     fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], fusion)
     return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in fused[:k]]
+
+
+BM25Search = Callable[[Mapping[str, float], int], list[Hit]]
+"""(stem -> weight, how many) -> BM25 hits of an adapter, every filter applied."""
+VectorSearch = Callable[[Vector, int], list[Hit]]
+"""(query vector, how many) -> vector hits of an adapter, every filter applied."""
+
+
+def query_weights(text: str) -> dict[str, float]:
+    """The BM25 terms of a query (stems, each weight 1)."""
+    return {stem(t): 1.0 for t in query_terms(text)}
+
+
+def expansion(weights: Mapping[str, float], texts: Sequence[str]) -> dict[str, float]:
+    """The query's terms plus the FEEDBACK_TERMS most characteristic terms of `texts` (their mean
+    relative frequency), which together weigh FEEDBACK_ALPHA times the query's terms."""
+    mass: dict[str, float] = {}
+    for text in texts:
+        terms = index_terms(text)
+        for t in terms:
+            mass[t] = mass.get(t, 0.0) + 1.0 / (len(terms) * len(texts))
+    extra = sorted(((t, v) for t, v in mass.items() if t not in weights), key=lambda tv: (-tv[1], tv[0]))
+    extra = extra[:FEEDBACK_TERMS]
+    total = sum(v for _, v in extra) or 1.0
+    out = dict(weights)
+    for t, v in extra:
+        out[t] = FEEDBACK_ALPHA * len(weights) * v / total
+    return out
+
+
+def rocchio(vector: Vector, feedback: Sequence[Vector]) -> Vector:
+    """The query vector moved towards the mean of the feedback documents' vectors, unit length again."""
+    if not feedback:
+        return vector
+    moved = np.asarray(vector, dtype=np.float32) + FEEDBACK_BETA * np.mean(np.asarray(feedback), axis=0)
+    norm = float(np.linalg.norm(moved))
+    return moved / norm if norm else np.asarray(vector, dtype=np.float32)
+
+
+def hybrid(
+    query: SearchQuery,
+    bm25: BM25Search,
+    vector: VectorSearch,
+    vectors_of: Callable[[Sequence[str]], list[Vector]],
+) -> list[Hit]:
+    """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
+    CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents."""
+    k = max(0, query.k)
+    pool = max(CANDIDATES, k)
+    weights = query_weights(query.text)
+    bm = bm25(weights, pool) if weights else []
+    vec = vector(query.vector, pool) if query.vector is not None else []
+    if query.match_all:  # keyword precision: only what every term matches
+        keep = {h.id for h in bm}
+        vec = [h for h in vec if h.id in keep]
+    elif query.feedback and query.vector is not None and (bm or vec):
+        best = merge_hits(bm, vec, "rrf", FEEDBACK_DOCS)
+        weights = expansion(weights, [h.text for h in best])
+        bm = bm25(weights, pool) if weights else []
+        vec = vector(rocchio(query.vector, vectors_of([h.id for h in best])), pool)
+    return merge_hits(bm, vec, query.fusion, k)
 
 
 def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:

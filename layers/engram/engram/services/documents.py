@@ -530,6 +530,7 @@ class DocumentService:
                 meta,
                 ranges,
                 s.match_all,
+                feedback=True,  # documents: a second round from the first one's best passages
             ),
             self.clock.now(),
         )[s.offset :]

@@ -20,13 +20,15 @@ returning it, so a stale or deleted copy is never shown.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from engram.clock import iso
-from engram.ports import Hit, IndexDoc, SearchQuery
-from engram.search_rules import BM25_B, BM25_K1, CANDIDATES, STOP_WORDS, merge_hits, query_terms
+from engram.ports import Hit, IndexDoc, SearchQuery, Vector
+from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, hybrid, query_weights
 
 
 class OpenSearchIndex:
@@ -265,40 +267,50 @@ class OpenSearchIndex:
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 
-    def _bm25(self, q: SearchQuery, now: datetime, size: int) -> list[Hit]:
-        terms = query_terms(q.text)
-        if not terms:
-            return []
+    def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int) -> list[Hit]:
+        """BM25 over the query's stems (the index analyses documents to the same stems), each clause
+        boosted by its weight; with match_all every term must occur."""
+        clauses = [{"term": {"text": {"value": t, "boost": w}}} for t, w in weights.items()]
         body = {
             "size": size,
             "_source": {"excludes": ["vector"]},
             "query": {
                 "bool": {
-                    "must": {"match": {"text": {"query": " ".join(terms), "operator": "and" if q.match_all else "or"}}},
+                    "should": clauses,
+                    "minimum_should_match": len(clauses) if q.match_all else 1,
                     "filter": self._filters(q, now),
                 }
             },
         }
         return self._hits(self._os.search(index=self._index, body=body), cosine=False)
 
-    def _vector(self, q: SearchQuery, now: datetime, size: int) -> list[Hit]:
-        if q.vector is None:
-            return []
-        knn = {"vector": [float(x) for x in q.vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
+    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, size: int) -> list[Hit]:
+        knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
         body = {"size": size, "_source": {"excludes": ["vector"]}, "query": {"knn": {"vector": knn}}}
         return self._hits(self._os.search(index=self._index, body=body), cosine=True)
+
+    def _vectors_of(self, context_id: str, ids: Sequence[str]) -> list[Vector]:
+        body = {
+            "size": len(ids),
+            "_source": ["vector"],
+            "query": {"bool": {"filter": [{"term": {"context_id": context_id}}, {"terms": {"id": list(ids)}}]}},
+        }
+        hits = self._os.search(index=self._index, body=body)["hits"]["hits"]
+        return [np.asarray(h["_source"]["vector"], dtype=np.float32) for h in hits if h["_source"].get("vector")]
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         k = max(0, query.k)
         if k == 0:
             return []
         self.ensure_index()
-        pool = max(CANDIDATES, k) if query.mode == "hybrid" else k
-        bm = self._bm25(query, now, pool) if query.mode != "vector" else []
-        vec = self._vector(query, now, pool) if query.mode != "bm25" else []
-        if query.mode == "hybrid" and query.match_all:
-            keep = {h.id for h in bm}
-            vec = [h for h in vec if h.id in keep]
         if query.mode == "hybrid":
-            return merge_hits(bm, vec, query.fusion, k)
-        return (bm if query.mode == "bm25" else vec)[:k]
+            return hybrid(
+                query,
+                lambda weights, n: self._bm25(query, now, weights, n),
+                lambda vector, n: self._vector(query, now, vector, n),
+                lambda ids: self._vectors_of(query.context_id, ids),
+            )
+        if query.mode == "bm25":
+            weights = query_weights(query.text)
+            return self._bm25(query, now, weights, k) if weights else []
+        return self._vector(query, now, query.vector, k) if query.vector is not None else []

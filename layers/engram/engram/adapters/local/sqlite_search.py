@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,17 +22,7 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import (
-    BM25_B,
-    BM25_K1,
-    CANDIDATES,
-    bm25_idf,
-    index_terms,
-    merge_hits,
-    query_terms,
-    stem,
-    visible,
-)
+from engram.search_rules import BM25_B, BM25_K1, bm25_idf, hybrid, index_terms, query_weights, visible
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -137,8 +127,9 @@ class _Context:
             self.arrays[term] = found
         return found
 
-    def bm25(self, terms: Sequence[str], match_all: bool) -> Vector:
-        """A score per slot; -inf where the document matches no term (or not every one, with match_all)."""
+    def bm25(self, terms: Mapping[str, float], match_all: bool) -> Vector:
+        """A score per slot (each term's BM25 times its weight); -inf where the document matches no term
+        (or not every one, with match_all)."""
         cap = len(self.rows)
         scores = np.zeros(cap, dtype=np.float32)
         matched = np.zeros(cap, dtype=np.int32)
@@ -146,11 +137,11 @@ class _Context:
         if n == 0 or not terms:
             return np.full(cap, -np.inf, dtype=np.float32)
         norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[:cap] / (self.total_length / n or 1.0))
-        for t in terms:
+        for t, weight in terms.items():
             slots, tfs = self._posting(t)
             if slots.shape[0] == 0:
                 continue
-            idf = bm25_idf(n, slots.shape[0])
+            idf = weight * bm25_idf(n, slots.shape[0])
             scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm[slots])
             matched[slots] += 1
         need = len(terms) if match_all else 1
@@ -262,19 +253,22 @@ class SqliteSearchIndex:
             self._contexts[context_id] = cache
         return cache
 
-    def _ranked(self, q: SearchQuery, now: datetime, limit: int, vector: bool) -> list[tuple[_Row, float]]:
-        if vector:
-            if q.vector is None:
-                return []
-            qv = np.asarray(q.vector, dtype=np.float32)
-        else:
-            terms = list(dict.fromkeys(stem(t) for t in query_terms(q.text)))
-            if not terms:
-                return []
+    def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> list[Hit]:
         with self._lock:
             cache = self._context(q.context_id)
-            scores = cache.cosine(qv) if vector else cache.bm25(terms, q.match_all)
-            return list(self._take(cache, scores, q, now, limit))
+            return [_hit(r, s) for r, s in self._take(cache, cache.bm25(weights, q.match_all), q, now, limit)]
+
+    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> list[Hit]:
+        qv = np.asarray(vector, dtype=np.float32)
+        with self._lock:
+            cache = self._context(q.context_id)
+            return [_hit(r, s) for r, s in self._take(cache, cache.cosine(qv), q, now, limit)]
+
+    def _vectors_of(self, context_id: str, ids: Sequence[str]) -> list[Vector]:
+        with self._lock:
+            cache = self._context(context_id)
+            slots = [cache.pos[i] for i in ids if i in cache.pos]
+            return [cache.mat[i].copy() for i in slots if cache.mat is not None and cache.has_vec[i]]
 
     def _take(
         self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
@@ -308,15 +302,17 @@ class SqliteSearchIndex:
         k = max(0, query.k)
         if k == 0:
             return []
-        pool = max(CANDIDATES, k) if query.mode == "hybrid" else k
-        bm = [_hit(r, s) for r, s in self._ranked(query, now, pool, False)] if query.mode != "vector" else []
-        vec = [_hit(r, s) for r, s in self._ranked(query, now, pool, True)] if query.mode != "bm25" else []
-        if query.mode == "hybrid" and query.match_all:  # keyword precision: only what every term matches
-            keep = {h.id for h in bm}
-            vec = [h for h in vec if h.id in keep]
         if query.mode == "hybrid":
-            return merge_hits(bm, vec, query.fusion, k)
-        return bm if query.mode == "bm25" else vec
+            return hybrid(
+                query,
+                lambda weights, n: self._bm25(query, now, weights, n),
+                lambda vector, n: self._vector(query, now, vector, n),
+                lambda ids: self._vectors_of(query.context_id, ids),
+            )
+        if query.mode == "bm25":
+            weights = query_weights(query.text)
+            return self._bm25(query, now, weights, k) if weights else []
+        return self._vector(query, now, query.vector, k) if query.vector is not None else []
 
 
 def _hit(row: _Row, score: float) -> Hit:
