@@ -72,6 +72,12 @@ class _Context:
             self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
 
     def put(self, row: _Row, vec: Vector | None) -> None:
+        i = self.pos.get(row.id)
+        old = self.rows[i] if i is not None else None
+        if i is not None and old is not None and old.text == row.text:  # same text (vectors added): keep terms
+            self.rows[i] = row
+            self._set_vector(i, vec)
+            return
         self.remove(row.id)
         if self.free:
             i = self.free.pop()
@@ -91,6 +97,9 @@ class _Context:
         for t, n in counts.items():
             self.postings.setdefault(t, {})[i] = n
             self.arrays.pop(t, None)
+        self._set_vector(i, vec)
+
+    def _set_vector(self, i: int, vec: Vector | None) -> None:
         self.has_vec[i] = False
         if vec is not None:
             if self.mat is None:
