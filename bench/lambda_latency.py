@@ -20,7 +20,7 @@ from tests.opensearch import opensearch_node
 HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
 
 
-def run(memories: int = 1000, samples: int = 100) -> dict[str, Any]:
+def run(memories: int = 500, samples: int = 100) -> dict[str, Any]:
     turns = [
         t["text"]
         for c in json.loads(DATA.read_text())

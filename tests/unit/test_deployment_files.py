@@ -4,6 +4,7 @@ every REST path a route, every locked dependency its layer; cfn-lint finds nothi
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -61,3 +62,31 @@ def test_function_handlers_are_wiring_only() -> None:
         imports = [line for line in code if line.startswith(("import", "from"))]
         assert imports and all(line.startswith("from engram.api.lambda_runtime import") for line in imports), app
         assert len(code) <= 4, app
+
+
+def test_sam_build_makes_the_functions_and_layers_without_docker(tmp_path: Path) -> None:
+    """`sam build` (SAM CLI from PyPI when `sam` is not installed) with the layers' Makefiles: the wheels
+    are Lambda's (CPython 3.13, arm64) and the engram package lands in the layer."""
+    import shutil
+
+    sam = (
+        [shutil.which("sam")] if shutil.which("sam") else ["uv", "tool", "run", "--from", "aws-sam-cli==1.170.0", "sam"]
+    )
+    if os.environ.get("UV") and sam[0] == "uv":
+        sam[0] = os.environ["UV"]
+    build = tmp_path / "build"
+    run = subprocess.run(
+        [*sam, "build", "--build-dir", str(build), "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0"},
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    layer = build / "EngramLayer" / "python"
+    assert (layer / "engram" / "api" / "lambda_runtime.py").exists()
+    assert list(layer.glob("pydantic_core/*aarch64*.so")), "the layer must carry arm64 wheels"
+    assert not (layer / "botocore").exists()  # the runtime has it
+    assert list((build / "ModelLayer" / "python" / "onnxruntime" / "capi").glob("*cpython-313-aarch64*.so"))
+    for fn in ("Gateway", "Memory", "Knowledge", "Identity", "Authorizer", "Worker"):
+        assert (build / f"{fn}Function" / "app.py").exists()
