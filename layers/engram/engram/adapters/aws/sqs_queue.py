@@ -45,6 +45,7 @@ class SqsQueue(Handlers):
         scope) would fail the same way again: it is logged and dropped. Any other failure is retried
         and, after the queue's receive limit, lands in the dead-letter queue.
         """
+        records = list(records)
         failed: list[str] = []
         decoded: list[tuple[str, str, Payload]] = []  # (message id, job, payload)
         for record in records:
@@ -72,7 +73,8 @@ class SqsQueue(Handlers):
                 log.exception("job of messages %s failed; it will be retried", [m for m, _, _ in run])
                 failed += [m for m, _, _ in run]
             start = end
-        return failed
+        order = {r.get("messageId"): n for n, r in enumerate(records)}
+        return sorted(failed, key=lambda m: order.get(m, 0))
 
     def join(self, timeout: float | None = None) -> bool:
         """Receive and run until the queue is empty; failed messages stay for redelivery."""
