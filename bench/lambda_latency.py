@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from bench.latency import pct
-from bench.locomo import DATA
+from bench.locomo import turns_and_questions
 from tests.aws import aws_endpoint
 from tests.aws_lambda.conftest import deployed_stack
 from tests.opensearch import opensearch_node
@@ -21,14 +21,7 @@ HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-versio
 
 
 def run(memories: int = 500, samples: int = 100) -> dict[str, Any]:
-    turns = [
-        t["text"]
-        for c in json.loads(DATA.read_text())
-        for k, v in c["conversation"].items()
-        if k.startswith("session_") and isinstance(v, list)
-        for t in v
-    ]
-    questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
+    turns, questions = turns_and_questions()
     rng = random.Random(7)
     with aws_endpoint() as endpoint, opensearch_node() as opensearch, deployed_stack(endpoint, opensearch) as stack:
         key = stack.keys.agent

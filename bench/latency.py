@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from bench.locomo import DATA
+from bench.locomo import turns_and_questions
 from engram.devserver import cli, serve
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
@@ -41,14 +41,7 @@ def json_of(text: str) -> dict[str, Any]:
 
 
 def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
-    turns = [
-        t["text"]
-        for c in json.loads(DATA.read_text())
-        for k, v in c["conversation"].items()
-        if k.startswith("session_") and isinstance(v, list)
-        for t in v
-    ]
-    questions = [q["question"] for c in json.loads(DATA.read_text()) for q in c["qa"]]
+    turns, questions = turns_and_questions()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
         out = cli("keys", "create", "--context", "bench", "--principal", "agent", "--grant", "org/bench", data_dir=tmp)

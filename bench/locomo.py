@@ -110,3 +110,16 @@ def evaluate(
 
 if __name__ == "__main__":
     print(json.dumps(run(), indent=2))
+
+
+def turns_and_questions() -> tuple[list[str], list[str]]:
+    """Every LoCoMo turn's text and every QA question, in file order (the latency benchmarks' load)."""
+    data = json.loads(DATA.read_text())
+    turns = [
+        t["text"]
+        for c in data
+        for k, v in c["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+        for t in v
+    ]
+    return turns, [q["question"] for c in data for q in c["qa"]]

@@ -127,6 +127,25 @@ def hybrid(
     return merge_hits(bm, vec, query.fusion, k)
 
 
+def search(
+    query: SearchQuery,
+    bm25: BM25Search,
+    vector: VectorSearch,
+    vectors_of: Callable[[Sequence[str]], list[Vector]],
+) -> list[Hit]:
+    """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
+    does in every adapter)."""
+    k = max(0, query.k)
+    if k == 0:
+        return []
+    if query.mode == "hybrid":
+        return hybrid(query, bm25, vector, vectors_of)
+    if query.mode == "bm25":
+        weights = query_weights(query.text)
+        return bm25(weights, k) if weights else []
+    return vector(query.vector, k) if query.vector is not None else []
+
+
 def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:
     """Reciprocal rank fusion: sum of 1 / (k + rank). Measured best on documents (cranfield)."""
     fused: dict[str, float] = {}

@@ -28,7 +28,8 @@ import numpy as np
 
 from engram.clock import iso
 from engram.ports import Hit, IndexDoc, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, hybrid, query_weights
+from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS
+from engram.search_rules import search as run_search
 
 
 class OpenSearchIndex:
@@ -299,18 +300,10 @@ class OpenSearchIndex:
         return [np.asarray(h["_source"]["vector"], dtype=np.float32) for h in hits if h["_source"].get("vector")]
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        k = max(0, query.k)
-        if k == 0:
-            return []
         self.ensure_index()
-        if query.mode == "hybrid":
-            return hybrid(
-                query,
-                lambda weights, n: self._bm25(query, now, weights, n),
-                lambda vector, n: self._vector(query, now, vector, n),
-                lambda ids: self._vectors_of(query.context_id, ids),
-            )
-        if query.mode == "bm25":
-            weights = query_weights(query.text)
-            return self._bm25(query, now, weights, k) if weights else []
-        return self._vector(query, now, query.vector, k) if query.vector is not None else []
+        return run_search(
+            query,
+            lambda weights, n: self._bm25(query, now, weights, n),
+            lambda vector, n: self._vector(query, now, vector, n),
+            lambda ids: self._vectors_of(query.context_id, ids),
+        )

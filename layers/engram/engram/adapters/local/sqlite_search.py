@@ -22,7 +22,8 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, bm25_idf, hybrid, index_terms, query_weights, visible
+from engram.search_rules import BM25_B, BM25_K1, bm25_idf, index_terms, visible
+from engram.search_rules import search as run_search
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -308,20 +309,12 @@ class SqliteSearchIndex:
             start, window = end, window * 4
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        k = max(0, query.k)
-        if k == 0:
-            return []
-        if query.mode == "hybrid":
-            return hybrid(
-                query,
-                lambda weights, n: self._bm25(query, now, weights, n),
-                lambda vector, n: self._vector(query, now, vector, n),
-                lambda ids: self._vectors_of(query.context_id, ids),
-            )
-        if query.mode == "bm25":
-            weights = query_weights(query.text)
-            return self._bm25(query, now, weights, k) if weights else []
-        return self._vector(query, now, query.vector, k) if query.vector is not None else []
+        return run_search(
+            query,
+            lambda weights, n: self._bm25(query, now, weights, n),
+            lambda vector, n: self._vector(query, now, vector, n),
+            lambda ids: self._vectors_of(query.context_id, ids),
+        )
 
 
 def _hit(row: _Row, score: float) -> Hit:
