@@ -86,12 +86,19 @@ def build(settings: Settings, clock: Clock | None = None, embedder: Embedder | N
     return build_local(settings, clock, embedder)
 
 
-def aws_records(settings: Settings) -> RecordStore:
+def aws_client(service: str, settings: Settings) -> Any:
+    """A boto3 client that retries throttling and transient errors with exponential backoff."""
     import boto3
+    from botocore.config import Config
 
+    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
+    return boto3.client(service, region_name=settings.aws_region, config=config)
+
+
+def aws_records(settings: Settings) -> RecordStore:
     from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 
-    return DynamoRecordStore(boto3.client("dynamodb", region_name=settings.aws_region), settings.table)
+    return DynamoRecordStore(aws_client("dynamodb", settings), settings.table)
 
 
 def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
@@ -128,18 +135,16 @@ _REFRESH: dict[str, bool | str] = {"true": True, "wait_for": "wait_for", "false"
 
 def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
-    import boto3
 
     from engram.adapters.aws.opensearch_index import OpenSearchIndex
     from engram.adapters.aws.s3_blobs import S3BlobStore
     from engram.adapters.aws.sqs_queue import SqsQueue
 
-    region = settings.aws_region
     chosen = embedder if embedder is not None else default_embedder(settings)
     return Engram(
         settings=settings,
         records=aws_records(settings),
-        blobs=S3BlobStore(boto3.client("s3", region_name=region), settings.bucket),
+        blobs=S3BlobStore(aws_client("s3", settings), settings.bucket),
         index=OpenSearchIndex(
             opensearch_client(settings),
             settings.opensearch_index,
@@ -151,9 +156,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         embedder=chosen,
         clock=clock or SystemClock(),
         generator=build_generator(settings),
-        queue=SqsQueue(boto3.client("sqs", region_name=region), settings.queue_url)
-        if settings.queue_url
-        else ThreadQueue(),
+        queue=SqsQueue(aws_client("sqs", settings), settings.queue_url) if settings.queue_url else ThreadQueue(),
     )
 
 

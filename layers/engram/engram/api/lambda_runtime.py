@@ -21,7 +21,7 @@ from engram.api.auth import authorizer_context, bearer
 from engram.errors import Unauthenticated
 from engram.services.identity import IdentityService
 from engram.settings import Settings
-from engram.wiring import Engram, build, build_identity
+from engram.wiring import Engram, aws_client, build, build_identity
 
 # The web stack (FastAPI, the MCP SDK, Mangum) is imported by the functions that serve HTTP only:
 # the authorizer and the worker start without it.
@@ -57,11 +57,9 @@ def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) 
     if engram is None:
         engram = build(Settings(embedder="none"))  # it lists tools; it never runs one
     if invoke is None:
-        import boto3
-
         from engram.adapters.aws.lambda_invoke import LambdaInvoker
 
-        invoke = LambdaInvoker(boto3.client("lambda", region_name=engram.settings.aws_region))
+        invoke = LambdaInvoker(aws_client("lambda", engram.settings))
     return _mangum(engram, lambda_forward(invoke, engram.settings.family_functions))
 
 

@@ -20,16 +20,27 @@ returning it, so a stale or deleted copy is never shown.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+from opensearchpy.exceptions import ConnectionError as UnreachableError
+from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from engram.clock import iso
 from engram.ports import Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS
 from engram.search_rules import search as run_search
+
+RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
+RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, UnreachableError | ConnectionTimeout):
+        return True
+    return isinstance(exc, TransportError) and exc.status_code in RETRY_STATUS
 
 
 class OpenSearchIndex:
@@ -42,15 +53,28 @@ class OpenSearchIndex:
         self._refresh = refresh  # OpenSearch Serverless takes no refresh: pass False there
         self._custom_ids = custom_ids  # False on OpenSearch Serverless vector collections
         self._ready = False
+        self.sleep = time.sleep  # between retries (tests replace it)
+
+    def _call(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """One request to OpenSearch, retried with backoff while it is throttled or unreachable."""
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                return fn(**kwargs)
+            except Exception as exc:
+                if delay is None or not _retryable(exc):
+                    raise
+                self.sleep(delay)
+        raise AssertionError("unreachable")
 
     def ensure(self) -> None:
         self.ensure_index()
 
     def ensure_index(self) -> None:
-        if self._ready or self._os.indices.exists(index=self._index):
+        if self._ready or self._call(self._os.indices.exists, index=self._index):
             self._ready = True
             return
-        self._os.indices.create(
+        self._call(
+            self._os.indices.create,
             index=self._index,
             body={
                 "settings": {
@@ -149,7 +173,7 @@ class OpenSearchIndex:
         for start in range(0, len(keys), 500):
             part = list(keys[start : start + 500])
             body = {"size": 10 * len(part), "_source": source, "query": {"terms": {"key": part}}}
-            found += self._os.search(index=self._index, body=body)["hits"]["hits"]
+            found += self._call(self._os.search, index=self._index, body=body)["hits"]["hits"]
         return found
 
     def _drop(self, keys: Sequence[str]) -> None:
@@ -162,7 +186,12 @@ class OpenSearchIndex:
 
     def _bulk(self, lines: list[dict[str, Any]], missing_ok: bool = False) -> None:
         params = {"refresh": self._refresh} if self._refresh is not False else {}
-        result = self._os.bulk(body=lines, **params)
+        for delay in (*RETRY_DELAYS, None):
+            result = self._call(self._os.bulk, body=lines, **params)
+            items = [next(iter(i.values())) for i in result.get("items", [])] if result.get("errors") else []
+            if delay is None or not items or not all(r.get("status") in RETRY_STATUS for r in items if r.get("error")):
+                break
+            self.sleep(delay)  # the whole bulk was throttled: send it again (its actions are idempotent)
         if result.get("errors"):
             failed = [
                 i
@@ -190,11 +219,13 @@ class OpenSearchIndex:
                 self._index_sources([dict(copies[0]["_source"], valid_until=iso(valid_until))])
             return
         params = {"refresh": self._refresh} if self._refresh is not False else {}
-        self._os.update(index=self._index, id=key, body={"doc": {"valid_until": iso(valid_until)}}, **params)
+        body = {"doc": {"valid_until": iso(valid_until)}}
+        self._call(self._os.update, index=self._index, id=key, body=body, **params)
 
     def count(self, context_id: str) -> int:
         self.ensure_index()
-        return int(self._os.count(index=self._index, body={"query": {"term": {"context_id": context_id}}})["count"])
+        body = {"query": {"term": {"context_id": context_id}}}
+        return int(self._call(self._os.count, index=self._index, body=body)["count"])
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -283,12 +314,12 @@ class OpenSearchIndex:
                 }
             },
         }
-        return self._hits(self._os.search(index=self._index, body=body), cosine=False)
+        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine=False)
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, size: int) -> list[Hit]:
         knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
         body = {"size": size, "_source": {"excludes": ["vector"]}, "query": {"knn": {"vector": knn}}}
-        return self._hits(self._os.search(index=self._index, body=body), cosine=True)
+        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine=True)
 
     def _vectors_of(self, context_id: str, ids: Sequence[str]) -> list[Vector]:
         body = {
@@ -296,7 +327,7 @@ class OpenSearchIndex:
             "_source": ["vector"],
             "query": {"bool": {"filter": [{"term": {"context_id": context_id}}, {"terms": {"id": list(ids)}}]}},
         }
-        hits = self._os.search(index=self._index, body=body)["hits"]["hits"]
+        hits = self._call(self._os.search, index=self._index, body=body)["hits"]["hits"]
         return [np.asarray(h["_source"]["vector"], dtype=np.float32) for h in hits if h["_source"].get("vector")]
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
