@@ -16,7 +16,22 @@ from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.ports import IndexDoc, SearchQuery
 from engram.search_rules import BM25_B, BM25_K1, index_terms, stem
 
-WORDS = ["wing", "flutter", "shock", "wave", "boundary", "layer", "heat", "transfer", "supersonic", "nozzle", "cone", "drag", "lift", "panel"]
+WORDS = [
+    "wing",
+    "flutter",
+    "shock",
+    "wave",
+    "boundary",
+    "layer",
+    "heat",
+    "transfer",
+    "supersonic",
+    "nozzle",
+    "cone",
+    "drag",
+    "lift",
+    "panel",
+]
 
 
 def reference(docs: dict[str, str], terms: list[str]) -> dict[str, float]:
