@@ -204,6 +204,14 @@ class SearchIndexContract:
         assert loaded.search(q, self.NOW) == []
         assert loaded.count("c1") == 3
 
+    def test_upsert_closes_validity_in_the_same_call(self, loaded: SearchIndex) -> None:
+        new = IndexDoc("c1", "attribute", "d6", "alice location: Rome", _vec(0.2, 1), ["org/acme/user/alice"], T0)
+        loaded.upsert([new], [("c1", "d4", T0 + timedelta(days=15)), ("c1", "missing", T0)])
+        q = SearchQuery("c1", "location", _vec(0, 1), "hybrid", 10, kinds=["attribute"])
+        assert [h.id for h in loaded.search(q, self.NOW)] == ["d6"]  # d4 closed, d3 long closed
+        loaded.upsert([], [("c1", "d4", None)])  # reopened (the undo a failed commit makes)
+        assert {h.id for h in loaded.search(q, self.NOW)} == {"d4", "d6"}
+
     def test_upsert_replaces(self, loaded: SearchIndex) -> None:
         loaded.upsert([IndexDoc("c1", "turn", "d1", "completely new words", _vec(0, 0, 1), ["org/acme"], T0)])
         assert loaded.search(SearchQuery("c1", "mat", mode="bm25", k=5), self.NOW) == []

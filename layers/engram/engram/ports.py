@@ -162,6 +162,10 @@ class SearchQuery:
     feedback: bool = False  # hybrid: a second round from the first round's best documents (search_rules)
 
 
+Closing = tuple[str, str, datetime | None]
+"""(context_id, id, valid_until): a document whose validity ends (or reopens, with None)."""
+
+
 @dataclass(frozen=True)
 class Hit:
     id: str
@@ -184,7 +188,10 @@ class SearchIndex(Protocol):
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     """
 
-    def upsert(self, docs: Sequence[IndexDoc]) -> None: ...
+    def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
+        """Index `docs` (replacing same ids) and set each `closing` document's valid_until, in one request
+        where the engine allows it."""
+        ...
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None: ...
 

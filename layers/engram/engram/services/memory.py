@@ -590,9 +590,10 @@ class _Plan:
         """Embed first (the slow part, before anything is written), then the index, then the records in
         one transaction; if that fails, the index changes are undone, so no partial write survives."""
         vectors = embed([t for _, t in self._docs])
-        index.upsert([_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)])
-        for id_, until in self._closings:
-            index.set_validity(self.ctx, id_, until)
+        index.upsert(
+            [_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)],
+            [(self.ctx, id_, until) for id_, until in self._closings],
+        )
         try:
             self.commit()
         except BaseException:

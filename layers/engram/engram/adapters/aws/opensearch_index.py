@@ -29,7 +29,7 @@ from opensearchpy.exceptions import ConnectionError as UnreachableError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from engram.clock import iso
-from engram.ports import Hit, IndexDoc, SearchQuery, Vector
+from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS
 from engram.search_rules import search as run_search
 
@@ -132,8 +132,10 @@ class OpenSearchIndex:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def upsert(self, docs: Sequence[IndexDoc]) -> None:
+    def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
         if not docs:
+            for context_id, id_, until in closing:
+                self.set_validity(context_id, id_, until)
             return
         self.ensure_index()
         now = time.time_ns() // 1_000_000
@@ -154,18 +156,26 @@ class OpenSearchIndex:
             if d.vector is not None:
                 source["vector"] = [float(x) for x in d.vector]
             sources.append(source)
-        self._index_sources(sources)
+        self._index_sources(sources, closing)
 
-    def _index_sources(self, sources: list[dict[str, Any]]) -> None:
+    def _index_sources(self, sources: list[dict[str, Any]], closing: Sequence[Closing] = ()) -> None:
         lines: list[dict[str, Any]] = []
         if self._custom_ids:
             for source in sources:
                 lines += [{"index": {"_index": self._index, "_id": source["key"]}}, source]
+            for context_id, id_, until in closing:  # the validity updates ride in the same bulk request
+                lines += [
+                    {"update": {"_index": self._index, "_id": self._doc_id(context_id, id_)}},
+                    {"doc": {"valid_until": iso(until)}},
+                ]
         else:
             self._drop([s["key"] for s in sources])
             for source in sources:
                 lines += [{"index": {"_index": self._index}}, source]
-        self._bulk(lines)
+        self._bulk(lines, missing_ok=True)
+        if not self._custom_ids:
+            for context_id, id_, until in closing:
+                self.set_validity(context_id, id_, until)
 
     def _found(self, keys: Sequence[str], source: bool) -> list[dict[str, Any]]:
         """The stored copies of `keys` (OpenSearch's `_id`, and the source when asked for)."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
-from engram.ports import Hit, IndexDoc, MetaValue, SearchQuery, Vector
+from engram.ports import Closing, Hit, IndexDoc, MetaValue, SearchQuery, Vector
 from engram.search_rules import BM25_B, BM25_K1, bm25_idf, index_terms, visible
 from engram.search_rules import search as run_search
 
@@ -177,7 +177,7 @@ class SqliteSearchIndex:
     def ensure(self) -> None:
         """The tables are made when the index is opened."""
 
-    def upsert(self, docs: Sequence[IndexDoc]) -> None:
+    def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -208,6 +208,8 @@ class SqliteSearchIndex:
                 cache = self._contexts.get(d.context_id)
                 if cache is not None:
                     cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
+        for context_id, id_, until in closing:
+            self.set_validity(context_id, id_, until)
 
     @staticmethod
     def _row_of(d: IndexDoc) -> _Row:
