@@ -25,8 +25,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from opensearchpy.exceptions import ConnectionError as UnreachableError
-from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
@@ -38,6 +36,9 @@ RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponenti
 
 
 def _retryable(exc: Exception) -> bool:
+    from opensearchpy.exceptions import ConnectionError as UnreachableError
+    from opensearchpy.exceptions import ConnectionTimeout, TransportError
+
     if isinstance(exc, UnreachableError | ConnectionTimeout):
         return True
     return isinstance(exc, TransportError) and exc.status_code in RETRY_STATUS
