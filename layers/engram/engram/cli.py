@@ -26,7 +26,7 @@ def _stack(args: argparse.Namespace) -> dict[str, Any]:
         found = stack_settings(boto3.client("cloudformation", region_name=region), args.stack)
     except Exception as exc:
         raise EngramError(f"cannot read stack {args.stack} in {region}: {exc}") from exc
-    found.pop("mcp_url", None)
+    args.mcp_url = found.pop("mcp_url", "")  # for `admin bootstrap` to print
     return {**found, "aws_region": region}
 
 
@@ -177,13 +177,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
     if args.scope:
         engram.identity.register_scopes(args.context, args.scope)
         print(f"registered scopes: {', '.join(args.scope)}")
-    if args.stack:
-        import boto3
-
-        from engram.adapters.aws.stack import stack_settings
-
-        url = stack_settings(boto3.client("cloudformation", region_name=settings.aws_region), args.stack)["mcp_url"]
-        print(f"MCP endpoint: {url}")
+    if getattr(args, "mcp_url", ""):
+        print(f"MCP endpoint: {args.mcp_url}")
     secret, principal = engram.identity.create_key([args.context], "management", args.grant, "bootstrap")
     print(f"management key {principal.key_id} for context {args.context}, grant {','.join(principal.grant)}")
     print("Store this key now; it is not shown again:")

@@ -10,7 +10,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 log = logging.getLogger("engram.queue")
@@ -62,14 +62,33 @@ class Handlers:
     def run(self, name: str, payload: Payload) -> None:
         self.run_many(name, [payload])
 
+    def runs(self, names: Sequence[str]) -> list[range]:
+        """Consecutive positions of `names` to run together: a run of one batchable name (at most
+        BATCH_JOBS), or a single job."""
+        out: list[range] = []
+        start = 0
+        while start < len(names):
+            end = start + 1
+            while self.batches(names[start]) and end < len(names) and end - start < BATCH_JOBS:
+                if names[end] != names[start]:
+                    break
+                end += 1
+            out.append(range(start, end))
+            start = end
+        return out
+
+    def dispatch(self, name: str, payloads: list[Payload]) -> None:
+        """Jobs of one name, in order: together when the name has a batch handler. Raises what they raise."""
+        if len(payloads) > 1 and name in self._batches:
+            self._batches[name](payloads)
+            return
+        for payload in payloads:
+            self._handlers[name](payload)
+
     def run_many(self, name: str, payloads: list[Payload]) -> None:
-        """Jobs of one name, in order: together when the name has a batch handler."""
+        """`dispatch`, with a failure logged rather than raised."""
         try:
-            if len(payloads) > 1 and name in self._batches:
-                self._batches[name](payloads)
-                return
-            for payload in payloads:
-                self._handlers[name](payload)
+            self.dispatch(name, payloads)
         except Exception:
             log.exception("background job %s failed", name)
 
@@ -129,10 +148,7 @@ class ManualQueue(Handlers):
 
     def join(self, timeout: float | None = None) -> bool:
         while self.jobs:
-            name = self.jobs[0][0]
-            run = 1
-            while self.batches(name) and run < min(len(self.jobs), BATCH_JOBS) and self.jobs[run][0] == name:
-                run += 1
-            taken, self.jobs = self.jobs[:run], self.jobs[run:]
-            self.run_many(name, [p for _, p in taken])
+            run = self.runs([n for n, _ in self.jobs])[0]
+            taken, self.jobs = self.jobs[: len(run)], self.jobs[len(run) :]
+            self.run_many(taken[0][0], [p for _, p in taken])
         return True

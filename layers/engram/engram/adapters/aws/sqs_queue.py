@@ -56,23 +56,16 @@ class SqsQueue(Handlers):
             except Exception:
                 log.exception("message %s is not a job; it will be retried", record.get("messageId"))
                 failed.append(record["messageId"])
-        start = 0
-        while start < len(decoded):  # runs of one batchable job go to its handler together
-            end = start + 1
-            while self.batches(decoded[start][1]) and end < len(decoded) and decoded[end][1] == decoded[start][1]:
-                end += 1
-            run = decoded[start:end]
+        for positions in self.runs([name for _, name, _ in decoded]):  # a batchable job's run goes together
+            run = [decoded[i] for i in positions]
+            ids = [m for m, _, _ in run]
             try:
-                if len(run) > 1:
-                    self._batches[run[0][1]]([p for _, _, p in run])
-                else:
-                    self._handlers[run[0][1]](run[0][2])
+                self.dispatch(run[0][1], [p for _, _, p in run])
             except EngramError as exc:
-                log.error("job of messages %s failed for good: %s", [m for m, _, _ in run], exc.message)
+                log.error("job of messages %s failed for good: %s", ids, exc.message)
             except Exception:
-                log.exception("job of messages %s failed; it will be retried", [m for m, _, _ in run])
-                failed += [m for m, _, _ in run]
-            start = end
+                log.exception("job of messages %s failed; it will be retried", ids)
+                failed += ids
         order = {r.get("messageId"): n for n, r in enumerate(records)}
         return sorted(failed, key=lambda m: order.get(m, 0))
 
