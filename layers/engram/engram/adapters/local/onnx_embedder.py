@@ -16,6 +16,7 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from engram.adapters.local.onnx_graph import simplify
 from engram.ports import Vector
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
@@ -42,16 +43,17 @@ class OnnxMiniLMEmbedder:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
-        path = str(model_path or default_model_path())
-        self._session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors
+        model, _ = simplify((model_path or default_model_path()).read_bytes())
+        self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         # A query is a few tokens: one thread answers it without waking a thread pool that went to sleep
         # between requests (measured ~10 ms with the pool, ~6 ms without, inside a serving process).
         small = ort.SessionOptions()
         small.intra_op_num_threads = 1
         small.inter_op_num_threads = 1
-        self._small = ort.InferenceSession(path, small, providers=["CPUExecutionProvider"])
+        self._small = ort.InferenceSession(model, small, providers=["CPUExecutionProvider"])
         cores = os.cpu_count() or 1
-        self._pair = ort.InferenceSession(path, small, providers=["CPUExecutionProvider"]) if cores >= 2 else None
+        self._pair = ort.InferenceSession(model, small, providers=["CPUExecutionProvider"]) if cores >= 2 else None
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
