@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-Vector = npt.NDArray[np.float32]
+    Vector: TypeAlias = npt.NDArray[np.float32]
+else:  # numpy is imported where vectors are made, not by every module naming the type (the authorizer)
+    Vector = "npt.NDArray[np.float32]"
 MetaValue = str | int | float | bool
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
-import snowballstemmer
+import Stemmer  # PyStemmer: the Snowball stemmers in C
 
 from engram.ports import Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
@@ -285,7 +285,7 @@ def stem(word: str) -> str:
     if found is None:
         stemmer = getattr(_stemmers, "english", None)
         if stemmer is None:  # a Snowball stemmer keeps state: one per thread
-            stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+            stemmer = _stemmers.english = Stemmer.Stemmer("english")
         found = stemmer.stemWord(word)
         if len(_stems) < 500_000:
             _stems[word] = found
