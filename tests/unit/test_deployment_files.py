@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engram.operations.registry import families, select
 from tests.aws_lambda.apigw import ROOT, routes, template
+from tests.aws_lambda.layers import function_layers, import_function, missing_modules
 
 
 def test_generated_sections_of_the_template_are_current() -> None:
@@ -26,6 +27,25 @@ def test_layer_requirements_match_the_lock() -> None:
         [sys.executable, "infra/layer_requirements.py", "--check"], cwd=ROOT, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
+
+
+def test_each_function_carries_only_the_layers_it_imports() -> None:
+    layers = function_layers()
+    assert layers["authorizer"] == ["EngramLayer"]
+    assert "ModelLayer" not in layers["gateway"] + layers["identity"]
+    assert "WebLayer" not in layers["worker"] + layers["authorizer"]
+    # what the worker lacks cannot be imported in its probe; what it carries can
+    worker_absent = missing_modules({"engram", "docs", "model"})
+    assert {"fastapi", "mcp", "starlette", "uvicorn", "yaml"} <= worker_absent
+    assert not {"numpy", "pydantic", "onnxruntime", "pypdf", "docx", "engram"} & worker_absent
+
+
+def test_every_function_imports_with_nothing_but_its_layers() -> None:
+    """On Lambda a function has its layers and the runtime's boto3, nothing else: each handler module is
+    imported in a fresh interpreter where the rest of the lock is unimportable (an ImportError fails)."""
+    for function in function_layers():
+        timings = import_function(function)
+        assert timings["total"] > 0, function
 
 
 def test_every_family_has_its_function_endpoint_and_gateway_entry() -> None:
@@ -88,5 +108,8 @@ def test_sam_build_makes_the_functions_and_layers_without_docker(tmp_path: Path)
     assert list(layer.glob("pydantic_core/*aarch64*.so")), "the layer must carry arm64 wheels"
     assert not (layer / "botocore").exists()  # the runtime has it
     assert list((build / "ModelLayer" / "python" / "onnxruntime" / "capi").glob("*cpython-313-aarch64*.so"))
+    assert (build / "WebLayer" / "python" / "mcp").is_dir() and not (layer / "mcp").exists()
+    assert (build / "DocsLayer" / "python" / "docx").is_dir() and not (layer / "lxml").exists()
+    assert not (layer / "yaml").exists() and not (layer / "numpy" / "f2py").exists()
     for fn in ("Gateway", "Memory", "Knowledge", "Identity", "Authorizer", "Worker"):
         assert (build / f"{fn}Function" / "app.py").exists()

@@ -1,0 +1,18 @@
+# Shared by the layers' Makefiles. SAM builds each layer with `make build-<Layer>` in its directory
+# (BuildMethod: makefile): no Docker. The wheels are the Lambda runtime's (CPython 3.13, arm64,
+# manylinux) and are fetched by uv from PyPI; nothing is compiled. requirements.txt is the lock
+# exported (`make layer-requirements` at the top level): infra/layer_requirements.py says what goes where.
+UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+TARGET := --python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-build --no-deps --link-mode copy
+INSTALL = $(UV) pip install $(TARGET) --target $(ARTIFACTS_DIR)/python -r requirements.txt
+# caches, tests, type stubs, Cython sources, C headers and build tools: nothing a function imports
+PRUNE = find $(ARTIFACTS_DIR)/python \( -name __pycache__ -o -name tests -o -name "*.pyi" -o -name "*.pyx" \
+	-o -name "*.pxd" -o -name "*.pxi" -o -name "*.h" -o -path "*/numpy/f2py" -o -path "*/numpy/_core/include" \
+	\) -prune -exec rm -rf {} +
+# Shared objects keep their dynamic symbols (all the loader uses) and lose the rest of their symbol
+# tables: ~15 MB over the layers. llvm-strip reads aarch64 objects on any host; where no strip for
+# aarch64 is installed the step says so and the layers are only larger.
+STRIP_TOOL := $(firstword $(foreach t,llvm-strip llvm-strip-19 llvm-strip-18 llvm-strip-17 llvm-strip-16 llvm-strip-15 \
+	llvm-strip-14 aarch64-linux-gnu-strip,$(shell command -v $(t) 2>/dev/null)))
+STRIP = $(if $(STRIP_TOOL),find $(ARTIFACTS_DIR)/python -name "*.so*" -type f -exec $(STRIP_TOOL) --strip-unneeded {} +,\
+	@echo "no llvm-strip on PATH: the layer's shared objects keep their symbol tables")
