@@ -47,7 +47,7 @@ def run(repeats: int = 10) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, (fn, layers) in enumerate(functions.items(), 1):
         print(f"  [{i}/{len(functions)}] {fn}", file=sys.stderr, flush=True)
-        runs = [import_function(fn) for _ in range(repeats)]
+        runs = [import_function(fn, build) for _ in range(repeats)]
         unzipped = size(build / f"{fn.capitalize()}Function") + sum(size(build / layer) for layer in layers)
         out[fn] = {
             "import_ms_median": round(statistics.median(r["total"] for r in runs)),

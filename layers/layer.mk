@@ -16,3 +16,16 @@ STRIP_TOOL := $(firstword $(foreach t,llvm-strip llvm-strip-19 llvm-strip-18 llv
 	llvm-strip-14 aarch64-linux-gnu-strip,$(shell command -v $(t) 2>/dev/null)))
 STRIP = $(if $(STRIP_TOOL),find $(ARTIFACTS_DIR)/python -name "*.so*" -type f -exec $(STRIP_TOOL) --strip-unneeded {} +,\
 	@echo "no llvm-strip on PATH: the layer's shared objects keep their symbol tables")
+# Bytecode for Lambda's CPython 3.13, compiled here: /opt is read-only on Lambda, so a layer without it
+# compiles every module it imports again at every cold start (here: 2.0 -> 0.8 s for the authorizer).
+# The libraries ship as bytecode only (legacy `module.pyc` beside where the source was), which keeps
+# the layers as small as with sources alone; the engram package keeps its sources, so its tracebacks
+# show code lines, with `unchecked-hash` bytecode (a layer never changes; zipping does not keep the
+# sources' timestamps exactly). Without a CPython 3.13 on the build machine the layers keep their
+# sources and no bytecode.
+PY313 := $(firstword $(shell python3.13 -c "import sys; print(sys.executable)" 2>/dev/null) \
+	$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13))) \
+	$(shell $(UV) python find 3.13 2>/dev/null))
+LAYERS_DIR := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+COMPILE = $(if $(PY313),bash $(LAYERS_DIR)bytecode.sh $(PY313) $(ARTIFACTS_DIR)/python,\
+	@echo "no CPython 3.13 found: the layer ships sources without bytecode")

@@ -1,6 +1,8 @@
 """Each Lambda function with only its layers: template.yaml says which layers a function carries, and
 `import_function` imports its handler in a fresh interpreter where every locked dependency outside those
-layers cannot be imported (as on Lambda, where it is not there). bench/coldstart.py times the same import."""
+layers cannot be imported (as on Lambda, where it is not there). Given a `sam build` directory, a module
+of a locked dependency imports only if the function's built layers have it (what the layer Makefiles
+prune is then gone too). bench/coldstart.py times the same import."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from tests.aws_lambda.apigw import ROOT, template
@@ -17,11 +20,24 @@ from layer_requirements import missing_modules
 
 PROBE = """
 import importlib.util, json, sys, time
-absent = set(json.loads(sys.argv[2]))
+from pathlib import Path
+rules = json.loads(sys.argv[2])
+absent, watched, roots = set(rules["absent"]), set(rules["watched"]), [Path(r) for r in rules["roots"]]
+
+def built(name):
+    parts = name.split(".")
+    for root in roots:
+        base = root.joinpath(*parts)
+        if base.is_dir() or base.with_name(parts[-1] + ".py").exists() or base.with_name(parts[-1] + ".pyc").exists():
+            return True
+        if list(base.parent.glob(parts[-1] + ".*.so")):
+            return True
+    return False
 
 class NotInLayers:
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in absent:
+        top = name.partition(".")[0]
+        if top in absent or (name in watched and not built(name)):
             raise ModuleNotFoundError(f"No module named {name!r} (not in this function's layers)", name=name)
         return None
 
@@ -90,14 +106,51 @@ def function_environment(function: str) -> dict[str, str]:
     return {**{k: v for k, v in env.items() if isinstance(v, str)}, **ENV}
 
 
-def import_function(function: str) -> dict[str, float]:
-    """Import functions/<function>/app.py in a fresh interpreter with only its layers' packages:
-    milliseconds in total, for the libraries and for building the adapters. Raises with the
-    interpreter's error when an import reaches outside the function's layers."""
-    carried = {layer.removesuffix("Layer").lower() for layer in function_layers()[function]}
-    absent = sorted(missing_modules(carried))
+def _module_files() -> set[str]:
+    """Dotted names of the modules the locked dependencies have as files here, for those whose Lambda
+    build is the same version (numpy, for one, is locked at another version for CPython 3.13)."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    same_version = missing_modules(set()) - _version_split()
+    names: set[str] = set()
+    for top in same_version:
+        base = site / top
+        files = base.rglob("*") if base.is_dir() else site.glob(top + ".*")
+        for f in files:
+            if f.suffix in (".py", ".so") and "__pycache__" not in f.parts and f.is_file():
+                parts = list(f.relative_to(site).with_suffix("").parts)
+                parts[-1] = parts[-1].split(".")[0]  # name.cpython-311-x86_64-linux-gnu -> name
+                if parts[-1] == "__init__":
+                    parts.pop()
+                names.add(".".join(parts))
+    return names
+
+
+def _version_split() -> set[str]:
+    """Modules of the dependencies locked at one version per Python (numpy: another release on Lambda)."""
+    from collections import Counter
+    from importlib.metadata import packages_distributions
+
+    lines = [ln for f in (ROOT / "layers").glob("*/requirements.txt") for ln in f.read_text().splitlines()]
+    counts = Counter(ln.split("==")[0].strip().lower() for ln in lines if "==" in ln and not ln.startswith("#"))
+    split = {name for name, n in counts.items() if n > 1}
+    return {m for m, dists in packages_distributions().items() if any(d.lower() in split for d in dists)}
+
+
+def import_function(function: str, build: Path | None = None) -> dict[str, float]:
+    """Import functions/<function>/app.py in a fresh interpreter with only its layers' packages (and,
+    with `build`, only the modules its built layers have): milliseconds in total, for the libraries and
+    for building the adapters. Raises with the interpreter's error when an import reaches outside."""
+    layers = function_layers()[function]
+    carried = {layer.removesuffix("Layer").lower() for layer in layers}
+    rules = {
+        "absent": sorted(missing_modules(carried)),
+        "watched": sorted(_module_files()) if build else [],
+        "roots": [str(build / layer / "python") for layer in layers] if build else [],
+    }
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT / "functions" / function / "app.py"), json.dumps(absent)],
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / function / "app.py"), json.dumps(rules)],
         env={**os.environ, **function_environment(function)},
         capture_output=True,
         text=True,

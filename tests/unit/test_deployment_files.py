@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engram.operations.registry import families, select
 from tests.aws_lambda.apigw import ROOT, routes, template
 from tests.aws_lambda.layers import function_layers, import_function, missing_modules
@@ -38,14 +40,6 @@ def test_each_function_carries_only_the_layers_it_imports() -> None:
     worker_absent = missing_modules({"engram", "docs", "model"})
     assert {"fastapi", "mcp", "starlette", "uvicorn", "yaml"} <= worker_absent
     assert not {"numpy", "pydantic", "onnxruntime", "pypdf", "docx", "engram"} & worker_absent
-
-
-def test_every_function_imports_with_nothing_but_its_layers() -> None:
-    """On Lambda a function has its layers and the runtime's boto3, nothing else: each handler module is
-    imported in a fresh interpreter where the rest of the lock is unimportable (an ImportError fails)."""
-    for function in function_layers():
-        timings = import_function(function)
-        assert timings["total"] > 0, function
 
 
 def test_every_family_has_its_function_endpoint_and_gateway_entry() -> None:
@@ -84,11 +78,12 @@ def test_function_handlers_are_wiring_only() -> None:
         assert len(code) <= 4, app
 
 
-def test_sam_build_makes_the_functions_and_layers_without_docker(tmp_path: Path) -> None:
-    """`sam build` (SAM CLI from PyPI when `sam` is not installed) with the layers' Makefiles: the wheels
-    are Lambda's (CPython 3.13, arm64) and the engram package lands in the layer."""
+@pytest.fixture(scope="module")
+def sam_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`sam build` (SAM CLI from PyPI when `sam` is not installed) with the layers' Makefiles."""
     import shutil
 
+    tmp_path = tmp_path_factory.mktemp("sam")
     sam = (
         [shutil.which("sam")] if shutil.which("sam") else ["uv", "tool", "run", "--from", "aws-sam-cli==1.170.0", "sam"]
     )
@@ -103,6 +98,13 @@ def test_sam_build_makes_the_functions_and_layers_without_docker(tmp_path: Path)
         env={**os.environ, "SAM_CLI_TELEMETRY": "0"},
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return build
+
+
+def test_sam_build_makes_the_functions_and_layers_without_docker(sam_build: Path) -> None:
+    """The wheels are Lambda's (CPython 3.13, arm64), the engram package lands in its layer, each
+    package in the layer infra/layer_requirements.py gives it, minus what the Makefiles prune."""
+    build = sam_build
     layer = build / "EngramLayer" / "python"
     assert (layer / "engram" / "api" / "lambda_runtime.py").exists()
     assert list(layer.glob("pydantic_core/*aarch64*.so")), "the layer must carry arm64 wheels"
@@ -113,3 +115,20 @@ def test_sam_build_makes_the_functions_and_layers_without_docker(tmp_path: Path)
     assert not (layer / "yaml").exists() and not (layer / "numpy" / "f2py").exists()
     for fn in ("Gateway", "Memory", "Knowledge", "Identity", "Authorizer", "Worker"):
         assert (build / f"{fn}Function" / "app.py").exists()
+    assert not (build / "DocsLayer" / "python" / "lxml" / "html").exists()
+    assert not (layer / "aws_lambda_powertools" / "event_handler").exists()
+    # libraries as CPython 3.13 bytecode only (when the machine has a 3.13 to compile with), engram with sources
+    main = layer / "pydantic" / "main"
+    assert main.with_suffix(".pyc").exists() != main.with_suffix(".py").exists()
+    if main.with_suffix(".pyc").exists():
+        assert main.with_suffix(".pyc").read_bytes()[:4] == (3571).to_bytes(2, "little") + b"\r\n"  # 3.13
+        assert list((layer / "engram" / "__pycache__").glob("*.cpython-313.pyc"))
+
+
+def test_every_function_imports_with_nothing_but_its_built_layers(sam_build: Path) -> None:
+    """On Lambda a function has its layers and the runtime's boto3, nothing else: each handler module is
+    imported in a fresh interpreter where a locked dependency's module imports only if the function's
+    built layers have it (so nothing a Makefile prunes, nor another function's layer, is reached)."""
+    for function in function_layers():
+        timings = import_function(function, sam_build)
+        assert timings["total"] > 0, function
