@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,15 +136,19 @@ _REFRESH: dict[str, bool | str] = {"true": True, "wait_for": "wait_for", "false"
 
 
 class _Lazy:
-    """A client made on first use: a function that never searches (the gateway, identity) never imports
-    opensearch-py (~0.4 s of a cold start)."""
+    """A client made on first use: a function that never searches, stores files or queues jobs (the
+    gateway, identity) never imports opensearch-py (~0.4 s of a cold start) nor makes those boto3 clients
+    (~0.1 s each)."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make, self._client = make, None
+        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         if self._client is None:
-            self._client = self._make()
+            with self._lock:  # boto3's default session does not make clients safely from two threads
+                if self._client is None:
+                    self._client = self._make()
         return getattr(self._client, name)
 
 
@@ -158,7 +163,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     return Engram(
         settings=settings,
         records=aws_records(settings),
-        blobs=S3BlobStore(aws_client("s3", settings), settings.bucket),
+        blobs=S3BlobStore(_Lazy(lambda: aws_client("s3", settings)), settings.bucket),
         index=OpenSearchIndex(
             _Lazy(lambda: opensearch_client(settings)),
             settings.opensearch_index,
@@ -170,7 +175,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         embedder=chosen,
         clock=clock or SystemClock(),
         generator=build_generator(settings),
-        queue=SqsQueue(aws_client("sqs", settings), settings.queue_url) if settings.queue_url else ThreadQueue(),
+        queue=SqsQueue(_Lazy(lambda: aws_client("sqs", settings)), settings.queue_url)
+        if settings.queue_url
+        else ThreadQueue(),
     )
 
 
