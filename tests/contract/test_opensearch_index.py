@@ -46,3 +46,30 @@ def test_a_lingering_older_copy_is_never_returned(opensearch: str) -> None:
     client.index(index=name, body=dict(old, indexed_at=old["indexed_at"] - 1), refresh="wait_for")
     hits = index.search(SearchQuery("c", "colour", mode="bm25", k=5), datetime.now(UTC))
     assert [(h.id, h.text) for h in hits] == [("f1", "the new colour is teal")]
+
+
+def test_a_contexts_count_is_reused_until_a_write_or_its_ttl(opensearch: str) -> None:
+    """A recall asks for the count each time: it is asked of OpenSearch at most every COUNT_TTL seconds,
+    and again at once after a write through this index; a write by another process shows after the TTL."""
+    from engram.adapters.aws.opensearch_index import COUNT_TTL
+    from engram.ports import IndexDoc
+
+    client = OpenSearch(hosts=[opensearch], timeout=30)
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    clock = [1000.0]
+    index = OpenSearchIndex(client, name, dim=8, refresh=True)
+    other = OpenSearchIndex(client, name, dim=8, refresh=True)  # another Lambda instance
+    index.monotonic = lambda: clock[0]
+
+    def doc(i: str) -> IndexDoc:
+        return IndexDoc("c", "fact", i, f"fact number {i}", None, ["org"], None, None, {})
+
+    assert index.count("c") == 0
+    index.upsert([doc("a"), doc("b")])
+    assert index.count("c") == 2  # its own write: asked again
+    other.upsert([doc("x")])
+    assert index.count("c") == 2  # within the TTL: the known count
+    clock[0] += COUNT_TTL + 1
+    assert index.count("c") == 3
+    index.delete("c", ["a"])
+    assert index.count("c") == 2

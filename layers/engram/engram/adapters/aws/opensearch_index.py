@@ -20,7 +20,7 @@ returning it, so a stale or deleted copy is never shown.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from engram.search_rules import search as run_search
 
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
 RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)
+COUNT_TTL = 30.0  # seconds a context's document count is reused: it only picks a recall's tier
 
 
 def _retryable(exc: Exception) -> bool:
@@ -55,6 +56,8 @@ class OpenSearchIndex:
         self._custom_ids = custom_ids  # False on OpenSearch Serverless vector collections
         self._ready = False
         self.sleep = time.sleep  # between retries (tests replace it)
+        self.monotonic = time.monotonic
+        self._counts: dict[str, tuple[float, int]] = {}  # context -> (when counted, documents)
 
     def _call(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
         """One request to OpenSearch, retried with backoff while it is throttled or unreachable."""
@@ -134,6 +137,7 @@ class OpenSearchIndex:
     # -- writes ---------------------------------------------------------------------------
 
     def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
+        self._wrote([d.context_id for d in docs])
         if not docs:
             for context_id, id_, until in closing:
                 self.set_validity(context_id, id_, until)
@@ -213,6 +217,7 @@ class OpenSearchIndex:
                 raise RuntimeError(f"OpenSearch refused {len(failed)} of {len(result['items'])} bulk items")
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None:
+        self._wrote([context_id])
         if not ids:
             return
         self.ensure_index()
@@ -234,9 +239,22 @@ class OpenSearchIndex:
         self._call(self._os.update, index=self._index, id=key, body=body, **params)
 
     def count(self, context_id: str) -> int:
+        """The context's documents, asked at most every COUNT_TTL seconds (a recall asks each time, to
+        pick its tier); a write through this index asks again at once. Another process's writes show
+        within COUNT_TTL."""
+        now = self.monotonic()
+        known = self._counts.get(context_id)
+        if known is not None and now - known[0] < COUNT_TTL:
+            return known[1]
         self.ensure_index()
         body = {"query": {"term": {"context_id": context_id}}}
-        return int(self._call(self._os.count, index=self._index, body=body)["count"])
+        n = int(self._call(self._os.count, index=self._index, body=body)["count"])
+        self._counts[context_id] = (now, n)
+        return n
+
+    def _wrote(self, contexts: Iterable[str]) -> None:
+        for context_id in set(contexts):
+            self._counts.pop(context_id, None)
 
     # -- reads ----------------------------------------------------------------------------
 
