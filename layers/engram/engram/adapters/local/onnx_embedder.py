@@ -40,24 +40,36 @@ class OnnxMiniLMEmbedder:
     dim = 384
 
     def __init__(self, model_path: Path | None = None, threads: int = 0) -> None:
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
         # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors
-        model, _ = simplify((model_path or default_model_path()).read_bytes())
-        self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        self._model, _ = simplify((model_path or default_model_path()).read_bytes())
+        self._threads = threads
         # A query is a few tokens: one thread answers it without waking a thread pool that went to sleep
         # between requests (measured ~10 ms with the pool, ~6 ms without, inside a serving process).
-        small = ort.SessionOptions()
-        small.intra_op_num_threads = 1
-        small.inter_op_num_threads = 1
-        self._small = ort.InferenceSession(model, small, providers=["CPUExecutionProvider"])
-        cores = os.cpu_count() or 1
-        self._pair = ort.InferenceSession(model, small, providers=["CPUExecutionProvider"]) if cores >= 2 else None
+        self._small = self._new_session(1)
+        # The sessions for batches are made when the first batch comes (~0.35 s each here): a function
+        # that only embeds queries and single turns never pays for them.
+        self._sessions: dict[str, ort.InferenceSession] = {}
+        self._sessions_lock = threading.Lock()
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         self._lock = threading.Lock()  # the tokenizer's settings are shared state
+
+    def _new_session(self, threads: int) -> ort.InferenceSession:
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        if threads == 1:
+            opts.inter_op_num_threads = 1
+        return ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
+
+    def _session(self, name: str) -> ort.InferenceSession:
+        """"batch": the session for mid-sized batches (all cores unless `threads`); "pair": a second
+        single-threaded session that runs beside the small one on many batches."""
+        with self._sessions_lock:
+            if name not in self._sessions:
+                self._sessions[name] = self._new_session(self._threads if name == "batch" else 1)
+            return self._sessions[name]
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
@@ -98,7 +110,7 @@ class OnnxMiniLMEmbedder:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
             out[idx] = pooled
 
-        if len(batches) >= PARALLEL_BATCHES and self._pair is not None:
+        if len(batches) >= PARALLEL_BATCHES and (os.cpu_count() or 1) >= 2:
             # Many batches: two single-threaded sessions side by side beat one session on two threads
             # (cranfield, 2 cores: 23.8 against 21-23 documents/s; bench/RESULTS.md).
             pending = iter(batches)
@@ -112,7 +124,7 @@ class OnnxMiniLMEmbedder:
                         return
                     run(session, idx)
 
-            helper = threading.Thread(target=worker, args=(self._pair,), name="engram-embed")
+            helper = threading.Thread(target=worker, args=(self._session("pair"),), name="engram-embed")
             helper.start()
             try:
                 worker(self._small)
@@ -121,5 +133,5 @@ class OnnxMiniLMEmbedder:
             return out
         for idx in batches:
             width = len(encoded[idx[-1]].ids)
-            run(self._small if len(idx) * width <= SMALL_TOKENS else self._session, idx)
+            run(self._small if len(idx) * width <= SMALL_TOKENS else self._session("batch"), idx)
         return out
