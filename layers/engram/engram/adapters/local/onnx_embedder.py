@@ -64,8 +64,8 @@ class OnnxMiniLMEmbedder:
         return ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
 
     def _session(self, name: str) -> ort.InferenceSession:
-        """"batch": the session for mid-sized batches (all cores unless `threads`); "pair": a second
-        single-threaded session that runs beside the small one on many batches."""
+        """A batch session, made on first use: `batch` for mid-sized batches (all cores unless `threads`),
+        `pair` a second single-threaded one that runs beside the small one on many batches."""
         with self._sessions_lock:
             if name not in self._sessions:
                 self._sessions[name] = self._new_session(self._threads if name == "batch" else 1)
