@@ -94,3 +94,16 @@ def test_only_a_nan_guard_filling_zero_is_dropped() -> None:
     assert guard.nodes[-1].inputs == ["p", "v"]
     other = _Graph(nodes("big"), {"zero": 0.0, "big": 1e9})
     assert other.drop_nan_guards() == 0 and other.nodes[-1].inputs == ["g", "v"]
+
+
+def test_a_rewired_node_keeps_its_attributes() -> None:
+    from engram.adapters.local.onnx_graph import _len_field
+
+    attribute = _len_field(1, b"perm") + _len_field(8, b"\x00\x02\x01\x03")  # an AttributeProto's bytes
+    raw = _len_field(1, b"g") + _len_field(2, b"o") + _len_field(3, b"t1") + _len_field(4, b"Transpose")
+    raw += _len_field(5, attribute)
+    node = _Node.parse(memoryview(raw))
+    node.inputs, node.raw = ["p"], None  # what dropping a NaN guard in front of it does
+    again = _Node.parse(memoryview(node.encode()))
+    assert (again.op, again.inputs, again.outputs) == ("Transpose", ["p"], ["o"])
+    assert again.rest == [_len_field(5, attribute)]

@@ -91,20 +91,22 @@ class _Node:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     raw: memoryview | None = None  # the original encoding; None once changed
+    rest: list[bytes] = field(default_factory=list)  # attributes and the like, kept through a change
 
     @classmethod
     def parse(cls, raw: memoryview) -> _Node:
         node = cls(raw=raw)
-        for number, _, value, _ in _fields(raw):
-            if isinstance(value, memoryview):
-                if number == NODE_INPUT:
-                    node.inputs.append(bytes(value).decode())
-                elif number == NODE_OUTPUT:
-                    node.outputs.append(bytes(value).decode())
-                elif number == NODE_OP:
-                    node.op = bytes(value).decode()
-                elif number == NODE_DOMAIN:
-                    node.domain = bytes(value).decode()
+        for number, _, value, encoded in _fields(raw):
+            if isinstance(value, memoryview) and number == NODE_INPUT:
+                node.inputs.append(bytes(value).decode())
+            elif isinstance(value, memoryview) and number == NODE_OUTPUT:
+                node.outputs.append(bytes(value).decode())
+            elif isinstance(value, memoryview) and number == NODE_OP:
+                node.op = bytes(value).decode()
+            elif isinstance(value, memoryview) and number == NODE_DOMAIN:
+                node.domain = bytes(value).decode()
+            elif number != NODE_NAME:
+                node.rest.append(bytes(encoded))
         return node
 
     def encode(self) -> bytes:
@@ -113,7 +115,7 @@ class _Node:
         out = b"".join(_len_field(NODE_INPUT, i.encode()) for i in self.inputs)
         out += b"".join(_len_field(NODE_OUTPUT, o.encode()) for o in self.outputs)
         out += _len_field(NODE_NAME, f"engram_{self.op}_{self.outputs[0]}".encode())
-        out += _len_field(NODE_OP, self.op.encode())
+        out += _len_field(NODE_OP, self.op.encode()) + b"".join(self.rest)
         return out + (_len_field(NODE_DOMAIN, self.domain.encode()) if self.domain else b"")
 
 
@@ -207,7 +209,7 @@ class _Graph:
             ):
                 continue
             self.dropped |= {id(div), id(erf), id(add), id(half)}
-            out.op, out.domain, out.inputs, out.raw = "Gelu", MS_DOMAIN, [x], None  # in place: order holds
+            out.op, out.domain, out.inputs, out.raw, out.rest = "Gelu", MS_DOMAIN, [x], None, []  # in place
             count += 1
         return count
 
