@@ -1,0 +1,85 @@
+"""The Lambda tests again, on CPython 3.13 (Lambda's runtime) with nothing but the layers as the layer
+Makefiles build them: sourceless bytecode, stripped shared objects, the pruned packages. The layers are
+built for this machine's architecture (x86_64 wheels instead of Lambda's arm64 ones, same Makefiles
+and versions), since an arm64 build cannot run here; boto3 stands in for the runtime's own copy.
+
+This catches what the in-process tests on this venv cannot: a module the Makefiles prune that a code
+path imports only when it runs, bytecode that 3.13 will not load, a package missing from every layer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.aws_lambda.apigw import ROOT
+
+pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
+
+PY313 = next(
+    (
+        p
+        for p in (
+            shutil.which("python3.13"),
+            *sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"), reverse=True),
+        )
+        if p and subprocess.run([str(p), "-c", "pass"], capture_output=True).returncode == 0
+    ),
+    None,
+)
+LAYERS = {"engram": "EngramLayer", "web": "WebLayer", "docs": "DocsLayer", "model": "ModelLayer"}
+HERE = "--python-platform x86_64-manylinux_2_28 --python-version 3.13 --no-build --no-deps --link-mode copy"
+RUNTIME = ("boto3", "botocore", "s3transfer", "jmespath")  # what Lambda's Python runtime carries
+HARNESS = ("pytest", "pytest-asyncio", "pyyaml", "uvicorn", "fpdf2")  # the tests' own needs
+
+
+def _uv(*args: str) -> None:
+    uv = os.environ.get("UV") or shutil.which("uv") or "uv"
+    subprocess.run([uv, "pip", "install", "--quiet", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def layers_here(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp("layers")
+    for folder, name in LAYERS.items():
+        run = subprocess.run(
+            ["make", "-s", f"build-{name}", f"ARTIFACTS_DIR={out / folder}", f"TARGET={HERE}"],
+            cwd=ROOT / "layers" / folder,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    target = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.13", "--target")
+    _uv(*target, str(out / "runtime"), "--no-deps", *(f"{p}=={version(p)}" for p in RUNTIME))
+    _uv(*target, str(out / "harness"), *(f"{p}=={version(p)}" for p in HARNESS))
+    return [out / folder / "python" for folder in LAYERS] + [out / "runtime", out / "harness"]
+
+
+def test_the_lambda_tests_pass_on_python313_with_the_built_layers(
+    layers_here: list[Path], endpoint: str, opensearch: str
+) -> None:
+    assert PY313 is not None, "no CPython 3.13 on this machine (PATH or pyenv): Lambda's runtime is 3.13"
+    engram = layers_here[0]
+    assert (engram / "pydantic" / "main.pyc").exists() and not (engram / "pydantic" / "main.py").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env |= {
+        "PYTHONPATH": os.pathsep.join([*map(str, layers_here), str(ROOT)]),
+        "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only on Lambda
+        "AWS_ENDPOINT_URL": endpoint,
+        "OPENSEARCH_URL": opensearch,
+    }
+    here = Path(__file__)
+    run = subprocess.run(
+        [str(PY313), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here.parent), f"--ignore={here}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and "failed" not in run.stdout
