@@ -12,6 +12,7 @@ imports (template.yaml gives each function its layers; a test imports every func
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -42,15 +43,11 @@ EXPORT += ("--no-annotate",)
 HEADER = "# Generated from uv.lock by infra/layer_requirements.py; do not edit.\n"
 
 
-def exported() -> list[str]:
-    out = subprocess.run(
-        [*EXPORT],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [line for line in out.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+@functools.cache
+def exported() -> tuple[str, ...]:
+    """The locked runtime requirements (`uv export`, asked once per process)."""
+    out = subprocess.run([*EXPORT], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return tuple(line for line in out.splitlines() if line.strip() and not line.lstrip().startswith("#"))
 
 
 def layer_of(name: str) -> str | None:

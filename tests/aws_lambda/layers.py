@@ -6,6 +6,7 @@ prune is then gone too). bench/coldstart.py times the same import."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -106,7 +107,8 @@ def function_environment(function: str) -> dict[str, str]:
     return {**{k: v for k, v in env.items() if isinstance(v, str)}, **ENV}
 
 
-def _module_files() -> set[str]:
+@functools.cache
+def _module_files() -> frozenset[str]:
     """Dotted names of the modules the locked dependencies have as files here, for those whose Lambda
     build is the same version (numpy, for one, is locked at another version for CPython 3.13)."""
     import sysconfig
@@ -124,7 +126,7 @@ def _module_files() -> set[str]:
                 if parts[-1] == "__init__":
                     parts.pop()
                 names.add(".".join(parts))
-    return names
+    return frozenset(names)
 
 
 def _version_split() -> set[str]:

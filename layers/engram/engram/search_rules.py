@@ -70,6 +70,8 @@ BM25Search = Callable[[Mapping[str, float], int], list[Hit]]
 """(stem -> weight, how many) -> BM25 hits of an adapter, every filter applied."""
 VectorSearch = Callable[[Vector, int], list[Hit]]
 """(query vector, how many) -> vector hits of an adapter, every filter applied."""
+VectorsOf = Callable[[Sequence[str]], list[Vector]]
+"""(document ids) -> their stored vectors, for feedback."""
 
 
 def query_weights(text: str) -> dict[str, float]:
@@ -107,7 +109,7 @@ def hybrid(
     query: SearchQuery,
     bm25: BM25Search,
     vector: VectorSearch,
-    vectors_of: Callable[[Sequence[str]], list[Vector]],
+    vectors_of: VectorsOf,
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
     CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents."""
@@ -131,7 +133,7 @@ def search(
     query: SearchQuery,
     bm25: BM25Search,
     vector: VectorSearch,
-    vectors_of: Callable[[Sequence[str]], list[Vector]],
+    vectors_of: VectorsOf,
 ) -> list[Hit]:
     """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
     does in every adapter)."""

@@ -298,6 +298,10 @@ class DocumentService:
     def _embed_job(self, payload: dict[str, Any]) -> None:
         self._embed_jobs([payload])
 
+    def _embedding_failed(self, ctx: str, doc_id: str, version: int, exc: Exception) -> None:
+        """The document stays findable by BM25; its status says why its vectors did not come."""
+        self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+
     def _embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
         """Vectors for the chunks of the documents the jobs name: one embedding call for all of them
         (the model is much faster on batches), then each document is indexed and marked on its own."""
@@ -310,7 +314,7 @@ class DocumentService:
             try:
                 docs = [self._index_doc(ctx, item.data, c, None) for c in self._chunk_items(ctx, doc_id)]
             except Exception as exc:
-                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+                self._embedding_failed(ctx, doc_id, version, exc)
                 continue
             ready.append((ctx, doc_id, version, docs))
         try:
@@ -319,7 +323,7 @@ class DocumentService:
             vectors = list(self.embedder.embed(texts)) if texts else []
         except Exception as exc:
             for ctx, doc_id, version, _ in ready:
-                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+                self._embedding_failed(ctx, doc_id, version, exc)
             return
         at = 0
         for ctx, doc_id, version, docs in ready:
@@ -338,7 +342,7 @@ class DocumentService:
             except Conflict:
                 continue
             except Exception as exc:
-                self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+                self._embedding_failed(ctx, doc_id, version, exc)
 
     def _set_status(self, ctx: str, doc_id: str, version: int, status: str, stage: str, error: str | None) -> None:
         item = self.records.get(ctx, "document", doc_id)

@@ -71,9 +71,6 @@ class OpenSearchIndex:
         raise AssertionError("unreachable")
 
     def ensure(self) -> None:
-        self.ensure_index()
-
-    def ensure_index(self) -> None:
         if self._ready or self._call(self._os.indices.exists, index=self._index):
             self._ready = True
             return
@@ -142,7 +139,7 @@ class OpenSearchIndex:
             for context_id, id_, until in closing:
                 self.set_validity(context_id, id_, until)
             return
-        self.ensure_index()
+        self.ensure()
         now = time.time_ns() // 1_000_000
         sources: list[dict[str, Any]] = []
         for d in docs:
@@ -182,6 +179,10 @@ class OpenSearchIndex:
             for context_id, id_, until in closing:
                 self.set_validity(context_id, id_, until)
 
+    def _refresh_param(self) -> dict[str, Any]:
+        """How a write becomes searchable; nothing at all where refresh is off (Serverless takes none)."""
+        return {"refresh": self._refresh} if self._refresh is not False else {}
+
     def _found(self, keys: Sequence[str], source: bool) -> list[dict[str, Any]]:
         """The stored copies of `keys` (OpenSearch's `_id`, and the source when asked for)."""
         found: list[dict[str, Any]] = []
@@ -200,9 +201,8 @@ class OpenSearchIndex:
             self._bulk([{"delete": {"_index": self._index, "_id": i}} for i in ids], missing_ok=True)
 
     def _bulk(self, lines: list[dict[str, Any]], missing_ok: bool = False) -> None:
-        params = {"refresh": self._refresh} if self._refresh is not False else {}
         for delay in (*RETRY_DELAYS, None):
-            result = self._call(self._os.bulk, body=lines, **params)
+            result = self._call(self._os.bulk, body=lines, **self._refresh_param())
             items = [next(iter(i.values())) for i in result.get("items", [])] if result.get("errors") else []
             if delay is None or not items or not all(r.get("status") in RETRY_STATUS for r in items if r.get("error")):
                 break
@@ -220,23 +220,22 @@ class OpenSearchIndex:
         self._wrote([context_id])
         if not ids:
             return
-        self.ensure_index()
+        self.ensure()
         if not self._custom_ids:
             self._drop([self._doc_id(context_id, i) for i in ids])
             return
         self._bulk([{"delete": {"_index": self._index, "_id": self._doc_id(context_id, i)}} for i in ids], True)
 
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
-        self.ensure_index()
+        self.ensure()
         key = self._doc_id(context_id, id)
         if not self._custom_ids:  # no partial updates: index the document again
             copies = sorted(self._found([key], source=True), key=lambda h: -int(h["_source"].get("indexed_at", 0)))
             if copies:
                 self._index_sources([dict(copies[0]["_source"], valid_until=iso(valid_until))])
             return
-        params = {"refresh": self._refresh} if self._refresh is not False else {}
         body = {"doc": {"valid_until": iso(valid_until)}}
-        self._call(self._os.update, index=self._index, id=key, body=body, **params)
+        self._call(self._os.update, index=self._index, id=key, body=body, **self._refresh_param())
 
     def count(self, context_id: str) -> int:
         """The context's documents, asked at most every COUNT_TTL seconds (a recall asks each time, to
@@ -246,7 +245,7 @@ class OpenSearchIndex:
         known = self._counts.get(context_id)
         if known is not None and now - known[0] < COUNT_TTL:
             return known[1]
-        self.ensure_index()
+        self.ensure()
         body = {"query": {"term": {"context_id": context_id}}}
         n = int(self._call(self._os.count, index=self._index, body=body)["count"])
         self._counts[context_id] = (now, n)
@@ -360,7 +359,7 @@ class OpenSearchIndex:
         return [np.asarray(h["_source"]["vector"], dtype=np.float32) for h in hits if h["_source"].get("vector")]
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        self.ensure_index()
+        self.ensure()
         return run_search(
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
