@@ -196,6 +196,13 @@ class SearchIndexContract:
         assert set(ranks(visibility=[["org/acme/user/alice"]])) <= {"d1", "d3", "d4"}
         assert set(ranks(kinds=["turn"])) == {"d1", "d2", "d5"}
 
+    def test_vectors_returns_the_stored_ones_of_the_context(self, loaded: SearchIndex) -> None:
+        loaded.upsert([IndexDoc("c1", "chunk", "n1", "no vector yet", None, ["org/acme"], T0)])
+        got = loaded.vectors("c1", ["d1", "d4", "n1", "x1", "missing"])
+        assert set(got) == {"d1", "d4"}  # n1 has none, x1 is another context's, missing is unknown
+        assert np.allclose(got["d1"], _vec(1, 0), atol=1e-5) and np.allclose(got["d4"], _vec(0.1, 1), atol=1e-5)
+        assert loaded.vectors("c1", []) == {}
+
     def test_delete_and_set_validity_apply_at_once(self, loaded: SearchIndex) -> None:
         loaded.delete("c1", ["d1"])
         assert "d1" not in {h.id for h in loaded.search(SearchQuery("c1", "cat", _vec(1, 0), k=10), self.NOW)}

@@ -1,3 +1,5 @@
+import numpy as np
+
 from engram.search_rules import fuse, query_terms, rrf
 
 
@@ -31,8 +33,6 @@ def test_expansion_adds_the_feedback_documents_characteristic_terms() -> None:
 
 
 def test_rocchio_moves_the_query_towards_the_feedback_and_keeps_unit_length() -> None:
-    import numpy as np
-
     from engram.search_rules import rocchio
 
     q = np.array([1.0, 0.0], dtype=np.float32)
@@ -42,8 +42,6 @@ def test_rocchio_moves_the_query_towards_the_feedback_and_keeps_unit_length() ->
 
 
 def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> None:
-    import numpy as np
-
     from engram.ports import Hit, SearchQuery
     from engram.search_rules import FEEDBACK_DOCS, hybrid
 
@@ -60,9 +58,9 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
 
     asked: list[list[str]] = []
 
-    def vectors_of(ids: list[str]) -> list[np.ndarray]:
+    def vectors_of(ids: list[str]) -> dict[str, np.ndarray]:
         asked.append(list(ids))
-        return [np.array([0.0, 1.0], dtype=np.float32) for _ in ids]
+        return {i: np.array([0.0, 1.0], dtype=np.float32) for i in ids}
 
     q = np.array([1.0, 0.0], dtype=np.float32)
     plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
@@ -70,7 +68,8 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
     calls.clear()
     hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True), bm25, vector, vectors_of)
     assert [c[0] for c in calls] == ["bm25", "vector", "bm25", "vector"]
-    assert asked == [["d0", "d1", "d2"][:FEEDBACK_DOCS]]
+    assert asked[0] == ["d0", "d1", "d2"][:FEEDBACK_DOCS]
+    assert sorted(asked[1]) == sorted(docs)  # then the fused list's vectors, for smoothing
     second_terms = calls[2][1]
     assert isinstance(second_terms, dict) and second_terms["flutter"] == 1.0 and "diverg" in second_terms
     moved = calls[3][1]
@@ -78,3 +77,72 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
     calls.clear()
     hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True, match_all=True), bm25, vector, vectors_of)
     assert len(calls) == 2  # keyword precision: no expansion
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.array(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_smooth_lifts_a_passage_whose_neighbours_score_high() -> None:
+    from engram.search_rules import smooth
+
+    fused = [("a", 0.05), ("b", 0.044), ("c", 0.042), ("d", 0.0)]
+    # c sits next to a (the best); b and d are alone
+    vectors = {"a": _unit(1, 0, 0), "b": _unit(0, 1, 0), "c": _unit(1, 0.05, 0), "d": _unit(0, 0, 1)}
+    out = smooth(fused, lambda ids: {i: vectors[i] for i in ids})
+    assert [i for i, _ in out] == ["a", "c", "b", "d"]
+    scores = dict(out)
+    assert min(scores.values()) >= 0.0 and max(scores.values()) <= 0.05  # the list's own score range
+    assert scores["b"] < 0.044 and scores["c"] > 0.042
+
+
+def test_smooth_keeps_passages_without_vectors_and_the_tail() -> None:
+    from engram import search_rules
+    from engram.search_rules import smooth
+
+    n = search_rules.SMOOTH_CANDIDATES
+    fused = [(f"p{j:03d}", 1.0 - j / (n + 10)) for j in range(n + 5)]
+    vectors = {f"p{j:03d}": _unit(1, j % 3, 0) for j in range(1, n)}  # p000 has none (embedding pending)
+    asked: list[list[str]] = []
+
+    def vectors_of(ids: list[str]) -> dict[str, object]:
+        asked.append(list(ids))
+        return {i: vectors[i] for i in ids if i in vectors}
+
+    out = smooth(fused, vectors_of)  # type: ignore[arg-type]
+    assert asked == [[i for i, _ in fused[:n]]]  # only the candidates are asked for
+    assert dict(out)["p000"] == fused[0][1] and out[0][0] == "p000"  # no vector: its score stays
+    assert out[n:] == fused[n:]  # beyond the candidates: untouched, and still below them
+    assert sorted(i for i, _ in out) == sorted(i for i, _ in fused)
+
+
+def test_smooth_leaves_short_or_flat_lists_alone() -> None:
+    from engram.search_rules import smooth
+
+    def never(ids: object) -> dict[str, object]:
+        raise AssertionError("no vectors needed")
+
+    assert smooth([("a", 1.0)], never) == [("a", 1.0)]  # type: ignore[arg-type]
+    assert smooth([("a", 0.5), ("b", 0.5)], never) == [("a", 0.5), ("b", 0.5)]  # type: ignore[arg-type]
+    one = smooth([("a", 0.9), ("b", 0.1)], lambda ids: {"a": _unit(1, 0)})
+    assert one == [("a", 0.9), ("b", 0.1)]  # fewer than two vectors: nothing to smooth over
+
+
+def test_hybrid_with_feedback_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
+
+    from engram.ports import Hit, SearchQuery
+    from engram.search_rules import hybrid
+
+    # "far" and "near" hold the same ranks in both lists (a tie broken by id: far first); "near" sits
+    # next to the best passage
+    ranked = [Hit(i, "chunk", 1.0 - j / 10, i, {}) for j, i in enumerate(["best", "far", "near"])]
+    mirrored = [ranked[0], ranked[2], ranked[1]]
+    vectors = {"best": _unit(1, 0, 0), "near": _unit(1, 0.2, 0), "far": _unit(0, 1, 1)}
+
+    def search(feedback: bool) -> list[str]:
+        q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3, feedback=feedback)
+        hits = hybrid(q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids})
+        return [h.id for h in hits]
+
+    assert search(False) == ["best", "far", "near"] and search(True) == ["best", "near", "far"]

@@ -185,9 +185,10 @@ class SearchIndex(Protocol):
     Score and ordering rules (every adapter):
     - bm25: higher is better (BM25 with English stemming); only documents sharing a term match.
     - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
-    - hybrid: `engram.search_rules.combine` over the top 100 candidates of both lists, by the query's
-      `fusion` (reciprocal rank, or min-max normalised convex combination). Ties break by id so results
-      are deterministic.
+    - hybrid: `engram.search_rules.hybrid` — `combine` over the top candidates of both lists, by the
+      query's `fusion` (reciprocal rank, or min-max normalised convex combination); with `feedback`, a
+      second round from the first one's best documents and the fused list smoothed over neighbours
+      (`smooth`). Ties break by id so results are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     """
 
@@ -203,6 +204,11 @@ class SearchIndex(Protocol):
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]: ...
 
     def count(self, context_id: str) -> int: ...
+
+    def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of those `ids` in the context that have one (no filters: ids come from a
+        search that applied them)."""
+        ...
 
     def ensure(self) -> None:
         """Create the index (mappings, analyzers) when it does not exist yet; harmless when it does."""

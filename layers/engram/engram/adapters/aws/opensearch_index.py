@@ -349,14 +349,18 @@ class OpenSearchIndex:
         body = {"size": size, "_source": {"excludes": ["vector"]}, "query": {"knn": {"vector": knn}}}
         return self._hits(self._call(self._os.search, index=self._index, body=body), cosine=True)
 
-    def _vectors_of(self, context_id: str, ids: Sequence[str]) -> list[Vector]:
+    def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         body = {
             "size": len(ids),
-            "_source": ["vector"],
+            "_source": ["id", "vector"],
             "query": {"bool": {"filter": [{"term": {"context_id": context_id}}, {"terms": {"id": list(ids)}}]}},
         }
         hits = self._call(self._os.search, index=self._index, body=body)["hits"]["hits"]
-        return [np.asarray(h["_source"]["vector"], dtype=np.float32) for h in hits if h["_source"].get("vector")]
+        return {
+            h["_source"]["id"]: np.asarray(h["_source"]["vector"], dtype=np.float32)
+            for h in hits
+            if h["_source"].get("vector")
+        }
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         self.ensure()
@@ -364,5 +368,5 @@ class OpenSearchIndex:
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
             lambda vector, n: self._vector(query, now, vector, n),
-            lambda ids: self._vectors_of(query.context_id, ids),
+            lambda ids: self.vectors(query.context_id, ids),
         )

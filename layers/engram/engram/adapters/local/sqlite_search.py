@@ -276,11 +276,13 @@ class SqliteSearchIndex:
             cache = self._context(q.context_id)
             return [_hit(r, s) for r, s in self._take(cache, cache.cosine(qv), q, now, limit)]
 
-    def _vectors_of(self, context_id: str, ids: Sequence[str]) -> list[Vector]:
+    def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._lock:
             cache = self._context(context_id)
-            slots = [cache.pos[i] for i in ids if i in cache.pos]
-            return [cache.mat[i].copy() for i in slots if cache.mat is not None and cache.has_vec[i]]
+            if cache.mat is None:
+                return {}
+            slots = {i: cache.pos[i] for i in ids if i in cache.pos}
+            return {i: cache.mat[s].copy() for i, s in slots.items() if cache.has_vec[s]}
 
     def _take(
         self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
@@ -315,7 +317,7 @@ class SqliteSearchIndex:
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
             lambda vector, n: self._vector(query, now, vector, n),
-            lambda ids: self._vectors_of(query.context_id, ids),
+            lambda ids: self.vectors(query.context_id, ids),
         )
 
 
