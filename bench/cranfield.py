@@ -55,45 +55,89 @@ def run(samples: int = 200) -> dict[str, Any]:
         engram = build_local(Settings(data_dir=Path(tmp)))
         key, principal = engram.identity.create_key(["cranfield"], "agent", ["bench"])
         caller = engram.identity.enter(principal, "cranfield", ANY, "bench")
-        bulk, search = find("knowledge_bulk_ingest"), find("knowledge_search")
-        assert bulk and search
-        t0, chunks = time.perf_counter(), 0
-        errors: list[dict[str, Any]] = []
-        for i in range(0, len(corpus), 100):
-            docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
-                    for d in corpus[i : i + 100]]  # fmt: skip
-            out = bulk.run(engram, caller, bulk.input.model_validate(
-                    # one chunk per abstract, as the reference implementations embed whole documents
-                    {"collection": "cranfield", "documents": docs, "chunk_max_tokens": 512}
-                ),
-                           lambda *_: None)  # fmt: skip
-            assert isinstance(out, dict)
-            errors += [dict(e, beir_id=docs[e["index"]]["metadata"]["beir_id"]) for e in out["errors"]]
-            chunks += out["total_chunks"]
-            print(f"  ingested {min(i + 100, len(corpus))}/{len(corpus)}", file=sys.stderr, flush=True)
-        engram.queue.join()
-        ingest_s = time.perf_counter() - t0
-        result: dict[str, Any] = {
-            "documents": len(corpus), "chunks": chunks, "ingest_errors": errors, "ingest_seconds": round(ingest_s, 1),
-            "docs_per_s": round(len(corpus) / ingest_s, 1), "chunks_per_s": round(chunks / ingest_s, 1),
-            "modes": {},
-        }  # fmt: skip
-        judged = [q for q in queries if q in qrels]
-        for mode in MODES:
-            sums: dict[str, float] = defaultdict(float)
-            for qid in judged:
-                args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
-                out = search.run(engram, caller, args, lambda *_: None)
-                assert isinstance(out, dict)
-                # chunks -> documents: a document ranks where its best chunk does
-                ranked = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))
-                for name, value in metrics(ranked, qrels[qid]).items():
-                    sums[name] += value
-            result["modes"][mode] = {k: round(v / len(judged), 3) for k, v in sums.items()}
-            print(f"  {mode}: {result['modes'][mode]}", file=sys.stderr, flush=True)
+        result = _ingest(engram, caller, corpus)
+        result["modes"] = _quality(engram, caller, queries, qrels)
         del engram
-        result["http"] = _latency(tmp, key, [queries[q] for q in judged], samples)
+        result["http"] = _latency(tmp, key, [queries[q] for q in queries if q in qrels], samples)
     return result
+
+
+def run_opensearch(samples: int = 200) -> dict[str, Any]:
+    """The same ingest and queries with the AWS search adapter (OpenSearchIndex) on the OpenSearch node the
+    tests start; records, blobs and the model stay embedded. Latency is in process (no HTTP, no Lambda)."""
+    from engram.adapters.aws.opensearch_index import OpenSearchIndex
+    from engram.wiring import Engram, opensearch_client
+    from tests.opensearch import opensearch_node
+
+    corpus, queries, qrels = load()
+    with opensearch_node() as url, tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=Path(tmp), opensearch_url=url, opensearch_service="none")
+        local = build_local(settings)
+        index = OpenSearchIndex(opensearch_client(settings), "bench-cranfield", dim=384, refresh=False)
+        engram = Engram(settings, local.records, local.blobs, index, local.embedder, local.clock)
+        _, principal = engram.identity.create_key(["cranfield"], "agent", ["bench"])
+        caller = engram.identity.enter(principal, "cranfield", ANY, "bench")
+        result = _ingest(engram, caller, corpus)
+        opensearch_client(settings).indices.refresh(index="bench-cranfield")
+        result["modes"] = _quality(engram, caller, queries, qrels)
+        search = find("knowledge_search")
+        assert search
+        judged = [q for q in queries if q in qrels]
+        result["in_process"] = {}
+        for mode in MODES:
+            times = []
+            for i in range(samples):
+                args = search.input.model_validate({"query": queries[judged[i % len(judged)]], "mode": mode, "k": 10})
+                t = time.perf_counter()
+                search.run(engram, caller, args, lambda *_: None)
+                times.append((time.perf_counter() - t) * 1000)
+            result["in_process"][mode] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
+    return result
+
+
+def _ingest(engram: Any, caller: Any, corpus: list[dict[str, Any]]) -> dict[str, Any]:
+    bulk = find("knowledge_bulk_ingest")
+    assert bulk
+    t0, chunks = time.perf_counter(), 0
+    errors: list[dict[str, Any]] = []
+    for i in range(0, len(corpus), 100):
+        docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
+                for d in corpus[i : i + 100]]  # fmt: skip
+        out = bulk.run(engram, caller, bulk.input.model_validate(
+                # one chunk per abstract, as the reference implementations embed whole documents
+                {"collection": "cranfield", "documents": docs, "chunk_max_tokens": 512}
+            ),
+                       lambda *_: None)  # fmt: skip
+        assert isinstance(out, dict)
+        errors += [dict(e, beir_id=docs[e["index"]]["metadata"]["beir_id"]) for e in out["errors"]]
+        chunks += out["total_chunks"]
+        print(f"  ingested {min(i + 100, len(corpus))}/{len(corpus)}", file=sys.stderr, flush=True)
+    engram.queue.join()
+    ingest_s = time.perf_counter() - t0
+    return {
+        "documents": len(corpus), "chunks": chunks, "ingest_errors": errors, "ingest_seconds": round(ingest_s, 1),
+        "docs_per_s": round(len(corpus) / ingest_s, 1), "chunks_per_s": round(chunks / ingest_s, 1),
+    }  # fmt: skip
+
+
+def _quality(engram: Any, caller: Any, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    search = find("knowledge_search")
+    assert search
+    modes: dict[str, Any] = {}
+    judged = [q for q in queries if q in qrels]
+    for mode in MODES:
+        sums: dict[str, float] = defaultdict(float)
+        for qid in judged:
+            args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
+            out = search.run(engram, caller, args, lambda *_: None)
+            assert isinstance(out, dict)
+            # chunks -> documents: a document ranks where its best chunk does
+            ranked = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))
+            for name, value in metrics(ranked, qrels[qid]).items():
+                sums[name] += value
+        modes[mode] = {k: round(v / len(judged), 3) for k, v in sums.items()}
+        print(f"  {mode}: {modes[mode]}", file=sys.stderr, flush=True)
+    return modes
 
 
 def _latency(data_dir: str, key: str, questions: list[str], samples: int) -> dict[str, Any]:
