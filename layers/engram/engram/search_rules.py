@@ -85,6 +85,9 @@ BM25Search = Callable[[Mapping[str, float], int], list[Hit]]
 """(stem -> weight, how many) -> BM25 hits of an adapter, every filter applied."""
 VectorSearch = Callable[[Vector, int], list[Hit]]
 """(query vector, how many) -> vector hits of an adapter, every filter applied."""
+Lists = Callable[[Mapping[str, float], "Vector | None", int], tuple[list[Hit], list[Hit]]]
+"""(stems, query vector or None, how many) -> (BM25 hits, vector hits): both lists of a round at once, for
+an adapter that can ask for them in one request. Without it, `lists_of` asks its two searches in turn."""
 VectorsOf = Callable[[Sequence[str]], dict[str, Vector]]
 """(document ids) -> the stored vectors of those that have one, for feedback and smoothing."""
 
@@ -145,11 +148,22 @@ def smooth(fused: list[tuple[str, float]], vectors_of: VectorsOf) -> list[tuple[
     return sorted(rescored, key=lambda kv: (-kv[1], kv[0])) + rest
 
 
+def lists_of(bm25: BM25Search, vector: VectorSearch) -> Lists:
+    """Both lists of a round from an adapter's two searches, one after the other; an empty query asks
+    neither (no stems: no BM25 search; no vector: no vector search)."""
+
+    def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
+        return (bm25(weights, n) if weights else []), (vector(v, n) if v is not None else [])
+
+    return both
+
+
 def hybrid(
     query: SearchQuery,
     bm25: BM25Search,
     vector: VectorSearch,
     vectors_of: VectorsOf,
+    both: Lists | None = None,
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
     CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents, and
@@ -157,16 +171,15 @@ def hybrid(
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
-    bm = bm25(weights, pool) if weights else []
-    vec = vector(query.vector, pool) if query.vector is not None else []
+    lists = both or lists_of(bm25, vector)
+    bm, vec = lists(weights, query.vector, pool)
     if query.match_all:  # keyword precision: only what every term matches
         keep = {h.id for h in bm}
         vec = [h for h in vec if h.id in keep]
     elif query.feedback and query.vector is not None and (bm or vec):
         best = merge_hits(bm, vec, "rrf", FEEDBACK_DOCS)
         weights = expansion(weights, [h.text for h in best])
-        bm = bm25(weights, pool) if weights else []
-        vec = vector(rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
+        bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
     rerank: Rerank | None = (lambda fused: smooth(fused, vectors_of)) if query.feedback else None
     return merge_hits(bm, vec, query.fusion, k, rerank)
 
@@ -176,6 +189,7 @@ def search(
     bm25: BM25Search,
     vector: VectorSearch,
     vectors_of: VectorsOf,
+    both: Lists | None = None,
 ) -> list[Hit]:
     """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
     does in every adapter)."""
@@ -183,7 +197,7 @@ def search(
     if k == 0:
         return []
     if query.mode == "hybrid":
-        return hybrid(query, bm25, vector, vectors_of)
+        return hybrid(query, bm25, vector, vectors_of, both)
     if query.mode == "bm25":
         weights = query_weights(query.text)
         return bm25(weights, k) if weights else []

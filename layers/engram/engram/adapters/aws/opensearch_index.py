@@ -309,7 +309,8 @@ class OpenSearchIndex:
             out.append({"range": {f"metadata.{key}": bounds}})
         return out
 
-    def _hits(self, response: dict[str, Any], cosine: bool) -> list[Hit]:
+    def _hits(self, response: dict[str, Any], cosine: bool, keep: dict[str, Vector] | None = None) -> list[Hit]:
+        """The hits of a search response, best first; with `keep`, their vectors are kept there too."""
         hits = []
         newest: dict[str, int] = {}  # Serverless: a replaced copy can linger; keep the newest per key
         for h in response["hits"]["hits"]:
@@ -324,16 +325,24 @@ class OpenSearchIndex:
             seen.add(key)
             score = 2 * float(h["_score"]) - 1 if cosine else float(h["_score"])
             hits.append(Hit(s["id"], s["kind"], score, s["text"], s.get("metadata") or {}, s.get("scopes") or []))
+            if keep is not None and s.get("vector"):
+                keep[s["id"]] = np.asarray(s["vector"], dtype=np.float32)
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 
-    def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int) -> list[Hit]:
+    @staticmethod
+    def _source(keep: dict[str, Vector] | None) -> dict[str, Any]:
+        return {} if keep is not None else {"_source": {"excludes": ["vector"]}}
+
+    def _bm25_body(
+        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int, keep: dict[str, Vector] | None
+    ) -> dict[str, Any]:
         """BM25 over the query's stems (the index analyses documents to the same stems), each clause
         boosted by its weight; with match_all every term must occur."""
         clauses = [{"term": {"text": {"value": t, "boost": w}}} for t, w in weights.items()]
-        body = {
+        return {
             "size": size,
-            "_source": {"excludes": ["vector"]},
+            **self._source(keep),
             "query": {
                 "bool": {
                     "should": clauses,
@@ -342,14 +351,52 @@ class OpenSearchIndex:
                 }
             },
         }
-        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine=False)
 
-    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, size: int) -> list[Hit]:
+    def _vector_body(
+        self, q: SearchQuery, now: datetime, vector: Vector, size: int, keep: dict[str, Vector] | None
+    ) -> dict[str, Any]:
         knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
-        body = {"size": size, "_source": {"excludes": ["vector"]}, "query": {"knn": {"vector": knn}}}
-        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine=True)
+        return {"size": size, **self._source(keep), "query": {"knn": {"vector": knn}}}
+
+    def _search(self, body: dict[str, Any], cosine: bool, keep: dict[str, Vector] | None) -> list[Hit]:
+        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine, keep)
+
+    def _both(
+        self,
+        q: SearchQuery,
+        now: datetime,
+        weights: Mapping[str, float],
+        vector: Vector | None,
+        size: int,
+        keep: dict[str, Vector] | None,
+    ) -> tuple[list[Hit], list[Hit]]:
+        """A hybrid round's two lists in one `_msearch` (OpenSearch runs them side by side)."""
+        if not weights or vector is None:
+            bm = self._search(self._bm25_body(q, now, weights, size, keep), False, keep) if weights else []
+            vec = self._search(self._vector_body(q, now, vector, size, keep), True, keep) if vector is not None else []
+            return bm, vec
+        bodies = [self._bm25_body(q, now, weights, size, keep), self._vector_body(q, now, vector, size, keep)]
+        bm_answer, vec_answer = self._call(self._msearch, bodies=bodies)
+        return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
+
+    def _msearch(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The responses of several searches sent as one request; a failed one raises as its own request
+        would (so a throttled one is retried with the rest)."""
+        from opensearchpy.exceptions import TransportError
+
+        lines: list[dict[str, Any]] = []
+        for body in bodies:
+            lines += [{}, body]
+        responses: list[dict[str, Any]] = self._os.msearch(index=self._index, body=lines)["responses"]
+        for r in responses:
+            if "error" in r:
+                error = r["error"]
+                raise TransportError(int(r.get("status") or 500), str(error.get("type", error)), error)
+        return responses
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        if not ids:
+            return {}
         body = {
             "size": len(ids),
             "_source": ["id", "vector"],
@@ -363,10 +410,21 @@ class OpenSearchIndex:
         }
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
+        """One query through `engram.search_rules.search`. Hybrid rounds ask both lists in one request;
+        with feedback, the hits come with their vectors, so feedback and smoothing need no extra request
+        for the passages the rounds returned."""
         self.ensure()
+        keep: dict[str, Vector] | None = {} if query.feedback and query.mode == "hybrid" else None
+
+        def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:
+            known = {i: keep[i] for i in ids if keep is not None and i in keep}
+            missing = [i for i in ids if i not in known]
+            return known | (self.vectors(query.context_id, missing) if missing else {})
+
         return run_search(
             query,
-            lambda weights, n: self._bm25(query, now, weights, n),
-            lambda vector, n: self._vector(query, now, vector, n),
-            lambda ids: self.vectors(query.context_id, ids),
+            lambda weights, n: self._search(self._bm25_body(query, now, weights, n, None), False, None),
+            lambda vector, n: self._search(self._vector_body(query, now, vector, n, None), True, None),
+            vectors_of,
+            lambda weights, vector, n: self._both(query, now, weights, vector, n, keep),
         )
