@@ -1,7 +1,7 @@
 """Answers grounded in retrieved passages, with citations.
 
 With no language model: extractive. The sentences of the retrieved passages that share the most
-question terms (weighted by the passage's rank) are the answer, each cited. With a Generator the
+question terms (weighted by the passage's rank) are the answer, each cited, none said twice. With a Generator the
 model writes the answer from the numbered passages; citations are the passages it was given.
 """
 
@@ -63,7 +63,14 @@ def answer(
         top = results[0]
         quote = " ".join(sentences(top["chunk"]["text"])[:2])
         return {"answer": f"{quote} [1]", "citations": [_citation(1, top, quote)], "mode": "extractive"}
-    best = sorted(scored, key=lambda x: (-x[0], x[1], x[2]))[:MAX_SENTENCES]
+    best, said = [], set()
+    for item in sorted(scored, key=lambda x: (-x[0], x[1], x[2])):
+        same = " ".join(item[3].lower().split())  # a sentence the documents repeat is said once
+        if same not in said:
+            said.add(same)
+            best.append(item)
+        if len(best) == MAX_SENTENCES:
+            break
     best.sort(key=lambda x: (x[1], x[2]))  # read in document order
     numbers: dict[int, int] = {}
     parts, citations = [], []
