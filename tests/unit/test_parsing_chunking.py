@@ -10,13 +10,33 @@ import pytest
 from engram.errors import InvalidInput
 from engram.services.chunking import chunk
 from engram.services.parsing import DOCX, HTML, MARKDOWN, PDF, TEXT, Block, detect, parse
-from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf
+from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf, make_pdf_with_headings
 
 
 def test_pdf_pages_become_blocks_with_page_numbers() -> None:
     blocks = parse(make_pdf(RETURNS_PDF), PDF, "returns.pdf")
     assert [b.page for b in blocks] == [1, 2]
     assert "30 days of purchase" in blocks[1].text and blocks[1].section == "Page 2"
+
+
+def test_pdf_headings_set_larger_than_the_body_become_sections() -> None:
+    body = "The boiler must be serviced every twelve months by a certified technician, who signs the log."
+    data = make_pdf_with_headings(
+        [
+            [("p", "This manual covers the house at 4 Elm Road."), ("h", "Boiler"), ("p", body)],
+            [("h", "Heating"), ("h", "schedule"), ("p", "It runs from six to half past eight.")],
+            [("p", "At weekends it runs from eight."), ("h", "Safety"), ("h2", "Gas . . . . . . . 4")],
+            [("p", "Call the emergency line at once.")],
+        ]
+    )
+    blocks = parse(data, PDF, "house.pdf")
+    assert [(b.section, b.page, b.text) for b in blocks] == [
+        ("Page 1", 1, "This manual covers the house at 4 Elm Road."),  # before any heading: the page
+        ("Boiler", 1, body),
+        ("Heating schedule", 2, "It runs from six to half past eight."),  # a heading set on two lines
+        ("Heating schedule", 3, "At weekends it runs from eight."),  # the section goes on across pages
+        ("Gas", 4, "Call the emergency line at once."),  # a subsection right after; the leader dropped
+    ]
 
 
 def test_docx_headings_become_sections() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engram.errors import InvalidInput
 
@@ -133,13 +135,80 @@ def _html(text: str) -> list[Block]:
     return blocks
 
 
+HEADING_SCALE = 1.15  # a PDF line whose text is all set this much larger than the body text is a heading
+HEADING_MAX_CHARS = 120
+_LEADER = re.compile(r"(\s*\.){3,}\s*\d*\s*$")
+
+
 def _pdf(data: bytes) -> list[Block]:
+    """Pages in order; a line set larger than the document's body text (the size most of its characters
+    have) is a heading: it names the section of the text after it, across pages, until the next one. Where
+    no heading has been seen, the section is the page ("Page 3"). Every block keeps its page number."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         raise InvalidInput("encrypted PDF", code="corrupt_file")
-    return [Block(page.extract_text() or "", f"Page {i}", i) for i, page in enumerate(reader.pages, start=1)]
+    pages = [_pdf_lines(page) for page in reader.pages]
+    weight: dict[float, int] = {}
+    for lines in pages:
+        for text, size in lines:
+            weight[size] = weight.get(size, 0) + len(text.strip())
+    body = max(weight, key=lambda size: (weight[size], -size)) if weight else 0.0
+    blocks: list[Block] = []
+    section = ""
+    for number, lines in enumerate(pages, start=1):
+        text: list[str] = []
+        heading = 0.0  # the size of the heading on the line before, if that line was one
+        for line, size in lines:
+            words = " ".join(line.split())
+            if body and size >= body * HEADING_SCALE and len(words) <= HEADING_MAX_CHARS and _has_letters(words):
+                if text:
+                    blocks.append(Block("\n".join(text), section or f"Page {number}", number))
+                    text = []
+                words = _LEADER.sub("", words)  # a table of contents' dotted leader and page number
+                # a heading set on two lines keeps its size; a smaller one right after it is a subsection
+                section = f"{section} {words}" if heading == size else words
+                heading = size
+            elif words:
+                text.append(line.strip())
+                heading = 0.0
+        blocks.append(Block("\n".join(text), section or f"Page {number}", number))
+    return blocks
+
+
+def _has_letters(text: str) -> bool:
+    return any(c.isalpha() for c in text)
+
+
+def _pdf_lines(page: Any) -> list[tuple[str, float]]:
+    """A page's text lines as pypdf extracts them, each with the smallest font size its text is set in
+    (the font size times the text and page matrices' scale, in points, to a tenth)."""
+    runs: list[tuple[str, float]] = []
+
+    def visit(text: str, cm: Sequence[float], tm: Sequence[float], font: Any, size: float) -> None:
+        runs.append((text, round(float(size or 0) * _scale(tm) * _scale(cm), 1)))
+
+    page.extract_text(visitor_text=visit)
+    lines: list[tuple[str, float]] = []
+    parts: list[str] = []
+    smallest = 0.0
+    for text, size in runs:
+        for k, piece in enumerate(text.split("\n")):
+            if k:
+                lines.append(("".join(parts), smallest))
+                parts, smallest = [], 0.0
+            parts.append(piece)
+            if piece.strip():
+                smallest = size if not smallest else min(smallest, size)
+    lines.append(("".join(parts), smallest))
+    return lines
+
+
+def _scale(matrix: Sequence[float]) -> float:
+    """How much a PDF matrix (a b c d e f) scales lengths: the square root of its determinant."""
+    a, b, c, d = (float(x) for x in matrix[:4])
+    return abs(a * d - b * c) ** 0.5 or 1.0
 
 
 def _docx(data: bytes) -> list[Block]:
