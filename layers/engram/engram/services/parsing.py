@@ -152,8 +152,8 @@ def _pdf(data: bytes) -> list[Block]:
     pages = [_pdf_lines(page) for page in reader.pages]
     weight: dict[float, int] = {}
     for lines in pages:
-        for text, size in lines:
-            weight[size] = weight.get(size, 0) + len(text.strip())
+        for line, size in lines:
+            weight[size] = weight.get(size, 0) + len(line.strip())
     body = max(weight, key=lambda size: (weight[size], -size)) if weight else 0.0
     blocks: list[Block] = []
     section = ""
