@@ -25,10 +25,11 @@ FEEDBACK_TERMS = 20
 FEEDBACK_ALPHA = 1.0  # the expansion terms together weigh this times the query's own terms
 FEEDBACK_BETA = 0.5  # the feedback documents' mean vector is added with this weight
 CANDIDATES = 50  # per list, before fusion
-# Score regularisation for the same searches (Diaz 2005, "Regularizing ad hoc retrieval scores"): each of
-# the best SMOOTH_CANDIDATES fused passages takes SMOOTH_ALPHA of its score from its neighbours among them,
-# weighted by exp((cosine - 1) / SMOOTH_TAU) — close passages are relevant together. Cranfield: +0.011
-# nDCG@10 cross-validated; a plateau from tau 0.02 to 0.05 and alpha 0.2 to 0.5 (bench/RESULTS.md).
+# Score regularisation for every hybrid search (Diaz 2005, "Regularizing ad hoc retrieval scores"): each of
+# the best SMOOTH_CANDIDATES fused hits takes SMOOTH_ALPHA of its score from its neighbours among them,
+# weighted by exp((cosine - 1) / SMOOTH_TAU) — close passages are relevant together. Chosen on cranfield
+# (+0.011 nDCG@10 cross-validated; a plateau from tau 0.02 to 0.05 and alpha 0.2 to 0.5), then measured
+# unchanged on LoCoMo: recall@10 0.675 -> 0.706 (bench/RESULTS.md).
 SMOOTH_CANDIDATES = 100
 SMOOTH_TAU = 0.03
 SMOOTH_ALPHA = 0.3
@@ -166,8 +167,8 @@ def hybrid(
     both: Lists | None = None,
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
-    CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents, and
-    the fused list smoothed over its passages' neighbours."""
+    CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents; the
+    fused list smoothed over its hits' neighbours (`smooth`)."""
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
@@ -180,8 +181,7 @@ def hybrid(
         best = merge_hits(bm, vec, "rrf", FEEDBACK_DOCS)
         weights = expansion(weights, [h.text for h in best])
         bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
-    rerank: Rerank | None = (lambda fused: smooth(fused, vectors_of)) if query.feedback else None
-    return merge_hits(bm, vec, query.fusion, k, rerank)
+    return merge_hits(bm, vec, query.fusion, k, lambda fused: smooth(fused, vectors_of))
 
 
 def search(

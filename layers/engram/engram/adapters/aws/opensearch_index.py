@@ -410,11 +410,10 @@ class OpenSearchIndex:
         }
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        """One query through `engram.search_rules.search`. Hybrid rounds ask both lists in one request;
-        with feedback, the hits come with their vectors, so feedback and smoothing need no extra request
-        for the passages the rounds returned."""
+        """One query through `engram.search_rules.search`. A hybrid round asks both lists in one request,
+        and its hits come with their vectors, so feedback and smoothing need no request of their own."""
         self.ensure()
-        keep: dict[str, Vector] | None = {} if query.feedback and query.mode == "hybrid" else None
+        keep: dict[str, Vector] | None = {} if query.mode == "hybrid" else None
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:
             known = {i: keep[i] for i in ids if keep is not None and i in keep}
