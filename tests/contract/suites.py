@@ -200,7 +200,8 @@ class SearchIndexContract:
         loaded.upsert([IndexDoc("c1", "chunk", "n1", "no vector yet", None, ["org/acme"], T0)])
         got = loaded.vectors("c1", ["d1", "d4", "n1", "x1", "missing"])
         assert set(got) == {"d1", "d4"}  # n1 has none, x1 is another context's, missing is unknown
-        assert np.allclose(got["d1"], _vec(1, 0), atol=1e-5) and np.allclose(got["d4"], _vec(0.1, 1), atol=1e-5)
+        # at least half precision (OpenSearch returns its compact copies)
+        assert np.allclose(got["d1"], _vec(1, 0), atol=1e-3) and np.allclose(got["d4"], _vec(0.1, 1), atol=1e-3)
         assert loaded.vectors("c1", []) == {}
 
     def test_delete_and_set_validity_apply_at_once(self, loaded: SearchIndex) -> None:

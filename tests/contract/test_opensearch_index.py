@@ -73,3 +73,41 @@ def test_a_contexts_count_is_reused_until_a_write_or_its_ttl(opensearch: str) ->
     assert index.count("c") == 3
     index.delete("c", ["a"])
     assert index.count("c") == 2
+
+
+def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: str) -> None:
+    """An index created by an earlier version (no compact copy of the vectors) gets the field on first use;
+    its documents' full vectors serve feedback and smoothing until they are written again."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from engram.adapters.aws.opensearch_index import COMPACT
+    from engram.ports import IndexDoc, SearchQuery
+
+    client = OpenSearch(hosts=[opensearch], timeout=30)
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    OpenSearchIndex(client, name, dim=4).ensure()
+    mapping = client.indices.get_mapping(index=name)[name]["mappings"]
+    analysis = client.indices.get_settings(index=name)[name]["settings"]["index"]["analysis"]
+    assert mapping["properties"][COMPACT] == {"type": "binary"}
+    client.indices.delete(index=name)  # now as an older version made it: without the field
+    old_mapping = {k: v for k, v in mapping["properties"].items() if k != COMPACT}
+    settings = {"index": {"knn": True}, "analysis": analysis}
+    client.indices.create(index=name, body={"settings": settings, "mappings": {"properties": old_mapping}})
+    old_vector = [1.0, 0.0, 0.0, 0.0]
+    old = {"context_id": "c", "kind": "chunk", "id": "old", "key": "c|old", "indexed_at": 1, "text": "wing flutter",
+           "scopes": ["org"], "metadata": {}, "vector": old_vector}  # fmt: skip
+    client.index(index=name, id="c|old", body=old, refresh=True)
+    index = OpenSearchIndex(client, name, dim=4, refresh=True)
+    index.upsert(
+        [IndexDoc("c", "chunk", "new", "wing flutter tests", np.array([0.6, 0.8, 0, 0], dtype=np.float32), ["org"])]
+    )
+    assert client.indices.get_mapping(index=name)[name]["mappings"]["properties"][COMPACT] == {"type": "binary"}
+    got = index.vectors("c", ["old", "new"])
+    assert np.allclose(got["old"], old_vector) and np.allclose(got["new"], [0.6, 0.8, 0, 0], atol=1e-3)
+    hits = index.search(
+        SearchQuery("c", "flutter", np.array([1, 0, 0, 0], dtype=np.float32), "hybrid", 5, feedback=True),
+        datetime.now(UTC),
+    )
+    assert {h.id for h in hits} == {"old", "new"}

@@ -206,8 +206,8 @@ class SearchIndex(Protocol):
     def count(self, context_id: str) -> int: ...
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        """The stored vectors of those `ids` in the context that have one (no filters: ids come from a
-        search that applied them)."""
+        """The stored vectors of those `ids` in the context that have one, to at least half precision (no
+        filters: ids come from a search that applied them)."""
         ...
 
     def ensure(self) -> None:

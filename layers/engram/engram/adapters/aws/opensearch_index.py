@@ -19,6 +19,7 @@ returning it, so a stale or deleted copy is never shown.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -34,6 +35,18 @@ from engram.search_rules import search as run_search
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
 RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)
 COUNT_TTL = 30.0  # seconds a context's document count is reused: it only picks a recall's tier
+# A compact copy of each vector (half precision, base64) that searches return instead of the JSON array of
+# floats (~1 KB against ~8 KB a hit): feedback and smoothing read it. Stored only, never searched.
+COMPACT = "vector16"
+COMPACT_MAPPING = {COMPACT: {"type": "binary"}}
+
+
+def pack(vector: Vector) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f2").tobytes()).decode()
+
+
+def unpack(packed: str) -> Vector:
+    return np.frombuffer(base64.b64decode(packed), dtype="<f2").astype(np.float32)
 
 
 def _retryable(exc: Exception) -> bool:
@@ -71,7 +84,11 @@ class OpenSearchIndex:
         raise AssertionError("unreachable")
 
     def ensure(self) -> None:
-        if self._ready or self._call(self._os.indices.exists, index=self._index):
+        if self._ready:
+            return
+        if self._call(self._os.indices.exists, index=self._index):
+            # an index made before the compact copy existed gets its field (a no-op when it has it)
+            self._call(self._os.indices.put_mapping, index=self._index, body={"properties": COMPACT_MAPPING})
             self._ready = True
             return
         self._call(
@@ -121,6 +138,7 @@ class OpenSearchIndex:
                             "dimension": self._dim,
                             "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"},
                         },
+                        **COMPACT_MAPPING,
                     },
                 },
             },
@@ -157,6 +175,7 @@ class OpenSearchIndex:
             }
             if d.vector is not None:
                 source["vector"] = [float(x) for x in d.vector]
+                source[COMPACT] = pack(d.vector)
             sources.append(source)
         self._index_sources(sources, closing)
 
@@ -325,14 +344,14 @@ class OpenSearchIndex:
             seen.add(key)
             score = 2 * float(h["_score"]) - 1 if cosine else float(h["_score"])
             hits.append(Hit(s["id"], s["kind"], score, s["text"], s.get("metadata") or {}, s.get("scopes") or []))
-            if keep is not None and s.get("vector"):
-                keep[s["id"]] = np.asarray(s["vector"], dtype=np.float32)
+            if keep is not None and s.get(COMPACT):
+                keep[s["id"]] = unpack(s[COMPACT])
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 
     @staticmethod
     def _source(keep: dict[str, Vector] | None) -> dict[str, Any]:
-        return {} if keep is not None else {"_source": {"excludes": ["vector"]}}
+        return {"_source": {"excludes": ["vector"] if keep is not None else ["vector", COMPACT]}}
 
     def _bm25_body(
         self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int, keep: dict[str, Vector] | None
@@ -395,19 +414,33 @@ class OpenSearchIndex:
         return responses
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """The compact copies (half precision); the full vector of a document indexed before they existed."""
+        found = {i: unpack(v) for i, v in self._sources(context_id, ids, COMPACT).items()}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            full = self._sources(context_id, missing, "vector")
+            found |= {i: np.asarray(v, dtype=np.float32) for i, v in full.items()}
+        return found
+
+    def _sources(self, context_id: str, ids: Sequence[str], field: str) -> dict[str, Any]:
+        """id -> `field` of those of `ids` in the context that have it."""
         if not ids:
             return {}
         body = {
             "size": len(ids),
-            "_source": ["id", "vector"],
-            "query": {"bool": {"filter": [{"term": {"context_id": context_id}}, {"terms": {"id": list(ids)}}]}},
+            "_source": ["id", field],
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"context_id": context_id}},
+                        {"terms": {"id": list(ids)}},
+                        {"exists": {"field": field}},
+                    ]
+                }
+            },
         }
         hits = self._call(self._os.search, index=self._index, body=body)["hits"]["hits"]
-        return {
-            h["_source"]["id"]: np.asarray(h["_source"]["vector"], dtype=np.float32)
-            for h in hits
-            if h["_source"].get("vector")
-        }
+        return {h["_source"]["id"]: h["_source"][field] for h in hits if h["_source"].get(field)}
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One query through `engram.search_rules.search`. A hybrid round asks both lists in one request,
