@@ -82,7 +82,7 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
 
     import numpy as np
 
-    from engram.adapters.aws.opensearch_index import COMPACT
+    from engram.adapters.aws.opensearch_index import COMPACT, COMPACT_MAPPING
     from engram.ports import IndexDoc, SearchQuery
 
     client = OpenSearch(hosts=[opensearch], timeout=30)
@@ -90,7 +90,7 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
     OpenSearchIndex(client, name, dim=4).ensure()
     mapping = client.indices.get_mapping(index=name)[name]["mappings"]
     analysis = client.indices.get_settings(index=name)[name]["settings"]["index"]["analysis"]
-    assert mapping["properties"][COMPACT] == {"type": "binary"}
+    assert mapping["properties"][COMPACT] == COMPACT_MAPPING[COMPACT]
     client.indices.delete(index=name)  # now as an older version made it: without the field
     old_mapping = {k: v for k, v in mapping["properties"].items() if k != COMPACT}
     settings = {"index": {"knn": True}, "analysis": analysis}
@@ -103,7 +103,7 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
     index.upsert(
         [IndexDoc("c", "chunk", "new", "wing flutter tests", np.array([0.6, 0.8, 0, 0], dtype=np.float32), ["org"])]
     )
-    assert client.indices.get_mapping(index=name)[name]["mappings"]["properties"][COMPACT] == {"type": "binary"}
+    assert client.indices.get_mapping(index=name)[name]["mappings"]["properties"][COMPACT] == COMPACT_MAPPING[COMPACT]
     got = index.vectors("c", ["old", "new"])
     assert np.allclose(got["old"], old_vector) and np.allclose(got["new"], [0.6, 0.8, 0, 0], atol=1e-3)
     hits = index.search(

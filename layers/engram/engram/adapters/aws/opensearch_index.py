@@ -38,7 +38,7 @@ COUNT_TTL = 30.0  # seconds a context's document count is reused: it only picks 
 # A compact copy of each vector (half precision, base64) that searches return instead of the JSON array of
 # floats (~1 KB against ~8 KB a hit): feedback and smoothing read it. Stored only, never searched.
 COMPACT = "vector16"
-COMPACT_MAPPING = {COMPACT: {"type": "binary"}}
+COMPACT_MAPPING = {COMPACT: {"type": "binary"}}  # not searchable, no doc values (the default): _source only
 
 
 def pack(vector: Vector) -> str:
