@@ -41,6 +41,10 @@ COMPACT = "vector16"
 COMPACT_MAPPING = {COMPACT: {"type": "binary"}}  # not searchable, no doc values (the default): _source only
 
 
+Kept = dict[str, "Vector | None"]
+"""id -> the compact vector a search's hit came with (None: it came with none), for one search."""
+
+
 def pack(vector: Vector) -> str:
     return base64.b64encode(np.asarray(vector, dtype="<f2").tobytes()).decode()
 
@@ -328,7 +332,7 @@ class OpenSearchIndex:
             out.append({"range": {f"metadata.{key}": bounds}})
         return out
 
-    def _hits(self, response: dict[str, Any], cosine: bool, keep: dict[str, Vector] | None = None) -> list[Hit]:
+    def _hits(self, response: dict[str, Any], cosine: bool, keep: Kept | None = None) -> list[Hit]:
         """The hits of a search response, best first; with `keep`, their vectors are kept there too."""
         hits = []
         newest: dict[str, int] = {}  # Serverless: a replaced copy can linger; keep the newest per key
@@ -344,17 +348,17 @@ class OpenSearchIndex:
             seen.add(key)
             score = 2 * float(h["_score"]) - 1 if cosine else float(h["_score"])
             hits.append(Hit(s["id"], s["kind"], score, s["text"], s.get("metadata") or {}, s.get("scopes") or []))
-            if keep is not None and s.get(COMPACT):
-                keep[s["id"]] = unpack(s[COMPACT])
+            if keep is not None:
+                keep[s["id"]] = unpack(s[COMPACT]) if s.get(COMPACT) else None
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 
     @staticmethod
-    def _source(keep: dict[str, Vector] | None) -> dict[str, Any]:
+    def _source(keep: Kept | None) -> dict[str, Any]:
         return {"_source": {"excludes": ["vector"] if keep is not None else ["vector", COMPACT]}}
 
     def _bm25_body(
-        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int, keep: dict[str, Vector] | None
+        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int, keep: Kept | None
     ) -> dict[str, Any]:
         """BM25 over the query's stems (the index analyses documents to the same stems), each clause
         boosted by its weight; with match_all every term must occur."""
@@ -372,12 +376,12 @@ class OpenSearchIndex:
         }
 
     def _vector_body(
-        self, q: SearchQuery, now: datetime, vector: Vector, size: int, keep: dict[str, Vector] | None
+        self, q: SearchQuery, now: datetime, vector: Vector, size: int, keep: Kept | None
     ) -> dict[str, Any]:
         knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
         return {"size": size, **self._source(keep), "query": {"knn": {"vector": knn}}}
 
-    def _search(self, body: dict[str, Any], cosine: bool, keep: dict[str, Vector] | None) -> list[Hit]:
+    def _search(self, body: dict[str, Any], cosine: bool, keep: Kept | None) -> list[Hit]:
         return self._hits(self._call(self._os.search, index=self._index, body=body), cosine, keep)
 
     def _both(
@@ -387,7 +391,7 @@ class OpenSearchIndex:
         weights: Mapping[str, float],
         vector: Vector | None,
         size: int,
-        keep: dict[str, Vector] | None,
+        keep: Kept | None,
     ) -> tuple[list[Hit], list[Hit]]:
         """A hybrid round's two lists in one `_msearch` (OpenSearch runs them side by side)."""
         if not weights or vector is None:
@@ -444,14 +448,17 @@ class OpenSearchIndex:
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One query through `engram.search_rules.search`. A hybrid round asks both lists in one request,
-        and its hits come with their vectors, so feedback and smoothing need no request of their own."""
+        and its hits come with their compact vectors, so feedback and smoothing need no request of their
+        own: a hit the rounds returned without one (no vector yet, or written before compact copies
+        existed, until it is written again) counts as having none."""
         self.ensure()
-        keep: dict[str, Vector] | None = {} if query.mode == "hybrid" else None
+        keep: Kept | None = {} if query.mode == "hybrid" else None
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:
-            known = {i: keep[i] for i in ids if keep is not None and i in keep}
-            missing = [i for i in ids if i not in known]
-            return known | (self.vectors(query.context_id, missing) if missing else {})
+            seen = keep if keep is not None else {}
+            known = {i: v for i in ids if (v := seen.get(i)) is not None}
+            unseen = [i for i in ids if i not in seen]
+            return known | (self.vectors(query.context_id, unseen) if unseen else {})
 
         return run_search(
             query,

@@ -1,0 +1,51 @@
+"""How many requests an OpenSearch hybrid search makes (a fake client counts them: the node cannot)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from engram.adapters.aws.opensearch_index import COMPACT, OpenSearchIndex, pack
+from engram.ports import SearchQuery
+
+
+class Counting:
+    """Answers every search of an `_msearch` with the same three hits: two with compact vectors (close
+    to each other), one without (no vector yet, or written before compact copies existed)."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+
+    def _hit(self, i: str, score: float, vector: list[float] | None) -> dict[str, Any]:
+        source = {"id": i, "kind": "chunk", "text": f"text {i}", "metadata": {}, "scopes": ["org"]}
+        if vector is not None:
+            source[COMPACT] = pack(np.array(vector, dtype=np.float32))
+        return {"_id": f"c|{i}", "_score": score, "_source": source}
+
+    def msearch(self, index: str, body: list[dict[str, Any]]) -> dict[str, Any]:
+        self.requests.append("msearch")
+        assert all(b.get("_source", {}).get("excludes") == ["vector"] for b in body[1::2])  # compact kept
+        hits = [self._hit("a", 0.9, [1, 0]), self._hit("b", 0.8, None), self._hit("c", 0.7, [0.9, 0.1])]
+        return {"responses": [{"hits": {"hits": hits}}, {"hits": {"hits": hits}}]}
+
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append("search")
+        return {"hits": {"hits": []}}
+
+
+def test_a_hybrid_round_is_one_request_and_vectors_come_with_the_hits() -> None:
+    client = Counting()
+    index = OpenSearchIndex(client, "i", dim=2)
+    index._ready = True
+    now = datetime.now(UTC)
+    plain = index.search(SearchQuery("c", "text", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3), now)
+    assert client.requests == ["msearch"] and {h.id for h in plain} == {"a", "b", "c"}
+    client.requests.clear()
+    q = SearchQuery("c", "text", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3, feedback=True)
+    assert len(index.search(q, now)) == 3
+    assert client.requests == ["msearch", "msearch"]  # two rounds; feedback and smoothing ask nothing more
+    client.requests.clear()
+    index.search(SearchQuery("c", "text", mode="bm25", k=3), now)
+    assert client.requests == ["search"]  # a single list: no _msearch
