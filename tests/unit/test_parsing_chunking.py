@@ -62,6 +62,36 @@ def test_markdown_sections() -> None:
     assert [(b.section, b.text) for b in blocks] == [("A", "alpha"), ("B", "beta")]
 
 
+def test_markdown_code_fences_and_setext_headings() -> None:
+    doc = b"""Install
+=======
+Run this:
+
+```bash
+# install the agent
+pip install agent
+```
+
+Usage
+-----
+~~~
+## not a heading
+~~~
+Then call it.
+
+- a list item
+---
+after a rule
+"""
+    blocks = parse(doc, MARKDOWN, "readme.md")
+    assert [b.section for b in blocks] == ["Install", "Usage"]  # a list item over a rule is no heading
+    install, usage = blocks
+    assert "# install the agent\npip install agent" in install.text  # the fenced comment stays text
+    assert "## not a heading" in usage.text and usage.text.endswith("- a list item\n---\nafter a rule")
+    front = parse(b"---\ntitle: Guide\ntags: [a]\n---\n# Setup\nInstall it.\n", MARKDOWN, "guide.md")
+    assert [(b.section, b.text) for b in front] == [("", "---\ntitle: Guide\ntags: [a]\n---"), ("Setup", "Install it.")]
+
+
 @pytest.mark.parametrize(
     ("data", "mime", "code"),
     [

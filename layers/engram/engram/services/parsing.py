@@ -96,18 +96,41 @@ def _plain(text: str) -> list[Block]:
     return [Block(text)]
 
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_NOT_A_TITLE = re.compile(r"^ {0,3}([-*+>]|\d+[.)]|=+\s*$|-+\s*$)")  # list items, quotes, rules: no setext title
 
 
 def _markdown(text: str) -> list[Block]:
+    """ATX (`# A`) and setext (`A` over `===` or `---`) headings name the sections; a line inside a fenced
+    code block is text, whatever it starts with (`# install` in a shell snippet is a comment); so is YAML
+    front matter."""
     blocks: list[Block] = []
     section, lines = "", list[str]()
-    for line in text.splitlines():
+    fence = ""  # the fence that opened the code block we are in
+    rows = text.splitlines()
+    if rows and rows[0].strip() == "---":  # YAML front matter: text, and its closing --- underlines nothing
+        end = next((i for i, r in enumerate(rows[1:], 1) if r.strip() in ("---", "...")), 0)
+        lines, rows = rows[: end + 1], rows[end + 1 :]
+    for line in rows:
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+            lines.append(line)
+            continue
+        if opened:
+            fence = opened.group(1)
+            lines.append(line)
+            continue
         m = _HEADING.match(line)
-        if m:
-            if lines:
+        underline = _SETEXT.match(line)
+        if m or (underline and lines and lines[-1].strip() and not _NOT_A_TITLE.match(lines[-1])):
+            title = m.group(2) if m else lines.pop().strip()
+            if any(x.strip() for x in lines):
                 blocks.append(Block("\n".join(lines).strip(), section))
-            section, lines = m.group(2), []
+            section, lines = title, []
         else:
             lines.append(line)
     if lines:
