@@ -55,6 +55,9 @@ def test_html_drops_scripts_and_keeps_headings() -> None:
     blocks = parse(html, HTML, "page.html")
     assert [(b.section, b.text) for b in blocks] == [("Intro", "Hello there."), ("Details", "One"), ("Details", "Two")]
     assert all("var x" not in b.text for b in blocks)
+    page = b"<body><nav><h2>Menu</h2><ul><li>Home</li><li>Blog</li></ul></nav><main><h1>Post</h1><p>Body.</p>"
+    page += b"</main><footer><p>Copyright 2026</p></footer></body>"
+    assert [(b.section, b.text) for b in parse(page, HTML, "post.html")] == [("Post", "Body.")]  # no menu, footer
 
 
 def test_markdown_sections() -> None:

@@ -142,7 +142,7 @@ def _html(text: str) -> list[Block]:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(text, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template"]):
+    for tag in soup(["script", "style", "noscript", "template", "svg", "nav", "footer"]):  # code, menus, footers
         tag.decompose()
     blocks: list[Block] = []
     section = soup.title.get_text(" ", strip=True) if soup.title else ""
