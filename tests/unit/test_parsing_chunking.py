@@ -150,3 +150,9 @@ def test_semantic_splits_where_the_topic_changes() -> None:
         "Wings make lift. Lift depends on speed. Speed comes from engines.",
         "Rivets hold panels. Panels form the skin. The skin carries loads.",
     ]
+
+
+def test_a_broken_pdf_is_reported_by_name_without_pypdf_chatter(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(InvalidInput, match="broken.pdf: cannot be read as application/pdf"):
+        parse(b"\x00\x01garbage", PDF, "broken.pdf")
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("pypdf")] == []

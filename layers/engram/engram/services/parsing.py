@@ -5,6 +5,7 @@ naming the file; nothing is stored before parsing succeeds."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -169,6 +170,8 @@ def _pdf(data: bytes) -> list[Block]:
     no heading has been seen, the section is the page ("Page 3"). Every block keeps its page number."""
     from pypdf import PdfReader
 
+    # pypdf logs what it repairs or cannot read; a file that fails is reported by its name instead
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         raise InvalidInput("encrypted PDF", code="corrupt_file")
