@@ -153,6 +153,6 @@ def test_semantic_splits_where_the_topic_changes() -> None:
 
 
 def test_a_broken_pdf_is_reported_by_name_without_pypdf_chatter(caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(InvalidInput, match="broken.pdf: cannot be read as application/pdf"):
+    with pytest.raises(InvalidInput, match=r"broken\.pdf: cannot be read as application/pdf"):
         parse(b"\x00\x01garbage", PDF, "broken.pdf")
     assert [r.getMessage() for r in caplog.records if r.name.startswith("pypdf")] == []
