@@ -39,6 +39,19 @@ def test_pdf_headings_set_larger_than_the_body_become_sections() -> None:
     ]
 
 
+def test_docx_tables_keep_their_place_and_section() -> None:
+    prices = [["Plan", "Price"], ["Basic", "5 EUR"]]
+    data = make_docx({"Pricing": ["Plans are billed monthly.", prices, "Taxes are extra."], "Support": ["Email us."]})
+    blocks = parse(data, DOCX, "plans.docx")
+    assert [(b.section, b.text) for b in blocks] == [
+        ("Pricing", "Plans are billed monthly."),
+        ("Pricing", "Plan | Price"),
+        ("Pricing", "Basic | 5 EUR"),  # under its own heading, where it stands, not after the last section
+        ("Pricing", "Taxes are extra."),
+        ("Support", "Email us."),
+    ]
+
+
 def test_docx_headings_become_sections() -> None:
     data = make_docx({"Setup": ["Install the agent."], "Usage": ["Run it daily.", "Check the logs."]})
     blocks = parse(data, DOCX, "guide.docx")

@@ -239,19 +239,21 @@ def _scale(matrix: Sequence[float]) -> float:
 
 def _docx(data: bytes) -> list[Block]:
     import docx
+    from docx.table import Table
 
     document = docx.Document(io.BytesIO(data))
     blocks: list[Block] = []
     section = ""
-    for para in document.paragraphs:
-        style = (para.style.name if para.style is not None else "") or ""
+    for part in document.iter_inner_content():  # paragraphs and tables in reading order
+        if isinstance(part, Table):
+            for row in part.rows:
+                cells = [c.text.strip() for c in row.cells if c.text.strip()]
+                if cells:
+                    blocks.append(Block(" | ".join(cells), section or "Table"))
+            continue
+        style = (part.style.name if part.style is not None else "") or ""
         if style.lower().startswith(("heading", "title")):
-            section = para.text.strip()
-        elif para.text.strip():
-            blocks.append(Block(para.text, section))
-    for table in document.tables:
-        for row in table.rows:
-            cells = [c.text.strip() for c in row.cells if c.text.strip()]
-            if cells:
-                blocks.append(Block(" | ".join(cells), section or "Table"))
+            section = part.text.strip()
+        elif part.text.strip():
+            blocks.append(Block(part.text, section))
     return blocks
