@@ -162,6 +162,8 @@ def _html(text: str) -> list[Block]:
 HEADING_SCALE = 1.15  # a PDF line whose text is all set this much larger than the body text is a heading
 HEADING_MAX_CHARS = 120
 _LEADER = re.compile(r"(\s*\.){3,}\s*\d*\s*$")
+# pypdf logs what it repairs or cannot read; a file that fails is reported by its name instead
+logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 def _pdf(data: bytes) -> list[Block]:
@@ -170,8 +172,6 @@ def _pdf(data: bytes) -> list[Block]:
     no heading has been seen, the section is the page ("Page 3"). Every block keeps its page number."""
     from pypdf import PdfReader
 
-    # pypdf logs what it repairs or cannot read; a file that fails is reported by its name instead
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         raise InvalidInput("encrypted PDF", code="corrupt_file")
@@ -188,7 +188,12 @@ def _pdf(data: bytes) -> list[Block]:
         heading = 0.0  # the size of the heading on the line before, if that line was one
         for line, size in lines:
             words = " ".join(line.split())
-            if body and size >= body * HEADING_SCALE and len(words) <= HEADING_MAX_CHARS and _has_letters(words):
+            if (
+                body
+                and size >= body * HEADING_SCALE
+                and len(words) <= HEADING_MAX_CHARS
+                and any(c.isalpha() for c in words)
+            ):
                 if text:
                     blocks.append(Block("\n".join(text), section or f"Page {number}", number))
                     text = []
@@ -201,10 +206,6 @@ def _pdf(data: bytes) -> list[Block]:
                 heading = 0.0
         blocks.append(Block("\n".join(text), section or f"Page {number}", number))
     return blocks
-
-
-def _has_letters(text: str) -> bool:
-    return any(c.isalpha() for c in text)
 
 
 def _pdf_lines(page: Any) -> list[tuple[str, float]]:

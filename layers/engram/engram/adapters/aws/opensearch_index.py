@@ -29,7 +29,7 @@ import numpy as np
 
 from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS
+from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, lists_of
 from engram.search_rules import search as run_search
 
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
@@ -384,20 +384,10 @@ class OpenSearchIndex:
     def _search(self, body: dict[str, Any], cosine: bool, keep: Kept | None) -> list[Hit]:
         return self._hits(self._call(self._os.search, index=self._index, body=body), cosine, keep)
 
-    def _both(
-        self,
-        q: SearchQuery,
-        now: datetime,
-        weights: Mapping[str, float],
-        vector: Vector | None,
-        size: int,
-        keep: Kept | None,
+    def _pair(
+        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], vector: Vector, size: int, keep: Kept | None
     ) -> tuple[list[Hit], list[Hit]]:
         """A hybrid round's two lists in one `_msearch` (OpenSearch runs them side by side)."""
-        if not weights or vector is None:
-            bm = self._search(self._bm25_body(q, now, weights, size, keep), False, keep) if weights else []
-            vec = self._search(self._vector_body(q, now, vector, size, keep), True, keep) if vector is not None else []
-            return bm, vec
         bodies = [self._bm25_body(q, now, weights, size, keep), self._vector_body(q, now, vector, size, keep)]
         bm_answer, vec_answer = self._call(self._msearch, bodies=bodies)
         return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
@@ -460,10 +450,15 @@ class OpenSearchIndex:
             unseen = [i for i in ids if i not in seen]
             return known | (self.vectors(query.context_id, unseen) if unseen else {})
 
-        return run_search(
-            query,
-            lambda weights, n: self._search(self._bm25_body(query, now, weights, n, None), False, None),
-            lambda vector, n: self._search(self._vector_body(query, now, vector, n, None), True, None),
-            vectors_of,
-            lambda weights, vector, n: self._both(query, now, weights, vector, n, keep),
-        )
+        def bm25(weights: Mapping[str, float], n: int) -> list[Hit]:
+            return self._search(self._bm25_body(query, now, weights, n, keep), False, keep)
+
+        def vector(v: Vector, n: int) -> list[Hit]:
+            return self._search(self._vector_body(query, now, v, n, keep), True, keep)
+
+        def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
+            if weights and v is not None:
+                return self._pair(query, now, weights, v, n, keep)
+            return lists_of(bm25, vector)(weights, v, n)  # one list only: a plain search
+
+        return run_search(query, bm25, vector, vectors_of, both)
