@@ -84,6 +84,18 @@ def test_management_registers_scopes_and_openapi_lists_routes(live: Live) -> Non
     with api(live, live.keys.management) as c:
         r = c.post("/acme/scopes", json={"paths": ["org/acme/team/eng"]})
         assert r.status_code == 200 and r.json() == {"registered": ["org/acme/team/eng"]}
+        # registration stays inside the key's grant (org/acme), and paths are checked strictly
+        for paths, status in (
+            (["org/globex/evil"], 403),
+            (["org"], 403),
+            (["org/acme/team/ok", "org/globex/evil"], 403),
+            (["org/acme/x\n"], 400),
+            (["org/acme/../globex"], 400),
+        ):
+            r = c.post("/acme/scopes", json={"paths": paths})
+            assert r.status_code == status, (paths, r.text)
+        listed = live.engram.identity.registered("acme")
+        assert "org/globex/evil" not in listed and "org/acme/team/ok" not in listed  # nothing half registered
         r = c.get("/acme/identity")
         assert r.json()["principal"] == "management"
     spec = httpx.get(live.url + "/openapi.json").json()

@@ -1,7 +1,7 @@
 import pytest
 
 from engram.errors import Forbidden, InvalidInput
-from engram.scopes import check_selector, is_registered, matches, narrow, write_paths
+from engram.scopes import check_path, check_selector, is_registered, matches, narrow, write_paths
 
 
 def test_dnf_matching_is_and_within_clause_or_across() -> None:
@@ -38,3 +38,32 @@ def test_registered_paths_cover_their_ancestors() -> None:
     assert is_registered("org/acme", reg)
     assert is_registered("org/acme/user/alice", reg)
     assert not is_registered("org/acme/user/bob", reg)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "org/acme/x\n",  # `$` in a regex matches before a trailing newline: fullmatch does not
+        "org/acme/x\r",
+        "org/\nacme",
+        "org/acme/../globex",
+        "org/./acme",
+        "..",
+        ".",
+        "org//acme",
+        "org/acme/",
+        "",
+        " org/acme",
+        "org/acme\x00",
+        "org/ac me",
+        "org/" + "a" * 300,
+    ],
+)
+def test_malformed_paths_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidInput):
+        check_path(bad)
+
+
+@pytest.mark.parametrize("good", ["org/acme/user/alice", "a", "org/acme/user/a.b@c:d-e_f", "v1.2/x"])
+def test_well_formed_paths_pass(good: str) -> None:
+    assert check_path(good) == good

@@ -12,12 +12,19 @@ from collections.abc import Iterable, Sequence
 
 from engram.errors import Forbidden, InvalidInput
 
-_PATH = re.compile(r"^[A-Za-z0-9_.@:\-]+(/[A-Za-z0-9_.@:\-]+)*$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_.@:\-]+")
 MAX_PATH_LEN = 256
 
 
 def check_path(path: str) -> str:
-    if not isinstance(path, str) or len(path) > MAX_PATH_LEN or not _PATH.match(path):
+    """A well-formed path, exactly: no empty, `.` or `..` segment, no whitespace or control character
+    anywhere (a trailing newline included: `fullmatch`, not `match` with `$`)."""
+    if (
+        not isinstance(path, str)
+        or not path
+        or len(path) > MAX_PATH_LEN
+        or not all(_SEGMENT.fullmatch(s) and s not in (".", "..") for s in path.split("/"))
+    ):
         raise InvalidInput(f"invalid scope path {path!r}: use segments like org/acme/user/alice")
     return path
 

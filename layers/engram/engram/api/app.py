@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engram import __version__
 from engram.api import dispatch
 from engram.api.auth import principal_for
+from engram.api.edge import Edge
 from engram.api.mcp import build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, PayloadTooLarge, Unauthenticated
@@ -211,6 +212,7 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
         app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
     mount_rest(app, engram, select(tool_filter))
+    app.add_middleware(Edge, max_bytes=settings.max_request_bytes)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:

@@ -53,7 +53,9 @@ async def _arguments(request: Request, method: str) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"request body is not JSON: {exc.msg}") from exc
+        raise InvalidInput(f"request body is not JSON: {exc.msg}") from None
+    except (UnicodeDecodeError, RecursionError):  # the edge refuses non-UTF-8 first; nesting too deep here
+        raise InvalidInput("request body is not JSON") from None
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     return body

@@ -20,7 +20,7 @@ class ScopesOut(BaseModel):
 
 
 def _scopes(e: Any, c: Caller, a: ScopesIn, p: Progress) -> dict[str, Any]:
-    return {"registered": e.identity.register_scopes(c.context_id, a.paths, c.actor)}
+    return {"registered": e.identity.register_scopes(c.context_id, a.paths, c.actor, caller=c)}
 
 
 declare(

@@ -153,11 +153,20 @@ class IdentityService:
 
     # -- scopes ---------------------------------------------------------------------------
 
-    def register_scopes(self, context_id: str, paths: Sequence[str], actor: str = "cli") -> list[str]:
+    def register_scopes(
+        self, context_id: str, paths: Sequence[str], actor: str = "cli", caller: Caller | None = None
+    ) -> list[str]:
+        """Register paths in a context. A key (`caller`) registers only inside its grant (403); the CLI,
+        which holds the data folder itself, anywhere."""
         check_context(context_id)
         clean = [check_path(p) for p in paths]
         if not clean:
             raise InvalidInput("give at least one scope path")
+        if caller is not None:
+            try:
+                write_paths([clean], caller.principal.grant)
+            except Forbidden as exc:
+                raise caller.denied(exc.message, reason="grant_denied") from exc
         self._records.transact(self._scope_writes([context_id], clean, actor), self._clock.now())
         return clean
 

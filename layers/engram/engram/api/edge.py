@@ -1,0 +1,95 @@
+"""The edge of every HTTP request, before any route: header encoding and the body-size limit.
+
+- A header that is not UTF-8 answers 400 (ASGI hands headers over as bytes; every later `.decode()`
+  would otherwise raise and answer 500).
+- A body over `max_bytes` answers 413 before it is read: at once when Content-Length says so (a client
+  that declares 40 MiB and sends less is not waited for), as soon as the count passes the limit when
+  the body is chunked.
+- A body that is not UTF-8 answers 400: JSON is UTF-8 (RFC 8259), and the parsers behind (the REST
+  routes, the MCP SDK) would raise on it past their own error handling.
+
+The body is read here, once, and replayed to the app, so every route (REST, MCP, the AWS gateway) gets
+the same rules. Bodies are small (JSON; uploads are base64 inside JSON), bounded by `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engram.errors import EngramError, InvalidInput, PayloadTooLarge
+
+_WITH_BODY = ("POST", "PUT", "PATCH")
+
+
+async def refuse(send: Send, exc: EngramError) -> None:
+    payload = json.dumps({"error": exc.to_dict()}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    if exc.status == 413:
+        headers.append((b"connection", b"close"))  # the unread rest of the body is not waited for
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class Edge:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await self._check(scope, receive)
+        except EngramError as exc:
+            await refuse(send, exc)
+            return
+        if body is None:
+            await self.app(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # the disconnect, when the client goes
+
+        await self.app(scope, replay, send)
+
+    async def _check(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body (None for a method without one). Raises what the edge refuses."""
+        length: str | None = None
+        for name, value in scope["headers"]:
+            try:
+                name.decode("utf-8"), value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput("a request header is not valid UTF-8") from None
+            if name.lower() == b"content-length":
+                length = value.decode()
+        if length is not None and (not length.strip().isdigit()):
+            raise InvalidInput("Content-Length is not a number")
+        if length is not None and int(length) > self.max_bytes:
+            raise PayloadTooLarge(f"request body over {self.max_bytes} bytes")
+        if scope["method"] not in _WITH_BODY:
+            return None
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise PayloadTooLarge(f"request body over {self.max_bytes} bytes")
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"request body is not valid UTF-8 (byte {exc.start})") from None
+        return body

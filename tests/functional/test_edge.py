@@ -1,0 +1,91 @@
+"""The edge of every request (engram.api.edge), over a raw socket: what HTTP clients would not send."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.conftest import Live
+
+
+def raw(live: Live, request: bytes, timeout: float = 5.0) -> tuple[int, dict[str, object]]:
+    """Send bytes as they are; the status and JSON body of the answer."""
+    u = urlparse(live.url)
+    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += s.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        while len(body) < length:
+            body += s.recv(65536)
+    return int(head.split(b" ")[1]), json.loads(body)
+
+
+def post(path: str, body: bytes, headers: bytes = b"", length: int | None = None) -> bytes:
+    n = len(body) if length is None else length
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {n}\r\n".encode()
+        + headers
+        + b"\r\n"
+        + body
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\x80{}", b'{"content": "caf\xe9"}', b'{"query": "\xff\xfe"}', b'{"content": "\xed\xa0\x80"}'],
+)
+@pytest.mark.parametrize("path", ["/api/v1/acme/facts", "/api/v1/acme/context", "/mcp"])
+def test_non_utf8_body_is_400(live: Live, path: str, body: bytes) -> None:
+    auth = f"Authorization: Bearer {live.keys.agent}\r\n".encode()
+    status, answer = raw(live, post(path, body, auth))
+    assert status == 400 and answer["error"]["code"] == "invalid_input"  # type: ignore[index]
+    assert "UTF-8" in answer["error"]["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/acme/facts", "/mcp", "/healthz"])
+def test_non_utf8_header_is_400_with_or_without_a_key(live: Live, path: str) -> None:
+    for auth in (b"", f"Authorization: Bearer {live.keys.agent}\r\n".encode()):
+        status, answer = raw(live, post(path, b"{}", auth + b"X-Note: caf\xe9\r\n"))
+        assert status == 400 and answer["error"]["code"] == "invalid_input"  # type: ignore[index]
+    status, answer = raw(live, post(path, b"{}", b"Authorization: Bearer sk-\xff\xfe\r\n"))
+    assert status == 400
+
+
+def test_declared_oversize_is_413_without_waiting_for_the_body(live: Live) -> None:
+    limit = live.engram.settings.max_request_bytes
+    for path in ("/api/v1/acme/facts", "/mcp", "/api/v1/acme/documents"):
+        started = time.monotonic()
+        status, answer = raw(live, post(path, b"{", length=40 * 1024 * 1024), timeout=3)
+        assert status == 413 and answer["error"]["code"] == "payload_too_large"  # type: ignore[index]
+        assert time.monotonic() - started < 2.5  # answered, not waiting for 40 MiB that never come
+        assert limit < 40 * 1024 * 1024
+
+
+def test_chunked_oversize_is_413(live: Live) -> None:
+    limit = live.engram.settings.max_request_bytes
+    piece = b"x" * 65536
+    chunks = b"".join(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for _ in range(limit // len(piece) + 2))
+    request = (
+        f"POST /api/v1/acme/facts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {live.keys.agent}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode() + chunks
+    try:
+        status, answer = raw(live, request)
+    except (ConnectionResetError, BrokenPipeError):  # the server may close while we are still sending
+        pytest.fail("the server closed without answering 413")
+    assert status == 413 and answer["error"]["status"] == 413  # type: ignore[index]
+
+
+def test_the_server_stays_up_and_well_formed_requests_still_work(live: Live) -> None:
+    auth = f"Authorization: Bearer {live.keys.agent}\r\n".encode()
+    status, answer = raw(live, post("/api/v1/acme/context", json.dumps({"query": "café"}).encode(), auth))
+    assert status == 200 and "context" in answer
