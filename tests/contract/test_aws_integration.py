@@ -10,7 +10,6 @@ import boto3
 import pytest
 
 from engram.adapters.aws.dynamodb_records import DynamoRecordStore
-from engram.queue import ManualQueue
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY
 from engram.services.memory import Turn
@@ -35,10 +34,9 @@ def aws_engram(endpoint: str, opensearch: str, monkeypatch: pytest.MonkeyPatch, 
         opensearch_index=name,
         opensearch_service="none",
         data_dir=tmp_path,
+        queue_worker=False,
     )
-    engram = build(settings)
-    q = ManualQueue()
-    return Engram(engram.settings, engram.records, engram.blobs, engram.index, engram.embedder, engram.clock, queue=q)
+    return build(settings)
 
 
 def test_memory_and_documents_on_aws_adapters(aws_engram: Engram) -> None:

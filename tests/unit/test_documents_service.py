@@ -11,7 +11,7 @@ import pytest
 from engram.errors import Forbidden, InvalidInput
 from engram.operations import find
 from engram.ports import Vector
-from engram.queue import ManualQueue
+from engram.queue import StoreQueue
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY, Caller
 from engram.settings import Settings
@@ -27,10 +27,11 @@ class BrokenEmbedder:
         return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
 
 
-def make(tmp_path: Path, embedder: object | None = None) -> tuple[Engram, ManualQueue, Caller]:
-    base = build_local(Settings(data_dir=tmp_path, ingest_root=tmp_path / "root"), embedder=embedder)  # type: ignore[arg-type]
-    q = ManualQueue()
-    engram = Engram(base.settings, base.records, base.blobs, base.index, base.embedder, base.clock, queue=q)
+def make(tmp_path: Path, embedder: object | None = None) -> tuple[Engram, StoreQueue, Caller]:
+    settings = Settings(data_dir=tmp_path, ingest_root=tmp_path / "root", queue_worker=False)
+    engram = build_local(settings, embedder=embedder)  # type: ignore[arg-type]
+    q = engram.queue
+    assert isinstance(q, StoreQueue)
     _, p = engram.identity.create_key(["acme"], "agent", ["org/acme"])
     return engram, q, engram.identity.enter(p, "acme", ANY, "t", transport="stdio")
 
@@ -38,7 +39,7 @@ def make(tmp_path: Path, embedder: object | None = None) -> tuple[Engram, Manual
 def test_bm25_first_vectors_after_the_queue_runs(tmp_path: Path) -> None:
     engram, q, caller = make(tmp_path)
     out = engram.documents.ingest(caller, NewDocument(b"Vortex generators energise the boundary layer.", "VG"))
-    assert out["status"] == "queued" and q.jobs
+    assert out["status"] == "queued" and q.pending()
     assert engram.documents.search(caller, Search("vortex generators", "bm25", 3))["results"]
     assert engram.documents.search(caller, Search("vortex generators", "vector", 3))["results"] == []
     q.join()

@@ -1,66 +1,181 @@
-"""The in-process Queue adapters: named jobs, JSON payloads, failures contained."""
+"""The store-backed Queue (engram.queue.StoreQueue): durable jobs, leases, retries, batches, many workers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from engram.queue import ManualQueue, ThreadQueue
+from engram.adapters.local.sqlite_records import SqliteRecordStore
+from engram.clock import FixedClock, iso
+from engram.errors import InvalidInput
+from engram.ports import Write
+from engram.queue import JOBS, LEASE, MAX_ATTEMPTS, StoreQueue
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_thread_queue_runs_jobs_in_order_and_survives_a_failing_one() -> None:
-    q = ThreadQueue()
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteRecordStore:
+    return SqliteRecordStore(tmp_path / "records.db")
+
+
+def drain(q: StoreQueue, clock: FixedClock, rounds: int = 20) -> None:
+    """Run every job, moving time past each backoff."""
+    for _ in range(rounds):
+        while q.run_once():
+            pass
+        if not q.pending():
+            return
+        clock.current += timedelta(seconds=61)
+    raise AssertionError("jobs never finished")
+
+
+def test_jobs_run_in_order_a_failing_one_is_retried_then_kept_failed_with_its_error(store: SqliteRecordStore) -> None:
+    clock = FixedClock(T0)
+    q = StoreQueue(store, clock, worker=False)
     seen: list[int] = []
+    tries: list[int] = []
     q.register("record", lambda p: seen.append(p["n"]))
-    q.register("boom", lambda p: (_ for _ in ()).throw(RuntimeError("boom")))
+    q.register("boom", lambda p: (tries.append(1), (_ for _ in ()).throw(RuntimeError("disk on fire"))))
     for n in range(3):
         q.submit("record", {"n": n})
     q.submit("boom", {})
     q.submit("record", {"n": 3})
-    assert q.join(5) and seen == [0, 1, 2, 3]
+    drain(q, clock)
+    assert seen == [0, 1, 2, 3]
+    assert len(tries) == MAX_ATTEMPTS  # retried with backoff, then given up on
+    [failed] = q.failed()
+    assert failed.data["status"] == "failed" and failed.data["error"] == "RuntimeError: disk on fire"
+    assert q.pending() == []
 
 
-def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry() -> None:
-    q = ManualQueue()
+def test_a_domain_error_fails_at_once(store: SqliteRecordStore) -> None:
+    clock = FixedClock(T0)
+    q = StoreQueue(store, clock, worker=False)
+    calls: list[int] = []
+
+    def corrupt(p: dict[str, object]) -> None:
+        calls.append(1)
+        raise InvalidInput("corrupt.pdf: not a PDF")
+
+    q.register("ingest", corrupt)
+    q.submit("ingest", {})
+    drain(q, clock)
+    assert calls == [1] and q.failed()[0].data["error"] == "corrupt.pdf: not a PDF"
+
+
+def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry(store: SqliteRecordStore) -> None:
+    q = StoreQueue(store, worker=False)
     q.register("ok", lambda p: None)
     with pytest.raises(KeyError):
         q.submit("missing", {})
     with pytest.raises(TypeError):
         q.submit("ok", {"lock": threading.Lock()})
-    assert q.jobs == []
+    assert q.pending() == []
 
 
-def test_join_times_out_while_a_job_runs() -> None:
-    q = ThreadQueue()
+def test_a_job_is_committed_with_the_write_that_needs_it_or_not_at_all(store: SqliteRecordStore) -> None:
+    from engram.errors import Conflict
+
+    q = StoreQueue(store, worker=False)
+    q.register("index", lambda p: None)
+    store.transact([Write("acme", "doc", "d1", {}, "t")], T0)
+    with pytest.raises(Conflict):  # the write's version check fails: the job goes with it
+        store.transact([Write("acme", "doc", "d1", {}, "t", expected_version=0), q.job("index", {}, T0)], T0)
+    assert q.pending() == []
+    store.transact([Write("acme", "doc", "d1", {}, "t", expected_version=1), q.job("index", {}, T0)], T0)
+    assert len(q.pending()) == 1
+
+
+def test_join_times_out_while_a_job_runs(store: SqliteRecordStore) -> None:
+    q = StoreQueue(store)
     release = threading.Event()
     q.register("wait", lambda p: release.wait(5))
     q.submit("wait", {})
-    assert not q.join(0.05)
+    assert not q.join(0.2)
     release.set()
     assert q.join(5)
 
 
-@pytest.mark.parametrize("make", ["manual", "thread"])
-def test_jobs_waiting_together_reach_a_batch_handler_together(make: str) -> None:
-    import threading as _threading
-
-    from engram.queue import ManualQueue, ThreadQueue
-
-    q = ManualQueue() if make == "manual" else ThreadQueue()
+def test_jobs_waiting_together_reach_a_batch_handler_together(store: SqliteRecordStore) -> None:
+    q = StoreQueue(store, worker=False)
     seen: list[list[int]] = []
-    gate = _threading.Event()
-    q.register("slow", lambda p: gate.wait(5))
     q.register("embed", lambda p: seen.append([p["n"]]), batch=lambda ps: seen.append([p["n"] for p in ps]))
     q.register("other", lambda p: seen.append([-1]))
-    q.submit("slow", {})  # holds the worker while the rest queue up behind it
     for n in range(3):
         q.submit("embed", {"n": n})
     q.submit("other", {})
     q.submit("embed", {"n": 3})
-    gate.set()
     assert q.join(10)
     assert seen == [[0, 1, 2], [-1], [3]]
+
+
+def _lease(store: SqliteRecordStore, q: StoreQueue, owner: str, until: datetime) -> None:
+    [job] = q.pending()
+    data = dict(job.data, status="leased", owner=owner, lease_until=iso(until), attempts=1)
+    store.transact([Write(JOBS, "job", job.id, data, "t", job.version)], T0)
+
+
+def test_a_live_owners_lease_holds_until_it_runs_out(store: SqliteRecordStore) -> None:
+    import os
+    import socket
+
+    clock = FixedClock(T0)
+    q = StoreQueue(store, clock, worker=False)
+    ran: list[int] = []
+    q.register("work", lambda p: ran.append(1))
+    q.submit("work", {})
+    _lease(store, q, f"{socket.gethostname()}:{os.getppid()}", T0 + LEASE)  # a live process holds it
+    assert not q.run_once() and ran == []
+    clock.current = T0 + LEASE + timedelta(seconds=1)
+    assert q.run_once() and ran == [1] and q.pending() == []
+
+
+def test_a_dead_owners_job_is_taken_at_once(store: SqliteRecordStore) -> None:
+    import socket
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(done.stdout)
+    clock = FixedClock(T0)
+    q = StoreQueue(store, clock, worker=False)
+    ran: list[int] = []
+    q.register("work", lambda p: ran.append(1))
+    q.submit("work", {})
+    _lease(store, q, f"{socket.gethostname()}:{dead_pid}", T0 + LEASE)
+    assert q.run_once() and ran == [1]
+
+
+def test_many_workers_on_one_store_run_each_job_exactly_once(tmp_path: Path) -> None:
+    """Four queues (as four processes would have) over one SQLite file, 200 jobs."""
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def record(p: dict[str, int]) -> None:
+        with lock:
+            seen.append(p["n"])
+
+    queues = [StoreQueue(SqliteRecordStore(tmp_path / "records.db"), worker=False) for _ in range(4)]
+    for q in queues:
+        q.register("record", record)
+    for n in range(200):
+        queues[n % 4].submit("record", {"n": n})
+
+    def drain_one(q: StoreQueue) -> None:
+        while q.run_once():
+            pass
+
+    threads = [threading.Thread(target=drain_one, args=(q,)) for q in queues]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(seen) == list(range(200))  # none lost, none twice
+    assert queues[0].pending() == []
 
 
 def test_sqs_batches_reach_a_batch_handler_together() -> None:

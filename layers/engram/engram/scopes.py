@@ -56,6 +56,15 @@ def matches(scopes: Iterable[str], selector: Sequence[Sequence[str]] | None) -> 
     return any(all(any(covers(p, s) for s in tags) for p in clause) for clause in selector)
 
 
+def can_see(scopes: Iterable[str] | None, visibility: Sequence[Sequence[str]]) -> bool:
+    """THE visibility rule, for every kind of object (memories, attributes, entities and edges, documents,
+    chunks, folders, collections, sessions, ...): an object is seen by a caller when its scope tags match
+    the caller's visibility selector (the lens narrowed by the key's grant, `narrow`). An object with no
+    tags is seen by nobody: every write tags what it stores."""
+    tags = list(scopes or ())
+    return bool(tags) and matches(tags, visibility)
+
+
 def narrow(lens: Sequence[Sequence[str]] | None, grant: Sequence[str]) -> list[list[str]]:
     """The lens AND the grant, as DNF. A clause disjoint from every grant path is refused (403)."""
     grant_dnf = [[g] for g in grant]
@@ -92,3 +101,11 @@ def write_paths(scopes: Sequence[Sequence[str]] | None, grant: Sequence[str]) ->
 def is_registered(path: str, registered: Iterable[str]) -> bool:
     """A path may be used when it is registered, or is an ancestor of a registered path."""
     return any(covers(path, r) for r in registered)
+
+
+def tags_key(tags: Iterable[str]) -> str:
+    """A short stable name of a set of scope paths: what is deduplicated or named per scope set (content
+    hashes, externalIds, sessions) is keyed by it, so another scope set's objects can never be matched."""
+    import hashlib
+
+    return hashlib.sha256("|".join(sorted(set(tags))).encode()).hexdigest()[:12]

@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     api_key: str | None = None
     context: str | None = None
     recall_cache_size: int = 512
+    queue_worker: bool = Field(
+        True,
+        description="Run queued jobs (embeddings, retirements) in this process, including those other processes "
+        "on the same data folder left behind; off: they run only when something calls `queue.join()`",
+    )
 
     def tool_filter(self) -> set[str] | None:
         names = {t.strip() for t in self.mcp_tools.split(",") if t.strip()}

@@ -9,7 +9,7 @@ from typing import Any
 
 from engram.clock import Clock, SystemClock
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
-from engram.queue import Queue, ThreadQueue
+from engram.queue import Queue, StoreQueue
 from engram.services.identity import IdentityService
 from engram.settings import Settings
 
@@ -25,7 +25,8 @@ class Engram:
     embedder: Embedder | None
     clock: Clock
     generator: Generator | None = None
-    queue: Queue = field(default_factory=ThreadQueue)
+    # None: a StoreQueue over `records`, made in __post_init__ (a default needs the records)
+    queue: Queue = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         # imported here: a function that needs keys alone (the authorizer) does not load them
@@ -33,6 +34,8 @@ class Engram:
         from engram.services.documents import DocumentService
         from engram.services.memory import MemoryService
 
+        if self.queue is None:
+            self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)
         self.memory = MemoryService(
             self.records,
@@ -160,9 +163,10 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     from engram.adapters.aws.sqs_queue import SqsQueue
 
     chosen = embedder if embedder is not None else default_embedder(settings)
+    records = aws_records(settings)
     return Engram(
         settings=settings,
-        records=aws_records(settings),
+        records=records,
         blobs=S3BlobStore(_Lazy(lambda: aws_client("s3", settings)), settings.bucket),
         index=OpenSearchIndex(
             _Lazy(lambda: opensearch_client(settings)),
@@ -175,9 +179,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         embedder=chosen,
         clock=clock or SystemClock(),
         generator=build_generator(settings),
-        queue=SqsQueue(_Lazy(lambda: aws_client("sqs", settings)), settings.queue_url)
+        queue=SqsQueue(_Lazy(lambda: aws_client("sqs", settings)), settings.queue_url, records)
         if settings.queue_url
-        else ThreadQueue(),
+        else None,
     )
 
 

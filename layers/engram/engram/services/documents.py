@@ -26,6 +26,7 @@ from engram.ports import (
     Generator,
     Hit,
     IndexDoc,
+    Item,
     RecordStore,
     SearchIndex,
     SearchMode,
@@ -34,7 +35,7 @@ from engram.ports import (
     scan,
 )
 from engram.queue import BLOB_CREATED_JOB, Queue
-from engram.scopes import matches
+from engram.scopes import can_see, tags_key
 from engram.services import answering
 from engram.services.chunking import Chunk, Strategy, chunk
 from engram.services.identity import Caller, IdentityService, Principal
@@ -45,6 +46,7 @@ MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 EMBED_JOB = "documents.embed"
 INBOX = "inbox/"
 DEFAULT_COLLECTION = "default"
+_RETRIES = 3
 
 
 @dataclass
@@ -110,35 +112,39 @@ class DocumentService:
         queue.register(BLOB_CREATED_JOB, self._blob_created_job)
 
     # -- ingest ---------------------------------------------------------------------------
+    #
+    # Every write follows one rule (DESIGN §9, "nothing visible before the commit"): whatever the write
+    # needs is prepared under names nobody reads yet (a new blob key, chunk ids of the new version), the
+    # records and the job that finishes the work are committed in one version-checked transaction, and
+    # only then does the index change and the old version retire. A writer that loses the commit deletes
+    # its own unreferenced blob and leaves nothing else. A crash after the commit leaves the job, which
+    # any process finishes (engram.queue).
 
     def ingest(self, caller: Caller, new: NewDocument) -> dict[str, Any]:
-        ctx, now = caller.context_id, self.clock.now()
+        ctx = caller.context_id
         name = new.filename or new.title or "document"
         if not new.data:
             raise InvalidInput(f"{name}: empty document")
         if len(new.data) > MAX_DOCUMENT_BYTES:
             raise InvalidInput(f"{name}: over {MAX_DOCUMENT_BYTES} bytes", code="payload_too_large")
         tags = self.identity.write_scopes(caller, new.scopes)
+        visibility = self.identity.read_lens(caller, None)
         collection = new.collection or DEFAULT_COLLECTION
         if new.folder_id is not None:
             self._folder(caller, new.folder_id)
-        if new.external_id:
-            ext = self.records.get(ctx, "extid", new.external_id)
-            if ext is not None:
-                existing = self.records.get(ctx, "document", ext.data["document_id"])
-                if existing is not None and existing.data["status"] != "deleted":
-                    return self._ingest_result(existing.data, existing.version, deduplicated=True)
         digest = "blake3:" + blake3.blake3(new.data).hexdigest()
-        dup = self.records.get(ctx, "hash", f"{collection}|{digest}")
-        if dup is not None:
-            existing = self.records.get(ctx, "document", dup.data["document_id"])
-            if existing is not None and existing.data["status"] != "deleted":
-                return self._ingest_result(existing.data, existing.version, deduplicated=True)
+        # Dedup and externalIds are per scope set: another scope set's documents are never matched.
+        hash_key = f"{collection}|{tags_key(tags)}|{digest}"
+        ext_key = f"{tags_key(tags)}|{new.external_id}" if new.external_id else None
+        found = self._duplicate(ctx, visibility, hash_key, digest, ext_key)
+        if found is not None:
+            return found
         mime = detect(new.data, new.mime_type, new.filename)
         blocks = parse(new.data, mime, name)
         chunks = chunk(blocks, new.strategy, new.max_tokens, new.overlap, self._embed_fn())
         doc_id = new_id("doc")
         blob_key = f"{ctx}/{doc_id}/v1"
+        now = self.clock.now()
         data = {
             "id": doc_id,
             "title": new.title or new.filename or (chunks[0].text[:60] if chunks else name),
@@ -152,7 +158,9 @@ class DocumentService:
             "metadata": new.metadata,
             "scopes": tags,
             "content_hash": digest,
+            "hash_key": hash_key,
             "external_id": new.external_id,
+            "extid_key": ext_key,
             "schema_id": new.schema_id,
             "payload": new.payload,
             "type": new.doc_type or new.schema_id or "document",
@@ -160,6 +168,7 @@ class DocumentService:
             "stage": "bm25",
             "error": None,
             "chunks": len(chunks),
+            "chunk_prefix": f"{doc_id}#",
             "total_tokens": sum(c.tokens for c in chunks),
             "bytes": len(new.data),
             "blob_key": blob_key,
@@ -169,36 +178,71 @@ class DocumentService:
             "max_tokens": new.max_tokens,
             "overlap": new.overlap,
         }
-        self.blobs.put(blob_key, new.data, mime)
-        index_docs = [self._index_doc(ctx, data, c, None) for c in chunks]
-        self.index.upsert(index_docs)  # BM25 now; vectors follow from the queue
-        writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
-        writes.append(Write(ctx, "hash", f"{collection}|{digest}", {"document_id": doc_id}, caller.actor))
-        if new.external_id:
-            writes.append(Write(ctx, "extid", new.external_id, {"document_id": doc_id}, caller.actor, 0))
-        if self.records.get(ctx, "collection", collection) is None:
-            writes.append(
-                Write(
-                    ctx,
-                    "collection",
-                    collection,
-                    {"name": collection, "description": "", "created_at": iso(now)},
-                    caller.actor,
-                    0,
-                )
-            )
-        writes += [
-            Write(ctx, "chunk", _chunk_id(doc_id, c.position), self._chunk_data(doc_id, c), caller.actor)
-            for c in chunks
-        ]
-        try:
-            self.records.transact(writes, now)
-        except BaseException:  # nothing half stored: undo the index and the blob
-            self.index.delete(ctx, [d.id for d in index_docs])
-            self.blobs.delete(blob_key)
-            raise
-        self._schedule_vectors(ctx, doc_id, 1)
+        self.blobs.put(blob_key, new.data, mime)  # a new name: nothing refers to it before the commit
+        chunk_data = [self._chunk_data(doc_id, c) for c in chunks]
+        for attempt in range(_RETRIES):
+            writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
+            writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))
+            if ext_key:
+                writes.append(self._pointer(ctx, "extid", ext_key, doc_id, caller.actor))
+            if self.records.get(ctx, "collection", collection) is None:
+                info = {"name": collection, "description": "", "created_at": iso(now), "scopes": tags}
+                writes.append(Write(ctx, "collection", collection, info, caller.actor, 0))
+            writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
+            job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
+            try:
+                self.records.transact([*writes, job], now)
+            except Conflict:
+                # a concurrent write won: the same bytes or externalId (then that is the answer), or the
+                # collection was created meanwhile (then try again)
+                found = self._duplicate(ctx, visibility, hash_key, digest, ext_key)
+                if found is not None or attempt == _RETRIES - 1:
+                    self.blobs.delete(blob_key)
+                    if found is not None:
+                        return found
+                    raise
+                continue
+            except BaseException:
+                self.blobs.delete(blob_key)
+                raise
+            break
+        self._index_now(ctx, data, chunk_data, [])
+        self.queue.started([job])
         return self._ingest_result(data, 1, deduplicated=False)
+
+    def _pointer(self, ctx: str, kind: str, key: str, doc_id: str, actor: str) -> Write:
+        """A `hash` or `extid` record naming `doc_id`, replacing a stale one (its document deleted or
+        changed) with a version check, so two writers cannot both claim it."""
+        current = self.records.get(ctx, kind, key)
+        return Write(ctx, kind, key, {"document_id": doc_id}, actor, current.version if current else 0)
+
+    def _duplicate(
+        self, ctx: str, visibility: list[list[str]], hash_key: str, digest: str, ext_key: str | None
+    ) -> dict[str, Any] | None:
+        """The ingest answer for a document these bytes (or this externalId) already made, if the caller
+        can see it and it still holds them."""
+        for kind, key in (("extid", ext_key), ("hash", hash_key)):
+            pointer = self.records.get(ctx, kind, key) if key else None
+            if pointer is None:
+                continue
+            item = self.records.get(ctx, "document", pointer.data["document_id"])
+            if item is None or item.data["status"] == "deleted" or not can_see(item.data["scopes"], visibility):
+                continue
+            if kind == "hash" and item.data["content_hash"] != digest:
+                continue  # its text was changed since
+            return self._ingest_result(self._with_state(item), item.version, deduplicated=True)
+        return None
+
+    def _index_now(
+        self, ctx: str, data: dict[str, Any], chunks: list[dict[str, Any]], retired: list[str], reuse: bool = False
+    ) -> None:
+        """After the commit: the new chunks searchable by BM25 at once (with their old vectors when `reuse`:
+        only metadata changed), the retired ones gone. The queued job does it again if this process dies."""
+        ctx_docs = [self._index_doc(ctx, data, c, None) for c in chunks]
+        vectors = self.index.vectors(ctx, [d.id for d in ctx_docs]) if reuse else {}
+        self.index.upsert([_with_vector(d, vectors.get(d.id)) for d in ctx_docs])
+        if retired:
+            self.index.delete(ctx, retired)
 
     @staticmethod
     def _ingest_result(data: dict[str, Any], version: int, deduplicated: bool) -> dict[str, Any]:
@@ -254,15 +298,7 @@ class DocumentService:
         parts = (doc["title"], section if section and section.lower().strip() not in head else "")
         header = " — ".join(x for x in parts if x and not x.startswith("Page "))
         text = f"{header}\n{cd['text']}" if header else cd["text"]
-        return IndexDoc(
-            ctx, "chunk", _chunk_id(doc["id"], cd["position"]), text, vector, doc["scopes"], None, None, meta
-        )
-
-    def _schedule_vectors(self, ctx: str, doc_id: str, version: int) -> None:
-        if self.embedder is None:
-            self._set_status(ctx, doc_id, version, "indexed", "bm25", None)
-            return
-        self.queue.submit(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version})
+        return IndexDoc(ctx, "chunk", _chunk_key(doc, cd["position"]), text, vector, doc["scopes"], None, None, meta)
 
     def _blob_created_job(self, payload: dict[str, Any]) -> None:
         key = str(payload.get("key", ""))
@@ -302,57 +338,84 @@ class DocumentService:
         """The document stays findable by BM25; its status says why its vectors did not come."""
         self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
 
+    def _retire(self, ctx: str, retire: dict[str, Any]) -> None:
+        """What a committed write replaced: its chunks (index and records) and its blob."""
+        ids = list(retire.get("chunks") or [])
+        if ids:
+            self.index.delete(ctx, ids)
+            for cid in ids:
+                self.records.purge(ctx, "chunk", cid)
+        if retire.get("blob"):
+            self.blobs.delete(retire["blob"])
+
     def _embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
-        """Vectors for the chunks of the documents the jobs name: one embedding call for all of them
-        (the model is much faster on batches), then each document is indexed and marked on its own."""
+        """Finish committed writes: the current version's chunks indexed with vectors (one embedding call
+        for all the jobs' chunks: the model is much faster on batches), what they replaced retired, the
+        status set. Reads are by key (consistent on every store), never through a query."""
         ready: list[tuple[str, str, int, list[IndexDoc]]] = []
         for p in payloads:
             ctx, doc_id, version = p["context_id"], p["document_id"], int(p["version"])
+            self._retire(ctx, p.get("retire") or {})
             item = self.records.get(ctx, "document", doc_id)
             if item is None or item.version != version or item.data["status"] == "deleted":
-                continue  # superseded or deleted while queued
+                continue  # superseded (the newer write's job indexes it) or deleted while queued
             try:
-                docs = [self._index_doc(ctx, item.data, c, None) for c in self._chunk_items(ctx, doc_id)]
+                docs = [self._index_doc(ctx, item.data, c, None) for c in self._chunk_items(ctx, item.data)]
             except Exception as exc:
                 self._embedding_failed(ctx, doc_id, version, exc)
                 continue
             ready.append((ctx, doc_id, version, docs))
-        try:
-            assert self.embedder is not None
-            texts = [d.text for *_, docs in ready for d in docs]
-            vectors = list(self.embedder.embed(texts)) if texts else []
-        except Exception as exc:
-            for ctx, doc_id, version, _ in ready:
-                self._embedding_failed(ctx, doc_id, version, exc)
-            return
-        at = 0
+        have: dict[str, Any] = {}
+        for ctx, _, _, docs in ready:  # vectors kept from before (a change of metadata only)
+            have |= self.index.vectors(ctx, [d.id for d in docs])
+        missing = [d for *_, docs in ready for d in docs if d.id not in have]
+        if missing and self.embedder is not None:
+            try:
+                have |= dict(zip([d.id for d in missing], self.embedder.embed([d.text for d in missing]), strict=True))
+            except Exception as exc:
+                for ctx, doc_id, version, docs in ready:  # findable by BM25 all the same
+                    self._index_docs(ctx, [_with_vector(d, have.get(d.id)) for d in docs])
+                    self._embedding_failed(ctx, doc_id, version, exc)
+                return
         for ctx, doc_id, version, docs in ready:
-            mine, at = vectors[at : at + len(docs)], at + len(docs)
             try:
                 current = self.records.get(ctx, "document", doc_id)
                 if current is None or current.version != version:
                     continue
-                self.index.upsert(
-                    [
-                        IndexDoc(d.context_id, d.kind, d.id, d.text, v, d.scopes, None, None, d.metadata)
-                        for d, v in zip(docs, mine, strict=True)
-                    ]
-                )
-                self._set_status(ctx, doc_id, version, "indexed", "vectors", None)
-            except Conflict:
-                continue
+                self._index_docs(ctx, [_with_vector(d, have.get(d.id)) for d in docs])
+                stage = "vectors" if self.embedder is not None else "bm25"
+                self._set_status(ctx, doc_id, version, "indexed", stage, None)
             except Exception as exc:
                 self._embedding_failed(ctx, doc_id, version, exc)
 
-    def _set_status(self, ctx: str, doc_id: str, version: int, status: str, stage: str, error: str | None) -> None:
-        item = self.records.get(ctx, "document", doc_id)
-        if item is None or item.version != version:
-            return
-        data = dict(item.data, status=status, stage=stage, error=error)
-        self.records.transact([Write(ctx, "document", doc_id, data, "worker", version)], self.clock.now())
+    def _index_docs(self, ctx: str, docs: list[IndexDoc]) -> None:
+        if docs:
+            self.index.upsert(docs)
 
-    def _chunk_items(self, ctx: str, doc_id: str) -> list[dict[str, Any]]:
-        return [i.data for i in scan(self.records, ctx, "chunk", prefix=f"{doc_id}#")]
+    def _set_status(self, ctx: str, doc_id: str, version: int, status: str, stage: str, error: str | None) -> None:
+        """Processing state is not a user version: it lives in its own `docstate` record, so a client's
+        `expectedVersion` from the ingest answer still holds after indexing."""
+        state = {"version": version, "status": status, "stage": stage, "error": error}
+        self.records.transact([Write(ctx, "docstate", doc_id, state, "worker")], self.clock.now())
+
+    def _with_state(self, item: Item) -> dict[str, Any]:
+        """The document's data with its processing state (when that state is of this version)."""
+        data = dict(item.data)
+        if data["status"] == "deleted":
+            return data
+        state = self.records.get(item.context_id, "docstate", item.id)
+        if state is not None and state.data["version"] == item.version:
+            data |= {k: state.data[k] for k in ("status", "stage", "error")}
+        return data
+
+    def _chunk_items(self, ctx: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """The chunks of the document's current version, read by key."""
+        out = []
+        for position in range(int(data["chunks"])):
+            item = self.records.get(ctx, "chunk", _chunk_key(data, position))
+            if item is not None:
+                out.append(item.data)
+        return out
 
     def bulk_ingest(
         self, caller: Caller, docs: Sequence[NewDocument], progress: Progress = _no_progress
@@ -376,37 +439,42 @@ class DocumentService:
     def visible(self, caller: Caller, kind: str, id_: str) -> Any:
         item = self.records.get(caller.context_id, kind, id_)
         grant = self.identity.read_lens(caller, None)
-        if item is None or item.data.get("status") == "deleted" or not matches(item.data.get("scopes", []), grant):
+        if item is None or item.data.get("status") == "deleted" or not can_see(item.data.get("scopes"), grant):
             raise NotFound(f"{kind} {id_!r} not found")
         return item
 
     def get(self, caller: Caller, doc_id: str, include_text: bool = False, url: bool = False) -> dict[str, Any]:
         item = self.visible(caller, "document", doc_id)
-        out = self._public(item.data, item.version)
+        out = self._public(self._with_state(item), item.version)
         if include_text:
-            out["text"] = "\n\n".join(c["text"] for c in self._chunk_items(caller.context_id, doc_id))
+            out["text"] = "\n\n".join(c["text"] for c in self._chunk_items(caller.context_id, item.data))
         if url:
             out["download_url"] = self.blobs.url(item.data["blob_key"])
         return out
 
     @staticmethod
     def _public(d: dict[str, Any], version: int) -> dict[str, Any]:
-        hidden = {"blob_key", "scopes"}
+        hidden = {"blob_key", "scopes", "hash_key", "extid_key", "chunk_prefix"}
         return {k: v for k, v in d.items() if k not in hidden} | {"version": version}
 
     def chunks(self, caller: Caller, doc_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
-        self.visible(caller, "document", doc_id)
-        page = self.records.query(caller.context_id, "chunk", prefix=f"{doc_id}#", cursor=cursor, limit=limit)
-        items = [dict(i.data, id=i.id) for i in page.items]
+        item = self.visible(caller, "document", doc_id)
+        prefix = item.data.get("chunk_prefix") or f"{doc_id}#"
+        page = self.records.query(caller.context_id, "chunk", prefix=prefix, cursor=cursor, limit=limit)
+        items = [dict(i.data, id=i.id) for i in page.items if i.id[len(prefix) :].isdigit()]
         return {"document_id": doc_id, "chunks": items, "cursor": page.cursor}
 
     def chunk(self, caller: Caller, chunk_id: str) -> dict[str, Any]:
+        """One chunk by its id; a document id gives its first chunk (Spectron's `kind: chunk` example)."""
         doc_id = chunk_id.split("#", 1)[0]
-        self.visible(caller, "document", doc_id)
-        item = self.records.get(caller.context_id, "chunk", chunk_id)
-        if item is None:
+        item = self.visible(caller, "document", doc_id)
+        if "#" not in chunk_id:
+            chunk_id = _chunk_key(item.data, 0)
+        current = chunk_id.startswith(item.data.get("chunk_prefix") or f"{doc_id}#")
+        found = self.records.get(caller.context_id, "chunk", chunk_id) if current else None
+        if found is None:
             raise NotFound(f"chunk {chunk_id!r} not found")
-        return dict(item.data, id=chunk_id)
+        return dict(found.data, id=chunk_id)
 
     # -- change ---------------------------------------------------------------------------
 
@@ -426,59 +494,67 @@ class DocumentService:
             changes["scopes"] = self.identity.write_scopes(caller, changes["scopes"])
         data.update({k: v for k, v in changes.items() if v is not None})
         data["updated_at"] = iso(now)
-        writes: list[Write] = []
-        old_chunks = self._chunk_items(ctx, doc_id)
-        new_chunks: list[Chunk] | None = None
+        version = item.version + 1
+        old_chunks = [_chunk_key(item.data, p) for p in range(int(item.data["chunks"]))]
+        retire: dict[str, Any] = {}
+        chunk_data: list[dict[str, Any]] | None = None
+        new_blob: str | None = None
         if text is not None:
             raw = text.encode()
             blocks = parse(raw, TEXT, data["title"])
             new_chunks = chunk(blocks, data["strategy"], data["max_tokens"], data["overlap"], self._embed_fn())
-            data["blob_key"] = f"{ctx}/{doc_id}/v{item.version + 1}"
-            data["content_hash"] = "blake3:" + blake3.blake3(raw).hexdigest()
+            chunk_data = [self._chunk_data(doc_id, c) for c in new_chunks]
+            # names of this write alone: a concurrent writer of the same version never shares them
+            new_blob = f"{ctx}/{doc_id}/{new_id('v')}"
             data |= {
+                "blob_key": new_blob,
+                "content_hash": "blake3:" + blake3.blake3(raw).hexdigest(),
                 "mime_type": TEXT,
                 "chunks": len(new_chunks),
+                "chunk_prefix": f"{doc_id}#v{version}.",
                 "total_tokens": sum(c.tokens for c in new_chunks),
                 "bytes": len(raw),
                 "status": "queued",
                 "stage": "bm25",
             }
-            self.blobs.put(data["blob_key"], raw, TEXT)
-        writes.append(Write(ctx, "document", doc_id, data, caller.actor, item.version))
-        if new_chunks is not None:
-            stale = {_chunk_id(doc_id, c["position"]) for c in old_chunks} - {
-                _chunk_id(doc_id, c.position) for c in new_chunks
-            }
-            for cid in stale:
-                self.records.purge(ctx, "chunk", cid)
-            writes += [
-                Write(ctx, "chunk", _chunk_id(doc_id, c.position), self._chunk_data(doc_id, c), caller.actor)
-                for c in new_chunks
-            ]
-            self.index.delete(ctx, sorted(stale))
-        self.records.transact(writes, now)
-        version = item.version + 1
-        chunks_now = [self._chunk_data(doc_id, c) for c in new_chunks] if new_chunks is not None else old_chunks
-        self.index.upsert([self._index_doc(ctx, data, c, None) for c in chunks_now])
-        # The chunks went back into the index with the new metadata but without vectors (the port has no
-        # partial update), so they are embedded again, text change or not.
-        self._schedule_vectors(ctx, doc_id, version)
+            retire = {"chunks": old_chunks, "blob": item.data["blob_key"]}
+            self.blobs.put(new_blob, raw, TEXT)
+        writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
+        writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data or []]
+        job = self.queue.job(
+            EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
+        )
+        try:
+            self.records.transact([*writes, job], now)
+        except BaseException:
+            if new_blob is not None:
+                self.blobs.delete(new_blob)  # the loser leaves no trace
+            raise
+        if chunk_data is None:  # metadata only: the same chunks, indexed again with it, vectors kept
+            chunk_data = self._chunk_items(ctx, data)
+            self._index_now(ctx, data, chunk_data, [], reuse="title" not in changes)
+        else:
+            self._index_now(ctx, data, chunk_data, retire["chunks"])
+        self.queue.started([job])
         return self.get(caller, doc_id)
 
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
         item = self.visible(caller, "document", doc_id)
-        ctx = caller.context_id
-        chunks = self._chunk_items(ctx, doc_id)
-        self.index.delete(ctx, [_chunk_id(doc_id, c["position"]) for c in chunks])  # gone from search at once
-        data = dict(item.data, status="deleted", deleted_at=iso(self.clock.now()))
-        writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
-        self.records.transact(writes, self.clock.now())
-        for key in (f"{data['collection']}|{data['content_hash']}",):
-            self.records.purge(ctx, "hash", key)
-        if data.get("external_id"):
-            self.records.purge(ctx, "extid", data["external_id"])
-        for c in chunks:
-            self.records.purge(ctx, "chunk", _chunk_id(doc_id, c["position"]))
+        ctx, now = caller.context_id, self.clock.now()
+        chunk_ids = [_chunk_key(item.data, p) for p in range(int(item.data["chunks"]))]
+        data = dict(item.data, status="deleted", deleted_at=iso(now))
+        job = self.queue.job(
+            EMBED_JOB,
+            {"context_id": ctx, "document_id": doc_id, "version": item.version + 1, "retire": {"chunks": chunk_ids}},
+            now,
+        )
+        self.records.transact([Write(ctx, "document", doc_id, data, caller.actor, item.version), job], now)
+        self.index.delete(ctx, chunk_ids)  # gone from search at once; the job purges the chunk records
+        for kind, key in (("hash", data.get("hash_key")), ("extid", data.get("extid_key"))):
+            pointer = self.records.get(ctx, kind, key) if key else None
+            if pointer is not None and pointer.data["document_id"] == doc_id:
+                self.records.purge(ctx, kind, key)  # type: ignore[arg-type]
+        self.queue.started([job])
         return {"id": doc_id, "deleted": True, "version": item.version + 1}
 
     def history(self, caller: Caller, doc_id: str) -> list[dict[str, Any]]:
@@ -491,9 +567,9 @@ class DocumentService:
     def all_documents(self, caller: Caller) -> list[dict[str, Any]]:
         grant = self.identity.read_lens(caller, None)
         return [
-            self._public(i.data, i.version)
+            self._public(self._with_state(i), i.version)
             for i in scan(self.records, caller.context_id, "document")
-            if i.data["status"] != "deleted" and matches(i.data["scopes"], grant)
+            if i.data["status"] != "deleted" and can_see(i.data["scopes"], grant)
         ]
 
     # -- search and answers ---------------------------------------------------------------
@@ -599,7 +675,7 @@ class DocumentService:
         for r in results[:3]:
             pos = r["chunk"]["position"]
             for neighbour in (pos - 1, pos + 1):
-                cid = _chunk_id(r["document_id"], neighbour) if neighbour >= 0 else None
+                cid = f"{r['chunk_id'][:-5]}{neighbour:05d}" if neighbour >= 0 else None
                 if cid is None or cid in seen:
                     continue
                 item = self.records.get(caller.context_id, "chunk", cid)
@@ -738,5 +814,11 @@ class DocumentService:
         return out
 
 
-def _chunk_id(doc_id: str, position: int) -> str:
-    return f"{doc_id}#{position:05d}"
+def _chunk_key(doc: dict[str, Any], position: int) -> str:
+    """A chunk's id: the prefix of the document version that made it (documents from before prefixes
+    were recorded use `{id}#`), then the position."""
+    return f"{doc.get('chunk_prefix') or doc['id'] + '#'}{position:05d}"
+
+
+def _with_vector(doc: IndexDoc, vector: Any) -> IndexDoc:
+    return IndexDoc(doc.context_id, doc.kind, doc.id, doc.text, vector, doc.scopes, None, None, doc.metadata)

@@ -11,7 +11,6 @@ Turns and attributes are indexed for hybrid search with their scope tags and val
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 from collections import Counter, OrderedDict
@@ -35,6 +34,7 @@ from engram.ports import (
     Write,
     scan,
 )
+from engram.scopes import tags_key
 from engram.search_rules import query_terms
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
@@ -53,10 +53,6 @@ def _no_progress(done: float, total: float | None, message: str | None) -> None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64] or "x"
-
-
-def _tags_key(tags: Sequence[str]) -> str:
-    return hashlib.sha256("|".join(sorted(tags)).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -305,7 +301,7 @@ class MemoryService:
         turn_id: str,
     ) -> tuple[str, str | None]:
         single = fact.key in SINGLE_VALUED or fact.key.startswith(("favorite_", "instruction:"))
-        slot_id = f"slot:{entity_key}:{fact.key}:{_tags_key(tags)}"
+        slot_id = f"slot:{entity_key}:{fact.key}:{tags_key(tags)}"
         if not single:
             slot_id += f":{_slug(fact.value)}"
         slot = plan.get("slot", slot_id)

@@ -1,4 +1,8 @@
-"""Queue on Amazon SQS: a job is one message `{"job": name, "payload": {...}}`.
+"""Queue on Amazon SQS: a job is one message `{"job": name, "payload": {...}, "id": job record id}`.
+
+With a record store, a job is first a record (engram.queue: committed with the write that needs it) and
+then a message; the worker deletes the record once the job has run. Records whose message never went
+(a crash right after the commit) are sent again by `recover`.
 
 On AWS the ingest worker function receives the messages from SQS and calls `handle_batch`, which
 reports the failed message ids for partial batch responses. `join` (tests, CLI) drains the queue
@@ -9,33 +13,76 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engram.clock import parse_time
 from engram.errors import EngramError
-from engram.queue import BLOB_CREATED_JOB, Handlers, Payload
+from engram.ports import RecordStore, Write, scan
+from engram.queue import BLOB_CREATED_JOB, JOBS, LEASE, Handlers, Payload, job_write
 
 log = logging.getLogger("engram.queue")
 
 
-def decode(body: str) -> tuple[str, Payload]:
-    """The job a message carries: one of ours, or an S3 "Object Created" event from EventBridge."""
+def decode(body: str) -> tuple[str, Payload, str | None]:
+    """The job a message carries (name, payload, job record id): one of ours, or an S3 "Object Created"
+    event from EventBridge."""
     message = json.loads(body)
     if message.get("source") == "aws.s3" and message.get("detail-type") == "Object Created":
         found = message["detail"]["object"]
-        return BLOB_CREATED_JOB, {"key": found["key"], "etag": found.get("etag", ""), "size": found.get("size")}
-    return message["job"], message["payload"]
+        return BLOB_CREATED_JOB, {"key": found["key"], "etag": found.get("etag", ""), "size": found.get("size")}, None
+    return message["job"], message["payload"], message.get("id")
 
 
 class SqsQueue(Handlers):
-    def __init__(self, client: Any, queue_url: str) -> None:
+    def __init__(self, client: Any, queue_url: str, records: RecordStore | None = None) -> None:
         super().__init__()
         self._sqs = client
         self._url = queue_url
+        self._records = records
+
+    def job(self, name: str, payload: Payload, now: datetime) -> Write:
+        self.check(name, payload)
+        return job_write(name, payload, now)
+
+    def _send(self, name: str, payload: Payload, job_id: str | None) -> None:
+        body = {"job": name, "payload": payload} | ({"id": job_id} if job_id else {})
+        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(body))
+
+    def started(self, jobs: Sequence[Write]) -> None:
+        for w in jobs:
+            self._send(w.data["name"], w.data["payload"], w.id)
 
     def submit(self, name: str, payload: Payload) -> None:
         self.check(name, payload)
-        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps({"job": name, "payload": payload}))
+        if self._records is None:
+            self._send(name, payload, None)
+            return
+        now = datetime.now(UTC)
+        write = self.job(name, payload, now)
+        self._records.transact([write], now)
+        self.started([write])
+
+    def recover(self, older_than: timedelta = LEASE) -> int:
+        """Send again the jobs whose records are older than `older_than` (their message may never have
+        gone). A job that runs twice is harmless: handlers check versions. Returns how many were sent."""
+        if self._records is None:
+            return 0
+        cutoff = datetime.now(UTC) - older_than
+        sent = 0
+        for item in scan(self._records, JOBS, "job"):
+            queued = parse_time(item.data.get("queued_at"))
+            if item.data["status"] != "failed" and queued is not None and queued < cutoff:
+                self._send(item.data["name"], item.data["payload"], item.id)
+                sent += 1
+        return sent
+
+    def _done(self, job_ids: Iterable[str | None]) -> None:
+        if self._records is not None:
+            for job_id in job_ids:
+                if job_id:
+                    self._records.purge(JOBS, "job", job_id)
 
     def handle_batch(self, records: Iterable[dict[str, Any]]) -> list[str]:
         """Run the jobs of SQS records (Lambda event shape); returns the ids of the ones to retry.
@@ -48,11 +95,13 @@ class SqsQueue(Handlers):
         records = list(records)
         failed: list[str] = []
         decoded: list[tuple[str, str, Payload]] = []  # (message id, job, payload)
+        job_ids: dict[str, str | None] = {}
         for record in records:
             try:
-                name, payload = decode(record["body"])
+                name, payload, job_id = decode(record["body"])
                 self.check(name, payload)
                 decoded.append((record["messageId"], name, payload))
+                job_ids[record["messageId"]] = job_id
             except Exception:
                 log.exception("message %s is not a job; it will be retried", record.get("messageId"))
                 failed.append(record["messageId"])
@@ -61,8 +110,10 @@ class SqsQueue(Handlers):
             ids = [m for m, _, _ in run]
             try:
                 self.dispatch(run[0][1], [p for _, _, p in run])
+                self._done(job_ids[m] for m in ids)
             except EngramError as exc:
                 log.error("job of messages %s failed for good: %s", ids, exc.message)
+                self._done(job_ids[m] for m in ids)
             except Exception:
                 log.exception("job of messages %s failed; it will be retried", ids)
                 failed += ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 from pathlib import Path
 
 from engram.errors import InvalidInput, NotFound
@@ -24,9 +25,12 @@ class FileBlobStore:
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)  # atomic: a reader never sees half a blob
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")  # one per writer
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)  # atomic: a reader never sees half a blob
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def get(self, key: str) -> bytes:
         path = self._path(key)
