@@ -1,0 +1,137 @@
+"""Versioned document writes under contention, on both adapter sets (SQLite + files; DynamoDB + S3 +
+OpenSearch): many writers update one document with the same expected version. Exactly one wins; its
+text, chunks, file and version are what every reader sees; the losers get 409 and leave no trace."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+from engram.errors import Conflict
+from engram.ports import scan
+from engram.services.documents import NewDocument, Search
+from engram.services.identity import ANY, Caller
+from engram.settings import Settings
+from engram.wiring import Engram, build, build_local
+
+WRITERS = 12
+ROUNDS = 4
+
+
+@pytest.fixture(params=["local", pytest.param("aws", marks=[pytest.mark.aws, pytest.mark.opensearch])])
+def engram(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
+    if request.param == "local":
+        yield build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+        return
+    endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AWS_ENDPOINT_URL", endpoint)
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    settings = Settings(
+        backend="aws",
+        table=name,
+        bucket=name,
+        opensearch_url=opensearch,
+        opensearch_index=name,
+        opensearch_service="none",
+        data_dir=tmp_path,
+        embedder="none",
+        queue_worker=False,
+    )
+    yield build(settings)
+    mp.undo()
+
+
+def blob_keys(e: Engram, ctx: str, doc_id: str, tmp_path: Path) -> int:
+    """How many blobs the document has in the store."""
+    if e.settings.backend == "aws":
+        s3 = boto3.client("s3", region_name="us-east-1")
+        got = s3.list_objects_v2(Bucket=e.settings.bucket, Prefix=f"{ctx}/{doc_id}/")
+        return int(got.get("KeyCount", 0))
+    return sum(1 for p in (tmp_path / "blobs").rglob("*") if p.is_file())
+
+
+def text_of(writer: int) -> str:
+    """Mixed lengths: writer w writes w + 1 paragraphs of ~60 tokens each, every one naming it (1 to 4 chunks)."""
+    sentence = f"Writer{writer} tells of turbines and blades in paragraph %d. "
+    return "\n\n".join((sentence % p) * 5 for p in range(writer + 1))
+
+
+def test_concurrent_updates_leave_one_writers_document(engram: Engram, tmp_path: Path) -> None:
+    e = engram
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    for _ in range(ROUNDS):
+        doc = e.documents.ingest(caller, NewDocument(b"The original text about turbines.", "Doc"))
+        e.queue.join()
+        doc_id = doc["id"]
+        start = threading.Barrier(WRITERS)
+        outcomes: dict[int, object] = {}
+
+        def write(w: int, doc_id: str = doc_id, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                outcomes[w] = e.documents.update(caller, doc_id, {"text": text_of(w)}, expected_version=1)
+            except Conflict as exc:
+                outcomes[w] = exc
+            except Exception as exc:  # a 500: the test fails below with what it was
+                outcomes[w] = RuntimeError(repr(exc))
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        winners = [w for w, o in outcomes.items() if isinstance(o, dict)]
+        errors = [o for o in outcomes.values() if not isinstance(o, dict | Conflict)]
+        assert errors == [] and len(winners) == 1, outcomes
+        assert all(o.code == "version_conflict" for o in outcomes.values() if isinstance(o, Conflict))
+        [w] = winners
+        e.queue.join()
+        check_one_writer(e, caller, doc_id, w, tmp_path)
+
+
+def check_one_writer(e: Engram, caller: Caller, doc_id: str, w: int, tmp_path: Path) -> None:
+    got = e.documents.get(caller, doc_id, include_text=True)
+    assert got["version"] == 2 and got["status"] == "indexed"
+    assert got["text"].split() == text_of(w).split() and got["chunks"] >= 1
+    chunks = e.documents.chunks(caller, doc_id, None, 100)["chunks"]
+    assert len(chunks) == got["chunks"] and all(f"writer{w} " in c["text"].lower() for c in chunks)
+    # the stored file is the winner's, and it is the document's only blob
+    item = e.records.get("acme", "document", doc_id)
+    assert item is not None and e.blobs.get(item.data["blob_key"]).decode() == text_of(w)
+    if e.settings.backend == "aws":
+        assert blob_keys(e, "acme", doc_id, tmp_path) == 1
+    # no chunk record of v1 or of a loser remains
+    prefix_records = [i.id for i in scan(e.records, "acme", "chunk", prefix=f"{doc_id}#")]
+    assert sorted(prefix_records) == sorted(c["id"] for c in chunks)
+    # search sees the winner's every chunk and nothing of the losers' or of v1
+    found = e.documents.search(caller, Search("turbines blades", "bm25", 50, document_id=doc_id))["results"]
+    assert sorted(r["chunk_id"] for r in found) == sorted(c["id"] for c in chunks)
+    for loser in (x for x in range(WRITERS) if x != w):
+        hits = e.documents.search(caller, Search(f"writer{loser}", "bm25", 5, document_id=doc_id))["results"]
+        assert hits == [], loser
+    assert e.documents.search(caller, Search("original", "bm25", 5, document_id=doc_id))["results"] == []
+
+
+def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(engram: Engram) -> None:
+    """Processing (embedding, status) is not a user version: no other writer, no 409."""
+    e = engram
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    doc = e.documents.ingest(caller, NewDocument(b"Blades and turbines.", "Doc"))
+    e.queue.join()
+    assert e.documents.get(caller, doc["id"])["status"] == "indexed"
+    out = e.documents.update(caller, doc["id"], {"title": "Renamed"}, expected_version=doc["version"])
+    assert out["version"] == doc["version"] + 1 and out["title"] == "Renamed"
+    e.queue.join()
+    out = e.documents.update(caller, doc["id"], {"text": "New text."}, expected_version=out["version"])
+    assert out["version"] == doc["version"] + 2
