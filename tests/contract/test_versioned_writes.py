@@ -76,7 +76,9 @@ def test_concurrent_updates_leave_one_writers_document(engram: Engram, tmp_path:
         start = threading.Barrier(WRITERS)
         outcomes: dict[int, object] = {}
 
-        def write(w: int, doc_id: str = doc_id, start: threading.Barrier = start) -> None:
+        def write(
+            w: int, doc_id: str = doc_id, start: threading.Barrier = start, outcomes: dict[int, object] = outcomes
+        ) -> None:
             start.wait()
             try:
                 outcomes[w] = e.documents.update(caller, doc_id, {"text": text_of(w)}, expected_version=1)

@@ -39,24 +39,30 @@ def cli(*args: str, data_dir: Path | str) -> str:
     return done.stdout
 
 
-@contextlib.contextmanager
-def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
-    """Start `engram serve`, wait for /healthz, yield its base URL, stop it."""
+def start(data_dir: Path | str, timeout: float = 60) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `engram serve` and wait for /healthz: the process and its base URL (the caller stops it)."""
     port = free_port()
     env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
     cmd = [sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/healthz").status_code == 200:
+                return proc, url
+        if time.monotonic() > deadline or proc.poll() is not None:
+            out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
+            stop(proc)
+            raise RuntimeError(f"engram serve did not start: {out}")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
+    """Start `engram serve`, wait for /healthz, yield its base URL, stop it."""
+    proc, url = start(data_dir, timeout)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/healthz").status_code == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
-                raise RuntimeError(f"engram serve did not start: {out}")
-            time.sleep(0.1)
         yield url
     finally:
         stop(proc)

@@ -205,6 +205,12 @@ class SearchIndex(Protocol):
 
     def count(self, context_id: str) -> int: ...
 
+    def generation(self, context_id: str) -> int | None:
+        """A number that changes whenever the context's documents change, by any writer (any process or
+        instance on the same storage); None where the engine cannot tell cheaply (then nothing caches
+        search results)."""
+        ...
+
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of those `ids` in the context that have one, to at least half precision (no
         filters: ids come from a search that applied them)."""

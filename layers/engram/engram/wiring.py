@@ -181,7 +181,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         generator=build_generator(settings),
         queue=SqsQueue(_Lazy(lambda: aws_client("sqs", settings)), settings.queue_url, records)
         if settings.queue_url
-        else None,
+        else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
     )
 
 

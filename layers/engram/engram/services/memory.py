@@ -83,14 +83,9 @@ class MemoryService:
         self.generator = generator
         self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._cache_size = cache_size
-        self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _bump(self, context_id: str) -> None:
-        with self._lock:
-            self._generation[context_id] = self._generation.get(context_id, 0) + 1
 
     def embed(self, texts: Sequence[str]) -> list[Vector | None]:
         if self.embedder is None or not texts:
@@ -142,7 +137,6 @@ class MemoryService:
                 if attempt == _RETRIES - 1:
                     raise
                 continue
-            self._bump(caller.context_id)
             return results
         raise AssertionError("unreachable")
 
@@ -366,9 +360,12 @@ class MemoryService:
         if extra_visibility is not None:
             visibility = [sorted(set(a) | set(b)) for a in visibility for b in extra_visibility]
         kinds = tuple(kinds) if kinds else ("turn", "attribute")
+        # The cache is keyed by the index's generation of the context, which every writer moves (another
+        # process on the same data folder too); an index that has none (OpenSearch) caches nothing.
+        generation = self.index.generation(caller.context_id)
         key = (
             caller.context_id,
-            self._generation.get(caller.context_id, 0),
+            generation,
             tuple(map(tuple, visibility)),
             " ".join(query.lower().split()),
             k,
@@ -377,7 +374,7 @@ class MemoryService:
             kinds,
         )
         with self._lock:
-            cached = self._cache.get(key)
+            cached = self._cache.get(key) if generation is not None else None
             if cached is not None:
                 self._cache.move_to_end(key)
         if cached is not None:
@@ -399,7 +396,8 @@ class MemoryService:
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
         with self._lock:
-            self._cache[key] = result
+            if generation is not None:
+                self._cache[key] = result
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return dict(result, queryMs=self.clock_ms() - started)
@@ -487,7 +485,6 @@ class MemoryService:
                 self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, "reflection")
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
             plan.finish(self.index, self.embed)
-            self._bump(caller.context_id)
         progress(3, 3, "done")
         return {"reflection": reflection, "evidence": [h["id"] for h in hits], "persisted_attributes": persisted}
 
@@ -547,7 +544,6 @@ class MemoryService:
         plan.commit()
         for attr_id in plan.written("attribute"):
             self.index.set_validity(caller.context_id, attr_id, now)
-        self._bump(caller.context_id)
         return {"deleted": len(plan.written("attribute")), "ids": plan.written("attribute")}
 
 

@@ -260,6 +260,11 @@ class OpenSearchIndex:
         body = {"doc": {"valid_until": iso(valid_until)}}
         self._call(self._os.update, index=self._index, id=key, body=body, **self._refresh_param())
 
+    def generation(self, context_id: str) -> int | None:
+        """Writers are other Lambda instances and OpenSearch keeps no cheap change counter: unknown, so
+        no search result is cached (read-your-writes across instances)."""
+        return None
+
     def count(self, context_id: str) -> int:
         """The context's documents, asked at most every COUNT_TTL seconds (a recall asks each time, to
         pick its tier); a write through this index asks again at once. Another process's writes show

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +30,11 @@ CREATE TABLE IF NOT EXISTS docs (
   rowid INTEGER PRIMARY KEY, context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
   text TEXT NOT NULL, scopes TEXT NOT NULL, valid_from TEXT, valid_until TEXT, metadata TEXT NOT NULL,
   vector BLOB, UNIQUE (context_id, id));
+CREATE TABLE IF NOT EXISTS changes (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
 """
+KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that loads its context again
 _COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
 
@@ -60,6 +64,7 @@ class _Context:
     postings: dict[str, dict[int, int]] = field(default_factory=dict)
     arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
     total_length: float = 0.0
+    seq: int = 0  # the last change (table `changes`) this copy includes
 
     @property
     def live(self) -> int:
@@ -166,78 +171,117 @@ class _Context:
 
 
 class SqliteSearchIndex:
+    """Many processes may share the file (`engram serve`, `engram stdio`, the CLI): every write also
+    appends to `changes` in its transaction, and a process whose in-memory copy of a context is behind
+    (another connection committed: `PRAGMA data_version` moved) applies the changed rows before it reads.
+    `generation(context)` is the context's last change: what a cache of search results is keyed by."""
+
     def __init__(self, path: Path | str) -> None:
         self._conn = connect(path)
         self._lock = threading.RLock()
         self._conn.executescript(_SCHEMA)
         self._contexts: dict[str, _Context] = {}
+        self._data_version = self._pragma_data_version()
+        self._stale: set[str] = set()
+        self._writes = 0
 
     # -- writes ---------------------------------------------------------------------------
 
     def ensure(self) -> None:
         """The tables are made when the index is opened."""
 
-    def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
+    def _pragma_data_version(self) -> int:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _changed(self, context_id: str, ids: Sequence[str]) -> None:
+        """Log changes (inside the caller's transaction); now and then, forget the oldest."""
+        self._conn.executemany("INSERT INTO changes (context_id, id) VALUES (?, ?)", [(context_id, i) for i in ids])
+        self._writes += 1
+        if self._writes % 1000 == 0:
+            self._conn.execute("DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?", (KEEP_CHANGES,))
+
+    def _write(self, work: Callable[[], None]) -> None:
+        """One write transaction. The in-memory copies follow only after it commits: a rollback leaves
+        them as they were, and a context that was behind before is brought up to date first."""
         with self._lock:
+            self._refresh_marks()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for d in docs:
-                    self._delete_one(d.context_id, d.id)
-                    vec = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
-                    self._conn.execute(
-                        "INSERT INTO docs (context_id, kind, id, text, scopes, valid_from, valid_until, metadata,"
-                        " vector) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (
-                            d.context_id,
-                            d.kind,
-                            d.id,
-                            d.text,
-                            json.dumps(list(d.scopes)),
-                            iso(d.valid_from),
-                            iso(d.valid_until),
-                            json.dumps(dict(d.metadata)),
-                            None if vec is None else vec.tobytes(),
-                        ),
-                    )
+                work()
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 self._contexts.clear()  # the in-memory copies may be ahead of the rolled-back table
                 raise
+
+    def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
+        def work() -> None:
             for d in docs:
-                cache = self._contexts.get(d.context_id)
-                if cache is not None:
-                    cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
+                self._conn.execute("DELETE FROM docs WHERE context_id=? AND id=?", (d.context_id, d.id))
+                vec = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
+                self._conn.execute(
+                    "INSERT INTO docs (context_id, kind, id, text, scopes, valid_from, valid_until, metadata,"
+                    " vector) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        d.context_id,
+                        d.kind,
+                        d.id,
+                        d.text,
+                        json.dumps(list(d.scopes)),
+                        iso(d.valid_from),
+                        iso(d.valid_until),
+                        json.dumps(dict(d.metadata)),
+                        None if vec is None else vec.tobytes(),
+                    ),
+                )
+            for context_id, id_, until in closing:
+                self._conn.execute(
+                    "UPDATE docs SET valid_until=? WHERE context_id=? AND id=?", (iso(until), context_id, id_)
+                )
+            by_context: dict[str, list[str]] = {}
+            for d in docs:
+                by_context.setdefault(d.context_id, []).append(d.id)
+            for context_id, id_, _ in closing:
+                by_context.setdefault(context_id, []).append(id_)
+            for context_id, ids in by_context.items():
+                self._changed(context_id, ids)
+
+        self._write(work)
+        for d in docs:
+            cache = self._contexts.get(d.context_id)
+            if cache is not None:
+                cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
         for context_id, id_, until in closing:
-            self.set_validity(context_id, id_, until)
+            self._set_cached_validity(context_id, id_, until)
 
     @staticmethod
     def _row_of(d: IndexDoc) -> _Row:
         return _Row(d.id, d.kind, d.text, list(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
 
-    def _delete_one(self, context_id: str, id_: str) -> None:
-        self._conn.execute("DELETE FROM docs WHERE context_id=? AND id=?", (context_id, id_))
+    def delete(self, context_id: str, ids: Sequence[str]) -> None:
+        def work() -> None:
+            for id_ in ids:
+                self._conn.execute("DELETE FROM docs WHERE context_id=? AND id=?", (context_id, id_))
+            self._changed(context_id, ids)
+
+        self._write(work)
         cache = self._contexts.get(context_id)
         if cache is not None:
-            cache.remove(id_)
-
-    def delete(self, context_id: str, ids: Sequence[str]) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for id_ in ids:
-                    self._delete_one(context_id, id_)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                self._contexts.pop(context_id, None)
-                raise
+            for id_ in ids:
+                cache.remove(id_)
 
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
-        with self._lock:
+        def work() -> None:
             self._conn.execute(
                 "UPDATE docs SET valid_until=? WHERE context_id=? AND id=?", (iso(valid_until), context_id, id)
             )
+            self._changed(context_id, [id])
+
+        self._write(work)
+        self._set_cached_validity(context_id, id, valid_until)
+
+    def _set_cached_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
+        with self._lock:
             cache = self._contexts.get(context_id)
             if cache is not None and id in cache.pos:
                 row = cache.rows[cache.pos[id]]
@@ -248,6 +292,11 @@ class SqliteSearchIndex:
         with self._lock:
             return self._context(context_id).live
 
+    def generation(self, context_id: str) -> int | None:
+        with self._lock:
+            row = self._conn.execute("SELECT max(seq) FROM changes WHERE context_id=?", (context_id,)).fetchone()
+        return int(row[0] or 0)
+
     # -- reads ----------------------------------------------------------------------------
 
     @staticmethod
@@ -255,14 +304,53 @@ class SqliteSearchIndex:
         id_, kind, text, scopes, vf, vu, meta = r
         return _Row(id_, kind, text, json.loads(scopes), parse_time(vf), parse_time(vu), json.loads(meta))
 
+    def _refresh_marks(self) -> None:
+        """Every loaded context may be behind when another connection committed. Call with the lock held."""
+        version = self._pragma_data_version()
+        if version != self._data_version:
+            self._data_version = version
+            self._stale |= set(self._contexts)
+
+    def _last_seq(self, context_id: str) -> int:
+        row = self._conn.execute("SELECT max(seq) FROM changes WHERE context_id=?", (context_id,)).fetchone()
+        return int(row[0] or 0)
+
+    def _load(self, context_id: str) -> _Context:
+        cache = _Context()
+        cache.seq = self._last_seq(context_id)
+        for r in self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,)):
+            cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
+        return cache
+
+    def _catch_up(self, context_id: str, cache: _Context) -> _Context:
+        """Apply the rows other processes changed since the copy's last change."""
+        first = self._conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if first is not None and cache.seq < int(first) - 1:
+            return self._load(context_id)  # further behind than the log goes
+        changed = self._conn.execute(
+            "SELECT seq, id FROM changes WHERE context_id=? AND seq>? ORDER BY seq", (context_id, cache.seq)
+        ).fetchall()
+        for id_ in dict.fromkeys(i for _, i in changed):
+            row = self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=? AND id=?", (context_id, id_))
+            found = row.fetchone()
+            if found is None:
+                cache.remove(id_)
+            else:
+                cache.put(self._parse(found[:7]), None if found[7] is None else np.frombuffer(found[7], np.float32))
+        if changed:
+            cache.seq = int(changed[-1][0])
+        return cache
+
     def _context(self, context_id: str) -> _Context:
-        """The context's documents in memory, loaded from SQLite on first use. Call with the lock held."""
+        """The context's documents in memory, loaded from SQLite on first use and brought up to date with
+        other processes' writes. Call with the lock held."""
+        self._refresh_marks()
         cache = self._contexts.get(context_id)
         if cache is None:
-            cache = _Context()
-            for r in self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,)):
-                cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
-            self._contexts[context_id] = cache
+            cache = self._contexts[context_id] = self._load(context_id)
+        elif context_id in self._stale:
+            cache = self._contexts[context_id] = self._catch_up(context_id, cache)
+        self._stale.discard(context_id)
         return cache
 
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> list[Hit]:
