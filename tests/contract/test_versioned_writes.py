@@ -5,49 +5,18 @@ text, chunks, file and version are what every reader sees; the losers get 409 an
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
-import pytest
 
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.errors import Conflict
 from engram.ports import scan
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY, Caller
-from engram.settings import Settings
-from engram.wiring import Engram, build, build_local
+from engram.wiring import Engram
 
 WRITERS = 12
 ROUNDS = 4
-
-
-@pytest.fixture(params=["local", pytest.param("aws", marks=[pytest.mark.aws, pytest.mark.opensearch])])
-def engram(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
-    if request.param == "local":
-        yield build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
-        return
-    endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("AWS_ENDPOINT_URL", endpoint)
-    name = f"engram-{uuid.uuid4().hex[:8]}"
-    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
-    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-    settings = Settings(
-        backend="aws",
-        table=name,
-        bucket=name,
-        opensearch_url=opensearch,
-        opensearch_index=name,
-        opensearch_service="none",
-        data_dir=tmp_path,
-        embedder="none",
-        queue_worker=False,
-    )
-    yield build(settings)
-    mp.undo()
 
 
 def blob_keys(e: Engram, ctx: str, doc_id: str, tmp_path: Path) -> int:
@@ -65,8 +34,8 @@ def text_of(writer: int) -> str:
     return "\n\n".join((sentence % p) * 5 for p in range(writer + 1))
 
 
-def test_concurrent_updates_leave_one_writers_document(engram: Engram, tmp_path: Path) -> None:
-    e = engram
+def test_concurrent_updates_leave_one_writers_document(both: Engram, tmp_path: Path) -> None:
+    e = both
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
     caller = e.identity.enter(p, "acme", ANY, "t")
     for _ in range(ROUNDS):
@@ -124,9 +93,9 @@ def check_one_writer(e: Engram, caller: Caller, doc_id: str, w: int, tmp_path: P
     assert e.documents.search(caller, Search("original", "bm25", 5, document_id=doc_id))["results"] == []
 
 
-def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(engram: Engram) -> None:
+def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(both: Engram) -> None:
     """Processing (embedding, status) is not a user version: no other writer, no 409."""
-    e = engram
+    e = both
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
     caller = e.identity.enter(p, "acme", ANY, "t")
     doc = e.documents.ingest(caller, NewDocument(b"Blades and turbines.", "Doc"))

@@ -9,7 +9,7 @@ from pathlib import Path
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.ports import Item, Write
 from engram.services.identity import ANY
-from engram.services.memory import Turn
+from engram.services.memory import Turn, session_key
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 
@@ -39,5 +39,5 @@ def test_batch_is_split_to_fit_and_later_groups_see_earlier_ones(tmp_path: Path)
     assert len(records.sizes) > 1  # more than one transaction was needed
     assert [o["attributes"][0]["action"] for o in out] == ["created"] + ["superseded"] * 5
     assert [a["value"] for a in e.memory.profile(caller, None)["static"] if a["key"] == "location"] == ["City5"]
-    session = records.get("acme", "session", "s")
+    session = records.get("acme", "session", session_key("s", list(caller.principal.grant)))
     assert session is not None and session.data["turns"] == 6

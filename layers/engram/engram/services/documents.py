@@ -185,9 +185,13 @@ class DocumentService:
             writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))
             if ext_key:
                 writes.append(self._pointer(ctx, "extid", ext_key, doc_id, caller.actor))
-            if self.records.get(ctx, "collection", collection) is None:
+            coll = self.records.get(ctx, "collection", collection)
+            if coll is None:
                 info = {"name": collection, "description": "", "created_at": iso(now), "scopes": tags}
                 writes.append(Write(ctx, "collection", collection, info, caller.actor, 0))
+            elif not set(tags) <= set(coll.data.get("scopes") or []):  # it now holds these scopes' documents
+                info = dict(coll.data, scopes=sorted(set(coll.data.get("scopes") or []) | set(tags)))
+                writes.append(Write(ctx, "collection", collection, info, caller.actor, coll.version))
             writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             try:
@@ -702,47 +706,84 @@ class DocumentService:
         return sorted(results + extra, key=lambda r: -r["score"])[:k]
 
     def node(self, caller: Caller, kind: str, slug: str) -> dict[str, Any]:
-        """A knowledge node: an entity by type and name, with the relations that start from it."""
+        """A knowledge node: an entity by type and name, with the relations that start from it — each as
+        the caller may see it (an entity by the scopes of what mentioned it, an edge by its own)."""
         ctx = caller.context_id
+        visibility = self.identity.read_lens(caller, None)
         wanted = f"{kind}:{slug}".lower()
         item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() == wanted), None)
-        if item is None:
+        if item is None or not can_see(item.data.get("scopes"), visibility):
             raise NotFound(f"node {kind}/{slug} not found")
         edges = [
-            i.data
+            {k: v for k, v in i.data.items() if k != "scopes"}
             for i in scan(self.records, ctx, "relation")
             if [str(x).lower() for x in i.data.get("from", [])] == [kind.lower(), slug.lower()]
+            and can_see(i.data.get("scopes"), visibility)
         ]
-        return {"kind": "node", "node": dict(item.data, id=item.id, version=item.version), "edges": edges}
+        node = {k: v for k, v in item.data.items() if k != "scopes"}
+        return {"kind": "node", "node": dict(node, id=item.id, version=item.version), "edges": edges}
 
     # -- collections and folders ----------------------------------------------------------
+    #
+    # Both carry scopes: a collection those of everything put in it (and of whoever created it), a folder
+    # its creator's. A caller sees one it may see (engram.scopes.can_see) or that holds a document it may
+    # see. Deleting one that holds anything the caller cannot see is refused without saying what, and no
+    # delete leaves a document pointing at a collection or folder that is gone.
+
+    def _members(self, ctx: str, key: str, value: str) -> list[Item]:
+        """Every live document (whoever may see it) whose `key` is `value`."""
+        return [
+            i for i in scan(self.records, ctx, "document") if i.data["status"] != "deleted" and i.data.get(key) == value
+        ]
+
+    def _collection(self, caller: Caller, name: str, visibility: list[list[str]]) -> Item | None:
+        item = self.records.get(caller.context_id, "collection", name)
+        if item is None:
+            return None
+        if can_see(item.data.get("scopes"), visibility):
+            return item
+        members = self._members(caller.context_id, "collection", name)
+        return item if any(can_see(d.data["scopes"], visibility) for d in members) else None
 
     def collections(
         self, caller: Caller, action: str, name: str | None, description: str | None, force: bool = False
     ) -> dict[str, Any]:
         ctx = caller.context_id
+        visibility = self.identity.read_lens(caller, None)
         docs = self.all_documents(caller)
         if action == "list":
             names = [i.id for i in scan(self.records, ctx, "collection")]
-            return {"collections": [self._stats(ctx, n, docs) for n in names]}
+            seen = [n for n in names if self._collection(caller, n, visibility) is not None]
+            return {"collections": [self._stats(ctx, n, docs) for n in seen]}
         if not name:
             raise InvalidInput(f"name is required for action {action!r}")
-        existing = self.records.get(ctx, "collection", name)
+        existing = self._collection(caller, name, visibility)
         if action == "create":
             if existing is not None:
                 raise Conflict(f"collection {name!r} exists")
-            data = {"name": name, "description": description or "", "created_at": iso(self.clock.now())}
-            self.records.transact([Write(ctx, "collection", name, data, caller.actor, 0)], self.clock.now())
+            tags = self.identity.write_scopes(caller, None)
+            data = {"name": name, "description": description or "", "created_at": iso(self.clock.now()), "scopes": tags}
+            try:  # a collection of the same name the caller cannot see: the same answer as any other clash
+                self.records.transact([Write(ctx, "collection", name, data, caller.actor, 0)], self.clock.now())
+            except Conflict:
+                raise Conflict(f"collection {name!r} exists") from None
             return {"collection": self._stats(ctx, name, docs)}
         if existing is None:
             raise NotFound(f"collection {name!r} not found")
         if action == "stats":
             return {"collection": self._stats(ctx, name, docs)}
-        members = [d for d in docs if d["collection"] == name]
+        members = self._members(ctx, "collection", name)
+        if not all(can_see(d.data["scopes"], visibility) for d in members):
+            raise Conflict(f"collection {name!r} is in use; it cannot be deleted with this key", code="in_use")
         if members and not force:
             raise Conflict(f"collection {name!r} holds {len(members)} documents; pass force=true to delete them too")
         for d in members:
-            self.delete(caller, d["id"])
+            self.delete(caller, d.id)
+        self.records.transact(
+            [Write(ctx, "collection", name, dict(existing.data), caller.actor, existing.version)], self.clock.now()
+        )  # a version check: a document filed meanwhile makes this a conflict, not a dangling reference
+        if self._members(ctx, "collection", name):
+            raise Conflict(f"collection {name!r} received documents meanwhile; try again", code="in_use")
         self.records.purge(ctx, "collection", name)
         return {"deleted": name, "documents_deleted": len(members)}
 
@@ -758,9 +799,13 @@ class DocumentService:
 
     def _folder(self, caller: Caller, folder_id: str) -> dict[str, Any]:
         item = self.records.get(caller.context_id, "folder", folder_id)
-        if item is None:
+        if item is None or not can_see(item.data.get("scopes"), self.identity.read_lens(caller, None)):
             raise NotFound(f"folder {folder_id!r} not found")
         return dict(item.data, version=item.version)
+
+    @staticmethod
+    def _public_folder(data: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in data.items() if k != "scopes"}
 
     def folder_create(
         self, caller: Caller, name: str, parent_id: str | None, description: str | None, metadata: dict[str, Any] | None
@@ -775,9 +820,10 @@ class DocumentService:
             "description": description or "",
             "metadata": metadata or {},
             "created_at": iso(self.clock.now()),
+            "scopes": self.identity.write_scopes(caller, None),
         }
         self.records.transact([Write(caller.context_id, "folder", fid, data, caller.actor, 0)], self.clock.now())
-        return dict(data, version=1)
+        return self._public_folder(dict(data, version=1))
 
     def folder_update(self, caller: Caller, folder_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         current = self._folder(caller, folder_id)
@@ -792,21 +838,27 @@ class DocumentService:
         self.records.transact(
             [Write(caller.context_id, "folder", folder_id, data, caller.actor, version)], self.clock.now()
         )
-        return dict(data, version=version + 1)
+        return self._public_folder(dict(data, version=version + 1))
 
     def folder_delete(self, caller: Caller, folder_id: str) -> dict[str, Any]:
+        ctx = caller.context_id
         self._folder(caller, folder_id)
-        children = [f for f in self.folder_list(caller, None) if f.get("parent_id") == folder_id]
-        docs = [d for d in self.all_documents(caller) if d.get("folder_id") == folder_id]
-        if children or docs:
-            raise Conflict(f"folder holds {len(children)} folders and {len(docs)} documents; empty it first")
-        self.records.purge(caller.context_id, "folder", folder_id)
+        children = [i for i in scan(self.records, ctx, "folder") if i.data.get("parent_id") == folder_id]
+        docs = self._members(ctx, "folder_id", folder_id)
+        if children or docs:  # counted whoever may see them, and not said: the caller may not see them all
+            raise Conflict("folder is not empty; empty it first", code="in_use")
+        self.records.purge(ctx, "folder", folder_id)
         return {"id": folder_id, "deleted": True}
 
     def folder_list(
         self, caller: Caller, parent_id: str | None, name_prefix: str | None = None
     ) -> list[dict[str, Any]]:
-        out = [dict(i.data, version=i.version) for i in scan(self.records, caller.context_id, "folder")]
+        visibility = self.identity.read_lens(caller, None)
+        out = [
+            self._public_folder(dict(i.data, version=i.version))
+            for i in scan(self.records, caller.context_id, "folder")
+            if can_see(i.data.get("scopes"), visibility)
+        ]
         if parent_id is not None:
             out = [f for f in out if f.get("parent_id") == parent_id]
         if name_prefix:

@@ -11,8 +11,10 @@ Turns and attributes are indexed for hybrid search with their scope tags and val
 
 from __future__ import annotations
 
+import random
 import re
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ Progress = Callable[[float, float | None, str | None], None]
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
 CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
-_RETRIES = 3
+_RETRIES = 8
 
 
 def _no_progress(done: float, total: float | None, message: str | None) -> None:
@@ -84,6 +86,7 @@ class MemoryService:
         self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._writers: dict[str, threading.RLock] = {}
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -124,21 +127,29 @@ class MemoryService:
         return self._store_group(caller, list(turns), tags, self.clock.now())
 
     def _store_group(self, caller: Caller, turns: list[Turn], tags: list[str], now: datetime) -> list[dict[str, Any]]:
-        for attempt in range(_RETRIES):
-            plan, results = self._plan(caller, turns, tags, now)
-            if len(turns) > 1 and plan.size > self.records.max_writes:
-                half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
-                return self._store_group(caller, turns[:half], tags, now) + self._store_group(
-                    caller, turns[half:], tags, now
-                )
-            try:
-                plan.finish(self.index, self.embed)
-            except Conflict:
-                if attempt == _RETRIES - 1:
-                    raise
-                continue
-            return results
+        # Writers of one context take turns in this process (appending to a session is a read-modify-write
+        # of its record); writers in other processes are met by the version check and retried, with jitter.
+        with self._writer(caller.context_id):
+            for attempt in range(_RETRIES):
+                plan, results = self._plan(caller, turns, tags, now)
+                if len(turns) > 1 and plan.size > self.records.max_writes:
+                    half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
+                    return self._store_group(caller, turns[:half], tags, now) + self._store_group(
+                        caller, turns[half:], tags, now
+                    )
+                try:
+                    plan.finish(self.index, self.embed)
+                except Conflict:
+                    if attempt == _RETRIES - 1:
+                        raise
+                    time.sleep(random.uniform(0, 0.01 * 2**attempt))
+                    continue
+                return results
         raise AssertionError("unreachable")
+
+    def _writer(self, context_id: str) -> threading.RLock:
+        with self._lock:
+            return self._writers.setdefault(context_id, threading.RLock())
 
     def _plan(
         self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
@@ -172,10 +183,13 @@ class MemoryService:
             text = turn_text(turn.content, speaker)
             # The vector also sees the turn before it in the session: replies are often elliptic
             # ("Yes, last Friday!") and only the previous turn says what they are about.
-            previous = (plan.get("session", session_id) or {}).get("last_text", "")
+            previous = (plan.get("session", session_key(session_id, tags)) or {}).get("last_text", "")
             embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
             plan.index(IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text)
             self._touch_session(plan, session_id, tags, said, turn.content, text)
+            turn_data = plan.get("turn", turn_id)
+            assert turn_data is not None
+            turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = self._extract(turn.content)
             out = self._reconcile(plan, ex, subject, tags, said, turn_id)
             out |= {"turn_id": turn_id, "session_id": session_id}
@@ -185,7 +199,7 @@ class MemoryService:
     def _touch_session(
         self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
     ) -> None:
-        current = plan.get("session", session_id)
+        current = plan.get("session", session_key(session_id, tags))
         data = (
             dict(current)
             if current
@@ -205,7 +219,8 @@ class MemoryService:
         data["tokens"] += approx_tokens(content)
         data["scopes"] = sorted(set(data["scopes"]) | set(tags))
         data["last_text"] = text[-400:]
-        plan.put("session", session_id, data)
+        data["seq"] = data["turns"]  # the turn's place in its session: a definite order under concurrency
+        plan.put("session", session_key(session_id, tags), data)
 
     def _reconcile(
         self,
@@ -239,9 +254,9 @@ class MemoryService:
                 )
             if fact.correction:
                 corrections.append({"key": fact.key, "old": old, "new": fact.value})
-        entities = [{"id": ["Person", subject], "action": self._entity(plan, "Person", subject, touched)}]
+        entities = [{"id": ["Person", subject], "action": self._entity(plan, "Person", subject, touched, tags)}]
         for etype, name in ex.mentions:
-            entities.append({"id": [etype, name], "action": self._entity(plan, etype, name, False)})
+            entities.append({"id": [etype, name], "action": self._entity(plan, etype, name, False, tags)})
         relations = []
         for rel in ex.relations:
             rid = f"rel:{_slug(subject)}:{rel.type}:{_slug(rel.target)}"
@@ -276,12 +291,16 @@ class MemoryService:
             "corrections": corrections,
         }
 
-    def _entity(self, plan: _Plan, etype: str, name: str, touched: bool) -> str:
+    def _entity(self, plan: _Plan, etype: str, name: str, touched: bool, tags: list[str]) -> str:
+        """An entity carries the scopes of everything that mentioned it: a caller sees it when it may see
+        one of those (engram.scopes.can_see), and its edges and attributes by their own scopes."""
         eid = f"{etype}:{name.lower()}"
         current = plan.get("entity", eid)
         if current is None:
-            plan.put("entity", eid, {"type": etype, "name": name})
+            plan.put("entity", eid, {"type": etype, "name": name, "scopes": sorted(tags)})
             return "created"
+        if not set(tags) <= set(current.get("scopes") or []):
+            plan.put("entity", eid, dict(current, scopes=sorted(set(current.get("scopes") or []) | set(tags))))
         return "updated" if touched else "unchanged"
 
     def _set_attribute(
@@ -437,8 +456,6 @@ class MemoryService:
         return hits
 
     def clock_ms(self) -> float:
-        import time
-
         return round(time.perf_counter() * 1000, 3)
 
     # -- reflect --------------------------------------------------------------------------
@@ -615,6 +632,12 @@ def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
     return IndexDoc(
         doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until, doc.metadata
     )
+
+
+def session_key(session_id: str, tags: Sequence[str]) -> str:
+    """A session belongs to the scopes it was created under: the same `session_id` said under another
+    scope set is another session (it never joins, counts in or reads from the first)."""
+    return f"{session_id}|{tags_key(tags)}"
 
 
 def turn_text(content: str, speaker: object) -> str:

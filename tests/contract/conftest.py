@@ -1,0 +1,41 @@
+"""Fixtures of the contract suites: the same Engram services over each set of adapters."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+from engram.settings import Settings
+from engram.wiring import Engram, build, build_local
+
+
+@pytest.fixture(params=["local", pytest.param("aws", marks=[pytest.mark.aws, pytest.mark.opensearch])])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
+    """Local (SQLite, files) or AWS (DynamoDB + S3 on moto, OpenSearch on the test node); no model, no worker."""
+    if request.param == "local":
+        yield build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+        return
+    endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("AWS_ENDPOINT_URL", endpoint)
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    settings = Settings(
+        backend="aws",
+        table=name,
+        bucket=name,
+        opensearch_url=opensearch,
+        opensearch_index=name,
+        opensearch_service="none",
+        data_dir=tmp_path,
+        embedder="none",
+        queue_worker=False,
+    )
+    yield build(settings)
+    mp.undo()

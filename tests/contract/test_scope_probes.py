@@ -1,0 +1,161 @@
+"""Scopes inside one tenant, probed on every kind of object, on both adapter sets.
+
+Bob (grant org/acme/user/bob) stores memories, an entity with an edge, a session, documents with their
+chunks, a folder and a collection. Alice (grant org/acme/user/alice), in the same context, tries to list,
+read, match (dedup, externalId, session ids), change and delete each. Nothing of Bob's is listed, read,
+matched, changed or deleted, and no answer tells that it exists. One visibility rule decides every case
+(`engram.scopes.can_see`); this suite is the probe set every new kind of object joins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from engram.errors import Conflict, EngramError, NotFound
+from engram.services.documents import NewDocument, Search
+from engram.services.identity import ANY, Caller
+from engram.services.memory import Turn
+from engram.wiring import Engram
+
+ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
+BOB_BYTES = b"Bob's private notes: the vault code is kept in the blue binder."
+
+
+def callers(e: Engram) -> tuple[Caller, Caller, Caller]:
+    e.identity.register_scopes("acme", [ALICE, BOB])
+    keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
+    _, m = e.identity.create_key(["acme"], "management", ["org/acme"])
+    alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
+    return alice, bob, e.identity.enter(m, "acme", ANY, "t")
+
+
+def hidden(call: Callable[[], Any]) -> EngramError:
+    """The call fails as if the object did not exist."""
+    with pytest.raises(EngramError) as info:
+        call()
+    assert isinstance(info.value, NotFound), info.value
+    return info.value
+
+
+@pytest.fixture
+def world(both: Engram) -> dict[str, Any]:
+    e = both
+    alice, bob, manager = callers(e)
+    bob_memory = e.memory.store(bob, Turn("My wife is Carol. I live in Oslo.", session_id="bob-session-1"), None)
+    folder = e.documents.folder_create(bob, "bob-folder", None, None, None)
+    doc = e.documents.ingest(
+        bob, NewDocument(BOB_BYTES, "Bob notes", collection="bobcoll", folder_id=folder["id"], external_id="bob-ext")
+    )
+    shared = e.documents.ingest(bob, NewDocument(b"Bob's text in the default collection.", "Bob default"))
+    e.queue.join()
+    chunk_id = e.documents.chunks(bob, doc["id"], None, 10)["chunks"][0]["id"]
+    return {
+        "e": e,
+        "alice": alice,
+        "bob": bob,
+        "manager": manager,
+        "doc": doc["id"],
+        "shared": shared["id"],
+        "chunk": chunk_id,
+        "folder": folder["id"],
+        "memory": bob_memory,
+    }
+
+
+def test_entities_and_edges(world: dict[str, Any]) -> None:
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    node = e.documents.node(bob, "Person", "bob")
+    assert [edge["type"] for edge in node["edges"]] == ["wife"] and "scopes" not in node["node"]
+    hidden(lambda: e.documents.node(alice, "Person", "bob"))
+    hidden(lambda: e.documents.node(alice, "Person", "carol"))
+    # alice mentions carol herself: she sees the node, never bob's edge from it or to it
+    e.memory.store(alice, Turn("I met Carol at the conference."), None)
+    assert e.documents.node(alice, "Person", "alice")["edges"] == []
+    hidden(lambda: e.documents.node(alice, "Person", "bob"))
+
+
+def test_memories_attributes_and_profile(world: dict[str, Any]) -> None:
+    e, alice = world["e"], world["alice"]
+    found = e.memory.recall(alice, "where does bob live, who is his wife", k=10)
+    assert "Oslo" not in found["context"] and "Carol" not in found["context"] and found["results"] == []
+    assert all(not v for v in e.memory.profile(alice, None).values())
+    assert e.memory.forget(alice, "lives in Oslo", None)["deleted"] == 0
+    assert "Oslo" in e.memory.recall(world["bob"], "where does bob live", k=5)["context"]
+
+
+def test_documents_and_chunks(world: dict[str, Any]) -> None:
+    e, alice, doc = world["e"], world["alice"], world["doc"]
+    hidden(lambda: e.documents.get(alice, doc))
+    hidden(lambda: e.documents.chunks(alice, doc, None, 10))
+    hidden(lambda: e.documents.chunk(alice, world["chunk"]))
+    hidden(lambda: e.documents.chunk(alice, doc))
+    hidden(lambda: e.documents.update(alice, doc, {"title": "mine now"}, None))
+    hidden(lambda: e.documents.delete(alice, doc))
+    hidden(lambda: e.documents.history(alice, doc))
+    assert [d for d in e.documents.all_documents(alice) if d["id"] in (doc, world["shared"])] == []
+    for mode in ("bm25", "hybrid"):
+        assert e.documents.search(alice, Search("vault code blue binder", mode, 10))["results"] == []
+    assert e.documents.get(world["bob"], doc)["title"] == "Bob notes"  # untouched
+
+
+def test_dedup_and_external_ids_are_per_scope_set(world: dict[str, Any]) -> None:
+    e, alice, doc = world["e"], world["alice"], world["doc"]
+    same = e.documents.ingest(alice, NewDocument(BOB_BYTES, "Mine", collection="bobcoll"))
+    assert same["deduplicated"] is False and same["id"] != doc  # no content oracle
+    assert e.documents.get(alice, same["id"])["title"] == "Mine"  # stored where she can read it
+    ext = e.documents.ingest(alice, NewDocument(b"Alice's own text.", "A", external_id="bob-ext"))
+    assert ext["deduplicated"] is False and ext["id"] != doc
+    again = e.documents.ingest(alice, NewDocument(b"Alice's own text.", "A", external_id="bob-ext"))
+    assert again["deduplicated"] is True and again["id"] == ext["id"]  # idempotent within her scopes
+    bob_again = e.documents.ingest(world["bob"], NewDocument(BOB_BYTES, "x", collection="bobcoll"))
+    assert bob_again["id"] == doc and bob_again["deduplicated"] is True
+
+
+def test_folders(world: dict[str, Any]) -> None:
+    e, alice, folder = world["e"], world["alice"], world["folder"]
+    assert all(f["id"] != folder for f in e.documents.folder_list(alice, None))
+    hidden(lambda: e.documents.folder_update(alice, folder, {"name": "renamed"}))
+    hidden(lambda: e.documents.folder_delete(alice, folder))
+    hidden(lambda: e.documents.folder_create(alice, "child", folder, None, None))
+    hidden(lambda: e.documents.ingest(alice, NewDocument(b"into bob's folder", "x", folder_id=folder)))
+    [mine] = [f for f in e.documents.folder_list(world["bob"], None) if f["id"] == folder]
+    assert mine["name"] == "bob-folder" and "scopes" not in mine
+    # bob's own folder holds his document: no delete leaves it pointing nowhere
+    with pytest.raises(Conflict):
+        e.documents.folder_delete(world["bob"], folder)
+
+
+def test_collections(world: dict[str, Any]) -> None:
+    e, alice, manager = world["e"], world["alice"], world["manager"]
+    listed = [c["name"] for c in e.documents.collections(alice, "list", None, None)["collections"]]
+    assert "bobcoll" not in listed
+    hidden(lambda: e.documents.collections(alice, "stats", "bobcoll", None))
+    hidden(lambda: e.documents.collections(alice, "delete", "bobcoll", None, force=True))
+    with pytest.raises(Conflict):  # the name is taken; whose, she is not told
+        e.documents.collections(alice, "create", "bobcoll", None)
+    # the default collection holds documents of both: alice sees it, counts only hers, cannot delete it
+    e.documents.ingest(alice, NewDocument(b"Alice's text in the default collection.", "Alice default"))
+    [default] = [c for c in e.documents.collections(alice, "list", None, None)["collections"] if c["name"] == "default"]
+    assert default["document_count"] == 1
+    with pytest.raises(Conflict) as refused:
+        e.documents.collections(alice, "delete", "default", None, force=True)
+    assert "bob" not in refused.value.message.lower() and refused.value.code == "in_use"
+    assert e.documents.get(world["bob"], world["shared"])["collection"] == "default"
+    # the manager sees everything under org/acme, so may delete it with its documents
+    out = e.documents.collections(manager, "delete", "bobcoll", None, force=True)
+    assert out["documents_deleted"] == 1
+    hidden(lambda: e.documents.get(world["bob"], world["doc"]))
+
+
+def test_sessions(world: dict[str, Any]) -> None:
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    e.memory.store(alice, Turn("Joining as I please.", session_id="bob-session-1"), None)
+    assert "bob-session-1 " in e.causantic.list_sessions(bob, BOB) and "1 chunks" in e.causantic.list_sessions(bob, BOB)
+    assert "No sessions found" not in e.causantic.list_sessions(alice, ALICE)
+    assert "Oslo" not in e.causantic.reconstruct(alice, ALICE, session_id="bob-session-1")
+    # the same answer as for a project nobody has
+    assert e.causantic.list_sessions(alice, BOB) == f'No sessions found for project "{BOB}".'
+    assert e.causantic.list_sessions(alice, "org/acme/user/nobody").startswith("No sessions found")
