@@ -87,6 +87,11 @@ class RecordStoreContract:
         store.transact([Write("c1", "tmp", "t", {}, "x", expires_at=T0 + timedelta(hours=1))], T0)
         assert store.query("c1", "tmp", now=T0).items
         assert not store.query("c1", "tmp", now=T0 + timedelta(hours=2)).items
+        assert store.get("c1", "tmp", "t", now=T0) is not None
+        assert store.get("c1", "tmp", "t", now=T0 + timedelta(hours=2)) is None
+        assert store.get("c1", "tmp", "t") is None  # the present is long past T0 + 1 h
+        store.transact([Write("c1", "tmp", "live", {}, "x", expires_at=datetime.now(UTC) + timedelta(hours=1))], T0)
+        assert store.get("c1", "tmp", "live") is not None
 
     def test_purge_removes_item_and_history(self, store: RecordStore) -> None:
         store.transact([Write("c1", "rec", "p", {}, "x")], T0)

@@ -106,3 +106,35 @@ def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(both:
     e.queue.join()
     out = e.documents.update(caller, doc["id"], {"text": "New text."}, expected_version=out["version"])
     assert out["version"] == doc["version"] + 2
+
+
+def test_concurrent_turns_in_one_session_are_all_stored_in_a_definite_order(both: Engram) -> None:
+    """50 memory_store calls at once in one session (the default one: a key's per day): none conflicts."""
+    from engram.services.memory import Turn, session_key
+
+    e = both
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    n = 50
+    start = threading.Barrier(n)
+    outcomes: dict[int, object] = {}
+
+    def store(i: int) -> None:
+        start.wait()
+        try:
+            outcomes[i] = e.memory.store(caller, Turn(f"Note number {i} about the harbour."), None)
+        except Exception as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=store, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    failures = {i: o for i, o in outcomes.items() if not isinstance(o, dict)}
+    assert failures == {} and len(outcomes) == n
+    [session_id] = {o["session_id"] for o in outcomes.values()}  # type: ignore[index]
+    session = e.records.get("acme", "session", session_key(session_id, list(p.grant)))
+    assert session is not None and session.data["turns"] == n
+    turns = [i.data for i in scan(e.records, "acme", "turn")]
+    assert sorted(t["seq"] for t in turns) == list(range(1, n + 1))  # each its own place, none shared

@@ -62,11 +62,16 @@ class RecordStore(Protocol):
     - Each write stores a new version (previous + 1) and keeps every earlier version in `history`.
     - `query` returns latest versions of one kind in one context, ordered by id (ascending unless
       `descending`), optionally restricted to ids starting with `prefix`; `cursor` continues a page.
-    - Items whose `expires_at` has passed are invisible to `get` and `query` (TTL at read time).
+    - Items whose `expires_at` has passed are invisible to `get` and `query` (TTL at read time; `now`
+      defaults to the present).
+    - `get` and `history` are consistent: they see every committed write (DynamoDB: strongly consistent
+      reads of the table). `query` may lag (DynamoDB answers it from a GSI, eventually consistent), so
+      work that must be complete reads by key (a document's chunks by the ids it records), and what a
+      query finds is acted on with a version check (a queue's claim).
     - Contexts never see each other's items.
     """
 
-    def get(self, context_id: str, kind: str, id: str) -> Item | None: ...
+    def get(self, context_id: str, kind: str, id: str, now: datetime | None = None) -> Item | None: ...
 
     max_writes: int
     """The most writes one `transact` call takes (DynamoDB: 50); callers split larger work."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from engram.clock import iso, parse_time
@@ -80,7 +80,7 @@ class DynamoRecordStore:
 
     @staticmethod
     def _live(item: Item | None, now: datetime | None) -> Item | None:
-        if item is None or item.expires_at is None or now is None or item.expires_at > now:
+        if item is None or item.expires_at is None or item.expires_at > (now or datetime.now(UTC)):
             return item
         return None
 

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,9 @@ class SqliteRecordStore:
 
     @staticmethod
     def _live(item: Item | None, now: datetime | None) -> Item | None:
-        if item is None or item.expires_at is None or now is None:
+        if item is None or item.expires_at is None:
             return item
-        return item if item.expires_at > now else None
+        return item if item.expires_at > (now or datetime.now(UTC)) else None
 
     def get(self, context_id: str, kind: str, id: str, now: datetime | None = None) -> Item | None:
         with self._lock:
