@@ -6,6 +6,7 @@ a valid key learns nothing about the route's arguments.
 """
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -82,21 +83,75 @@ def _endpoint(engram: Engram, op: Operation) -> Callable[[Request], Awaitable[An
     return endpoint
 
 
-def _openapi(op: Operation) -> dict[str, Any]:
-    model = schema(op.input)
+def inline_defs(node: Any, defs: dict[str, Any]) -> Any:
+    """The schema with every `#/$defs/X` reference replaced by X itself: a request schema embedded in the
+    OpenAPI document cannot point at `$defs` of its own (they would resolve against the document's root)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return inline_defs(defs[ref[len("#/$defs/") :]], defs) | inline_defs(rest, defs)
+        return {k: inline_defs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [inline_defs(v, defs) for v in node]
+    return node
+
+
+def _openapi(op: Operation, path: str) -> dict[str, Any]:
+    raw = schema(op.input)
+    model = inline_defs(raw, raw.get("$defs", {}))
+    properties = model.get("properties", {})
+    params = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": properties.get(name, {"type": "string"}) if name != "context_id" else CONTEXT_SCHEMA,
+        }
+        for name in re.findall(r"{(\w+)}", f"{{context_id}}{path}")
+    ]
     if op.method in _BODYLESS:
         required = set(model.get("required", []))
         return {
-            "parameters": [
+            "parameters": params
+            + [
                 {"name": name, "in": "query", "required": name in required, "schema": prop}
-                for name, prop in model.get("properties", {}).items()
-                if name != "context_id" and f"{{{name}}}" not in op.path
+                for name, prop in properties.items()
+                if name != "context_id" and f"{{{name}}}" not in path
             ]
         }
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": model}}}}
+    body = dict(model, properties={k: v for k, v in properties.items() if f"{{{k}}}" not in path})
+    body["required"] = [r for r in model.get("required", []) if f"{{{r}}}" not in path]
+    if not body["required"]:
+        body.pop("required")
+    return {"parameters": params, "requestBody": {"required": True, "content": {"application/json": {"schema": body}}}}
+
+
+CONTEXT_SCHEMA = {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$", "description": "The context (tenant)"}
+
+
+def bearer_openapi(app: FastAPI) -> None:
+    """Declare the bearer key every /api/v1 route takes (`Authorization: Bearer sk-...`)."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = make()
+            spec.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "An Engram API key (sk-...)"}
+            }
+            for path, item in spec.get("paths", {}).items():
+                if path.startswith("/api/v1/"):
+                    for operation in item.values():
+                        operation["security"] = [{"bearer": []}]
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def mount_rest(app: FastAPI, engram: Engram, ops: list[Operation]) -> None:
+    bearer_openapi(app)
     for op in ops:
         for path in (op.path, *op.also):
             app.add_api_route(
@@ -107,6 +162,6 @@ def mount_rest(app: FastAPI, engram: Engram, ops: list[Operation]) -> None:
                 summary=op.summary,
                 tags=[op.family],
                 response_model=op.output or TextOutput,
-                openapi_extra=_openapi(op),
+                openapi_extra=_openapi(op, path),
                 responses={400: {}, 401: {}, 403: {}, 404: {}, 409: {}, 413: {}},
             )
