@@ -159,3 +159,36 @@ def test_sessions(world: dict[str, Any]) -> None:
     # the same answer as for a project nobody has
     assert e.causantic.list_sessions(alice, BOB) == f'No sessions found for project "{BOB}".'
     assert e.causantic.list_sessions(alice, "org/acme/user/nobody").startswith("No sessions found")
+
+
+def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
+    """A store that checks each write the services make while a user does everything above."""
+    from engram.kinds import KINDS, scoped
+
+    e = both
+    original = e.records.transact
+    seen: set[str] = set()
+
+    def checked(writes: Any, now: Any) -> Any:
+        for w in writes:
+            assert w.kind in KINDS, f"kind {w.kind!r} is not declared in engram.kinds"
+            if scoped(w.kind):
+                assert w.data.get("scopes"), f"a {w.kind} written without scopes: {w.data}"
+            seen.add(w.kind)
+        return original(writes, now)
+
+    e.records.transact = checked  # type: ignore[method-assign]
+    alice, bob, manager = callers(e)
+    e.memory.store(bob, Turn("My wife is Carol. I live in Oslo. I like tea.", session_id="s1"), None)
+    e.memory.store(bob, Turn("Actually I moved to Bergen."), None)
+    e.memory.reflect(manager, "tea", persist=True, lens=None)
+    e.memory.forget(bob, "Bergen", None)
+    folder = e.documents.folder_create(bob, "f", None, None, None)
+    e.documents.folder_update(bob, folder["id"], {"name": "g"})
+    doc = e.documents.ingest(bob, NewDocument(b"Some text.", "T", collection="c", folder_id=folder["id"]))
+    e.documents.collections(alice, "create", "mine", None)
+    e.documents.update(bob, doc["id"], {"text": "Other text."}, None)
+    e.queue.join()
+    e.documents.delete(bob, doc["id"])
+    e.queue.join()
+    assert {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"} <= seen

@@ -1,0 +1,49 @@
+"""Every kind of record, declared once: the family that owns it and how a caller's visibility reaches it.
+
+- `scoped`: the record carries its own `scopes` (every write of it must) and `engram.scopes.can_see`
+  decides who sees it.
+- `via`: the record is seen through another kind (a chunk through its document, a slot through its
+  attribute, a document's processing state through the document).
+- `system`: not an object any caller reads (keys, registered scope paths, queue jobs, dedup pointers
+  that only ever lead to a record checked with `can_see`).
+
+`tests/contract/test_scope_probes.py` checks that no write of a scoped kind goes without scopes; a new
+family adds its kinds here and its objects to the probe suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Kind:
+    family: str
+    access: Literal["scoped", "via", "system"]
+    via: str | None = None
+
+
+KINDS: dict[str, Kind] = {
+    "turn": Kind("memory", "scoped"),
+    "attribute": Kind("memory", "scoped"),
+    "entity": Kind("memory", "scoped"),
+    "relation": Kind("memory", "scoped"),
+    "session": Kind("memory", "scoped"),
+    "slot": Kind("memory", "via", "attribute"),
+    "document": Kind("knowledge", "scoped"),
+    "folder": Kind("knowledge", "scoped"),
+    "collection": Kind("knowledge", "scoped"),
+    "chunk": Kind("knowledge", "via", "document"),
+    "docstate": Kind("knowledge", "via", "document"),
+    "hash": Kind("knowledge", "system"),
+    "extid": Kind("knowledge", "system"),
+    "key": Kind("identity", "system"),
+    "scope": Kind("identity", "system"),
+    "job": Kind("queue", "system"),
+}
+
+
+def scoped(kind: str) -> bool:
+    """Whether a record of `kind` must carry scopes. An undeclared kind is an error: declare it first."""
+    return KINDS[kind].access == "scoped"
