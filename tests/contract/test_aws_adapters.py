@@ -72,3 +72,31 @@ def test_sqs_queue_carries_named_jobs_and_reports_failures(endpoint: str) -> Non
         ]
     )
     assert failed == ["m1", "m2"] and seen[-1] == 9
+
+
+def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(endpoint: str, tmp_path: object) -> None:
+    """The outbox: a job committed with its write but never sent (a crash in between) is sent again by
+    `recover`, runs once, and its record goes."""
+    from datetime import UTC, datetime, timedelta
+
+    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+    from engram.adapters.aws.sqs_queue import SqsQueue
+    from engram.ports import Write
+    from engram.queue import JOBS
+
+    sqs, ddb = client(endpoint, "sqs"), client(endpoint, "dynamodb")
+    name = f"engram-{uuid.uuid4().hex[:8]}"
+    DynamoRecordStore.create_table(ddb, name)
+    records = DynamoRecordStore(ddb, name)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    q = SqsQueue(sqs, url, records)
+    seen: list[int] = []
+    q.register("record", lambda p: seen.append(p["n"]))
+    q.submit("record", {"n": 1})  # committed and sent
+    long_ago = datetime.now(UTC) - timedelta(minutes=10)
+    lost = q.job("record", {"n": 2}, long_ago)
+    records.transact([Write("acme", "doc", "d", {}, "t"), lost], long_ago)  # committed, never sent
+    assert q.recover(timedelta(minutes=5)) == 1  # only the old one
+    assert q.join() and sorted(seen) == [1, 2]
+    assert [i for i in records.query(JOBS, "job").items] == []  # done jobs leave no record
+    assert q.recover(timedelta(minutes=5)) == 0

@@ -12,7 +12,7 @@ import pytest
 from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY
-from engram.services.memory import Turn
+from engram.services.memory import Turn, session_key
 from engram.settings import Settings
 from engram.wiring import Engram, build
 from tests.fixtures.files import RETURNS_PDF, make_pdf
@@ -67,7 +67,7 @@ def test_a_memory_batch_larger_than_one_dynamodb_transaction(aws_engram: Engram)
     out = e.memory.store_many(caller, turns, None)  # ~5 writes a turn: more than DynamoDB's 50
     assert len(out) == 13 and len({o["turn_id"] for o in out}) == 13
     assert all(e.records.get("acme", "turn", o["turn_id"]) is not None for o in out)
-    session = e.records.get("acme", "session", "big")
+    session = e.records.get("acme", "session", session_key("big", list(p.grant)))
     assert session is not None and session.data["turns"] == 13
     assert out[-1]["attributes"][0]["action"] == "superseded"  # later groups see the earlier ones
     assert [a["value"] for a in e.memory.profile(caller, None)["static"] if a["key"] == "location"] == ["Porto"]

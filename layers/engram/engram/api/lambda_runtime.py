@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from engram.api.auth import authorizer_context, bearer
@@ -122,6 +123,9 @@ def authorizer_handler(identity: IdentityService | None = None) -> Handler:
     return authorize
 
 
+RECOVER_AFTER = timedelta(minutes=5)  # older job records are sent again (a duplicate run is harmless)
+
+
 def worker_handler(engram: Engram | None = None) -> Handler:
     """SQS batches (background jobs, S3 events via EventBridge) with partial batch failures."""
     from engram.adapters.aws.sqs_queue import SqsQueue
@@ -132,6 +136,8 @@ def worker_handler(engram: Engram | None = None) -> Handler:
         raise RuntimeError("the worker needs ENGRAM_QUEUE_URL (an SQS queue)")
 
     def work(event: Event, context: Any) -> Event:
+        if event.get("engram") == "recover":  # the schedule: jobs committed whose message never went
+            return {"recovered": queue.recover(RECOVER_AFTER)}
         failed = queue.handle_batch(event.get("Records", []))
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
 
