@@ -39,10 +39,10 @@ class CausanticService:
 
     def _sessions(self, caller: Caller) -> list[dict[str, Any]]:
         visibility = self.memory.identity.read_lens(caller, None)
-        from engram.scopes import matches
+        from engram.scopes import can_see
 
         items = scan(self.memory.records, caller.context_id, "session")
-        return [i.data for i in items if matches(i.data["scopes"], visibility)]
+        return [i.data for i in items if can_see(i.data["scopes"], visibility)]
 
     def resolve_project(self, caller: Caller, project: str) -> str:
         if "/" in project:
@@ -196,7 +196,7 @@ class CausanticService:
             return f"Error: {getattr(exc, 'message', str(exc))}"
 
     def _turns(self, caller: Caller, session_ids: set[str], start: str | None, end: str | None) -> list[dict[str, Any]]:
-        from engram.scopes import matches
+        from engram.scopes import can_see
 
         visibility = self.memory.identity.read_lens(caller, None)
         lo, hi = parse_time(start), parse_time(end)
@@ -207,7 +207,7 @@ class CausanticService:
             assert said is not None
             if (
                 d["session_id"] in session_ids
-                and matches(d["scopes"], visibility)
+                and can_see(d["scopes"], visibility)
                 and not (lo and said < lo)
                 and not (hi and said > hi)
             ):

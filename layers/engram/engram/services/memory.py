@@ -423,14 +423,14 @@ class MemoryService:
 
     def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
         """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
-        from engram.scopes import matches
+        from engram.scopes import can_see
         from engram.search_rules import valid_at
 
         hits: list[Hit] = []
         for kind in kinds:
             for item in scan(self.records, caller.context_id, kind):
                 d = item.data
-                if not matches(d["scopes"], visibility):
+                if not can_see(d["scopes"], visibility):
                     continue
                 if kind == "turn":
                     said = parse_time(d["said_at"])
@@ -508,10 +508,10 @@ class MemoryService:
     # -- profile --------------------------------------------------------------------------
 
     def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
-        from engram.scopes import matches
+        from engram.scopes import can_see
 
         items = scan(self.records, caller.context_id, "attribute")
-        return [i for i in items if i.data.get("valid_until") is None and matches(i.data["scopes"], visibility)]
+        return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
 
     def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
         visibility = self.identity.read_lens(caller, scopes)
