@@ -22,20 +22,26 @@ def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
         return
     endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
     mp = pytest.MonkeyPatch()
+    yield aws_engram_on(endpoint, opensearch, mp, tmp_path, embedder="none")
+    mp.undo()
+
+
+def aws_engram_on(endpoint: str, opensearch: str, mp: pytest.MonkeyPatch, tmp_path: Path, **settings: object) -> Engram:
+    """Engram on a fresh DynamoDB table, S3 bucket and OpenSearch index of the test engines; no worker."""
     mp.setenv("AWS_ENDPOINT_URL", endpoint)
     name = f"engram-{uuid.uuid4().hex[:8]}"
     DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-    settings = Settings(
-        backend="aws",
-        table=name,
-        bucket=name,
-        opensearch_url=opensearch,
-        opensearch_index=name,
-        opensearch_service="none",
-        data_dir=tmp_path,
-        embedder="none",
-        queue_worker=False,
+    return build(
+        Settings(
+            backend="aws",
+            table=name,
+            bucket=name,
+            opensearch_url=opensearch,
+            opensearch_index=name,
+            opensearch_service="none",
+            data_dir=tmp_path,
+            queue_worker=False,
+            **settings,  # type: ignore[arg-type]
+        )
     )
-    yield build(settings)
-    mp.undo()

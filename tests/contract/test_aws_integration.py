@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.services.documents import NewDocument, Search
 from engram.services.identity import ANY
 from engram.services.memory import Turn, session_key
-from engram.settings import Settings
-from engram.wiring import Engram, build
+from engram.wiring import Engram
+from tests.contract.conftest import aws_engram_on
 from tests.fixtures.files import RETURNS_PDF, make_pdf
 
 pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
@@ -22,21 +19,7 @@ pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
 
 @pytest.fixture
 def aws_engram(endpoint: str, opensearch: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engram:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    name = f"engram-{uuid.uuid4().hex[:8]}"
-    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
-    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-    settings = Settings(
-        backend="aws",
-        table=name,
-        bucket=name,
-        opensearch_url=opensearch,
-        opensearch_index=name,
-        opensearch_service="none",
-        data_dir=tmp_path,
-        queue_worker=False,
-    )
-    return build(settings)
+    return aws_engram_on(endpoint, opensearch, monkeypatch, tmp_path)
 
 
 def test_memory_and_documents_on_aws_adapters(aws_engram: Engram) -> None:
