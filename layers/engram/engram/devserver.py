@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,11 @@ def start(data_dir: Path | str, timeout: float = 60) -> tuple[subprocess.Popen[b
     port = free_port()
     env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
     cmd = [sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Output goes to a file, not a pipe: nobody reads a pipe while the server runs, and a server that logs
+    # (audit records of denials, say) would block on a full pipe and stop answering.
+    log = tempfile.NamedTemporaryFile(prefix="engram-serve-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
@@ -52,9 +57,8 @@ def start(data_dir: Path | str, timeout: float = 60) -> tuple[subprocess.Popen[b
             if httpx.get(url + "/healthz").status_code == 200:
                 return proc, url
         if time.monotonic() > deadline or proc.poll() is not None:
-            out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
             stop(proc)
-            raise RuntimeError(f"engram serve did not start: {out}")
+            raise RuntimeError(f"engram serve did not start: {Path(log.name).read_text(errors='replace')[-4000:]}")
         time.sleep(0.1)
 
 

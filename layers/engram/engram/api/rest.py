@@ -97,7 +97,8 @@ def inline_defs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _openapi(op: Operation, path: str) -> dict[str, Any]:
+def _openapi(op: Operation, route: str) -> dict[str, Any]:
+    path = f"/{{context_id}}{route}"  # what the path carries is not asked for again in the body or query
     raw = schema(op.input)
     model = inline_defs(raw, raw.get("$defs", {}))
     properties = model.get("properties", {})
@@ -108,7 +109,7 @@ def _openapi(op: Operation, path: str) -> dict[str, Any]:
             "required": True,
             "schema": properties.get(name, {"type": "string"}) if name != "context_id" else CONTEXT_SCHEMA,
         }
-        for name in re.findall(r"{(\w+)}", f"{{context_id}}{path}")
+        for name in re.findall(r"{(\w+)}", path)
     ]
     if op.method in _BODYLESS:
         required = set(model.get("required", []))
@@ -117,7 +118,7 @@ def _openapi(op: Operation, path: str) -> dict[str, Any]:
             + [
                 {"name": name, "in": "query", "required": name in required, "schema": prop}
                 for name, prop in properties.items()
-                if name != "context_id" and f"{{{name}}}" not in path
+                if f"{{{name}}}" not in path
             ]
         }
     body = dict(model, properties={k: v for k, v in properties.items() if f"{{{k}}}" not in path})
