@@ -83,6 +83,21 @@ class RecordStoreContract:
         assert [i.id for i in desc.items] == ["a:6", "a:5"]
         assert store.get("c2", "doc", "a:0") is None
 
+    def test_a_check_requires_a_version_and_writes_nothing(self, store: RecordStore) -> None:
+        def check(version: int) -> Write:
+            return Write("c1", "fence", "f", {}, "x", expected_version=version, check=True)
+
+        assert store.transact([Write("c1", "doc", "a", {}, "x"), check(0)], T0)[0].version == 1  # absent: 0
+        assert store.get("c1", "fence", "f") is None  # a check writes nothing
+        store.transact([Write("c1", "fence", "f", {"closed": False}, "x", 0)], T0)
+        store.transact([Write("c1", "doc", "b", {}, "x"), check(1)], T0)
+        store.transact([Write("c1", "doc", "c", {}, "x"), check(1)], T0)  # checks never conflict with checks
+        store.transact([Write("c1", "fence", "f", {"closed": True}, "x", 1)], T0)
+        with pytest.raises(Conflict):
+            store.transact([Write("c1", "doc", "d", {}, "x"), check(1)], T0)
+        assert store.get("c1", "doc", "d") is None  # the failed check took its write with it
+        assert store.get("c1", "fence", "f").version == 2  # type: ignore[union-attr]
+
     def test_ttl_hides_expired_items(self, store: RecordStore) -> None:
         store.transact([Write("c1", "tmp", "t", {}, "x", expires_at=T0 + timedelta(hours=1))], T0)
         assert store.query("c1", "tmp", now=T0).items

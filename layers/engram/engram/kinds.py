@@ -38,6 +38,7 @@ KINDS: dict[str, Kind] = {
     "docstate": Kind("knowledge", "via", "document"),
     "hash": Kind("knowledge", "system"),
     "extid": Kind("knowledge", "system"),
+    "fence": Kind("knowledge", "system"),
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),

@@ -37,7 +37,11 @@ class Item:
 
 @dataclass(frozen=True)
 class Write:
-    """A conditional write. `expected_version`: None = unconditional, 0 = must not exist, n = latest is n."""
+    """A conditional write. `expected_version`: None = unconditional, 0 = must not exist, n = latest is n.
+
+    With `check`, nothing is written: the transaction only requires the item to be at `expected_version`
+    (DynamoDB's ConditionCheck), so many writers can depend on one item without conflicting with each
+    other, only with a writer that changes it."""
 
     context_id: str
     kind: str
@@ -46,6 +50,7 @@ class Write:
     actor: str
     expected_version: int | None = None
     expires_at: datetime | None = None
+    check: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class RecordStore(Protocol):
 
     Contract:
     - `transact` applies all writes or none; a failed condition raises `Conflict` and leaves no trace.
+      It returns the items written, in order (a `check` writes nothing and returns nothing).
     - Each write stores a new version (previous + 1) and keeps every earlier version in `history`.
     - `query` returns latest versions of one kind in one context, ordered by id (ascending unless
       `descending`), optionally restricted to ids starting with `prefix`; `cursor` continues a page.

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
@@ -192,6 +192,9 @@ class DocumentService:
             elif not set(tags) <= set(coll.data.get("scopes") or []):  # it now holds these scopes' documents
                 info = dict(coll.data, scopes=sorted(set(coll.data.get("scopes") or []) | set(tags)))
                 writes.append(Write(ctx, "collection", collection, info, caller.actor, coll.version))
+            writes.append(self._fence(ctx, "collection", collection, caller.actor, reopen=coll is None))
+            if new.folder_id is not None:
+                writes.append(self._fence(ctx, "folder", new.folder_id, caller.actor))
             writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             try:
@@ -219,6 +222,40 @@ class DocumentService:
         changed) with a version check, so two writers cannot both claim it."""
         current = self.records.get(ctx, kind, key)
         return Write(ctx, kind, key, {"document_id": doc_id}, actor, current.version if current else 0)
+
+    def _fence(self, ctx: str, kind: str, name: str, actor: str, reopen: bool = False) -> Write:
+        """A write into a folder or collection requires, in its transaction, that this record is unchanged
+        (a check: writes into one container never conflict with each other); a delete of the container
+        closes it first, and it stays closed. So a document filed while the container is being deleted
+        either commits before the close (and the delete sees it and stops) or fails on the version (and
+        finds the container gone): no document is ever left pointing at a container that no longer exists.
+        `reopen`: the write (re)creates the container (a collection's name can be used again)."""
+        fence = self.records.get(ctx, "fence", f"{kind}:{name}")
+        closed = fence is not None and bool(fence.data.get("closed"))
+        version = fence.version if fence else 0
+        if closed and reopen:
+            return Write(ctx, "fence", f"{kind}:{name}", {"closed": False}, actor, version)
+        if closed:
+            if kind == "folder":
+                raise NotFound(f"folder {name!r} not found")
+            raise Conflict(f"collection {name!r} is being deleted; try again", code="in_use")
+        return Write(ctx, "fence", f"{kind}:{name}", {}, actor, version, check=True)
+
+    def _close(self, caller: Caller, kind: str, name: str, members: Callable[[], list[Item]]) -> None:
+        """Delete a container record once nothing points at it: close its fence (for good), look again,
+        then purge the record (or reopen and refuse when a document was filed before the close)."""
+        ctx, now = caller.context_id, self.clock.now()
+        fence = self.records.get(ctx, "fence", f"{kind}:{name}")
+        closing = Write(ctx, "fence", f"{kind}:{name}", {"closed": True}, caller.actor, fence.version if fence else 0)
+        try:
+            closed = self.records.transact([closing], now)[0]
+        except Conflict:
+            raise Conflict(f"{kind} {name!r} is in use; try again", code="in_use") from None
+        if members():
+            reopen = Write(ctx, "fence", f"{kind}:{name}", {"closed": False}, caller.actor, closed.version)
+            self.records.transact([reopen], now)
+            raise Conflict(f"{kind} {name!r} is not empty", code="in_use")
+        self.records.purge(ctx, kind, name)
 
     def _duplicate(
         self, ctx: str, visibility: list[list[str]], hash_key: str, digest: str, ext_key: str | None
@@ -524,6 +561,8 @@ class DocumentService:
             retire = {"chunks": old_chunks, "blob": item.data["blob_key"]}
             self.blobs.put(new_blob, raw, TEXT)
         writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
+        if data.get("folder_id") and data.get("folder_id") != item.data.get("folder_id"):
+            writes.append(self._fence(ctx, "folder", data["folder_id"], caller.actor))
         writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data or []]
         job = self.queue.job(
             EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
@@ -763,8 +802,10 @@ class DocumentService:
                 raise Conflict(f"collection {name!r} exists")
             tags = self.identity.write_scopes(caller, None)
             data = {"name": name, "description": description or "", "created_at": iso(self.clock.now()), "scopes": tags}
+            writes = [Write(ctx, "collection", name, data, caller.actor, 0)]
+            writes.append(self._fence(ctx, "collection", name, caller.actor, reopen=True))
             try:  # a collection of the same name the caller cannot see: the same answer as any other clash
-                self.records.transact([Write(ctx, "collection", name, data, caller.actor, 0)], self.clock.now())
+                self.records.transact(writes, self.clock.now())
             except Conflict:
                 raise Conflict(f"collection {name!r} exists") from None
             return {"collection": self._stats(ctx, name, docs)}
@@ -779,12 +820,7 @@ class DocumentService:
             raise Conflict(f"collection {name!r} holds {len(members)} documents; pass force=true to delete them too")
         for d in members:
             self.delete(caller, d.id)
-        self.records.transact(
-            [Write(ctx, "collection", name, dict(existing.data), caller.actor, existing.version)], self.clock.now()
-        )  # a version check: a document filed meanwhile makes this a conflict, not a dangling reference
-        if self._members(ctx, "collection", name):
-            raise Conflict(f"collection {name!r} received documents meanwhile; try again", code="in_use")
-        self.records.purge(ctx, "collection", name)
+        self._close(caller, "collection", name, lambda: self._members(ctx, "collection", name))
         return {"deleted": name, "documents_deleted": len(members)}
 
     def _stats(self, ctx: str, name: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -822,7 +858,10 @@ class DocumentService:
             "created_at": iso(self.clock.now()),
             "scopes": self.identity.write_scopes(caller, None),
         }
-        self.records.transact([Write(caller.context_id, "folder", fid, data, caller.actor, 0)], self.clock.now())
+        writes = [Write(caller.context_id, "folder", fid, data, caller.actor, 0)]
+        if parent_id:
+            writes.append(self._fence(caller.context_id, "folder", parent_id, caller.actor))
+        self.records.transact(writes, self.clock.now())
         return self._public_folder(dict(data, version=1))
 
     def folder_update(self, caller: Caller, folder_id: str, changes: dict[str, Any]) -> dict[str, Any]:
@@ -835,9 +874,10 @@ class DocumentService:
                 node = self._folder(caller, node).get("parent_id")
         version = current.pop("version")
         data = current | {k: v for k, v in changes.items() if v is not None}
-        self.records.transact(
-            [Write(caller.context_id, "folder", folder_id, data, caller.actor, version)], self.clock.now()
-        )
+        writes = [Write(caller.context_id, "folder", folder_id, data, caller.actor, version)]
+        if changes.get("parent_id"):
+            writes.append(self._fence(caller.context_id, "folder", changes["parent_id"], caller.actor))
+        self.records.transact(writes, self.clock.now())
         return self._public_folder(dict(data, version=version + 1))
 
     def folder_delete(self, caller: Caller, folder_id: str) -> dict[str, Any]:
@@ -847,7 +887,15 @@ class DocumentService:
         docs = self._members(ctx, "folder_id", folder_id)
         if children or docs:  # counted whoever may see them, and not said: the caller may not see them all
             raise Conflict("folder is not empty; empty it first", code="in_use")
-        self.records.purge(ctx, "folder", folder_id)
+        self._close(
+            caller,
+            "folder",
+            folder_id,
+            lambda: (
+                [i for i in scan(self.records, ctx, "folder") if i.data.get("parent_id") == folder_id]
+                + self._members(ctx, "folder_id", folder_id)
+            ),
+        )
         return {"id": folder_id, "deleted": True}
 
     def folder_list(

@@ -32,6 +32,17 @@ def _version_sk(version: int) -> str:
     return f"V#{version:010d}"
 
 
+def _latest_key(pk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": "LATEST"}}
+
+
+def _at(version: int) -> dict[str, Any]:
+    """The condition that an item's latest version is still `version` (0: that it does not exist)."""
+    if version == 0:
+        return {"ConditionExpression": "attribute_not_exists(PK)"}
+    return {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
+
+
 class DynamoRecordStore:
     max_writes = MAX_WRITES
 
@@ -116,6 +127,10 @@ class DynamoRecordStore:
                     f"{w.kind} {w.id!r} is at version {version}, expected {w.expected_version}",
                     code="version_conflict",
                 )
+            pk = _pk(w.context_id, w.kind, w.id)
+            if w.check:
+                ops.append({"ConditionCheck": {"TableName": self._table, "Key": _latest_key(pk), **_at(version)}})
+                continue
             created = current["created_at"]["S"] if current else stamp
             attrs: dict[str, Any] = {
                 "ctx": {"S": w.context_id},
@@ -130,7 +145,6 @@ class DynamoRecordStore:
             if w.expires_at is not None:
                 attrs["expires_at"] = {"S": iso(w.expires_at)}
                 attrs["ttl"] = {"N": str(int(w.expires_at.timestamp()))}  # DynamoDB's own TTL sweeps later
-            pk = _pk(w.context_id, w.kind, w.id)
             latest = {
                 "PK": {"S": pk},
                 "SK": {"S": "LATEST"},
@@ -139,14 +153,7 @@ class DynamoRecordStore:
                 **attrs,
             }
             # The condition is on the version we read, so a concurrent writer makes this fail, not overwrite.
-            if version == 0:
-                condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(PK)"}
-            else:
-                condition = {
-                    "ConditionExpression": "version = :v",
-                    "ExpressionAttributeValues": {":v": {"N": str(version)}},
-                }
-            ops.append({"Put": {"TableName": self._table, "Item": latest, **condition}})
+            ops.append({"Put": {"TableName": self._table, "Item": latest, **_at(version)}})
             ops.append(
                 {
                     "Put": {

@@ -78,6 +78,8 @@ class SqliteRecordStore:
                             f"{w.kind} {w.id!r} is at version {current}, expected {w.expected_version}",
                             code="version_conflict",
                         )
+                    if w.check:
+                        continue
                     version = current + 1
                     created = row[1] if row else stamp
                     data = json.dumps(w.data, separators=(",", ":"), default=str)
