@@ -52,9 +52,14 @@ class Queue(Protocol):
         documents)."""
         ...
 
-    def job(self, name: str, payload: Payload, now: datetime) -> Write:
+    def job(self, name: str, payload: Payload, now: datetime, delay: timedelta | None = None) -> Write:
         """The durable record of a job, to commit in the same transaction as the write that needs it; then
-        `started` with it."""
+        `started` with it. With `delay`, a safety net: not run before then, and withdrawn with `done` when
+        the writer did the work itself."""
+        ...
+
+    def done(self, job: Write) -> None:
+        """The job's work is done (by its writer): withdraw it."""
         ...
 
     def started(self, jobs: Sequence[Write]) -> None:
@@ -129,8 +134,11 @@ def job_id() -> str:
     return f"job:{stamp:020d}:{os.getpid()}"
 
 
-def job_write(name: str, payload: Payload, now: datetime, actor: str = "queue") -> Write:
-    data = {"name": name, "payload": payload, "attempts": 0, "due": iso(now), "status": "pending"}
+def job_write(
+    name: str, payload: Payload, now: datetime, delay: timedelta | None = None, actor: str = "queue"
+) -> Write:
+    due = now + delay if delay is not None else now
+    data = {"name": name, "payload": payload, "attempts": 0, "due": iso(due), "status": "pending"}
     data |= {"owner": None, "lease_until": None, "error": None, "queued_at": iso(now)}
     return Write(JOBS, "job", job_id(), data, actor, expected_version=0)
 
@@ -168,13 +176,16 @@ class StoreQueue(Handlers):
 
     # -- submitting -----------------------------------------------------------------------
 
-    def job(self, name: str, payload: Payload, now: datetime) -> Write:
+    def job(self, name: str, payload: Payload, now: datetime, delay: timedelta | None = None) -> Write:
         self.check(name, payload)
-        return job_write(name, payload, now)
+        return job_write(name, payload, now, delay)
 
     def started(self, jobs: Sequence[Write]) -> None:
         if jobs:
             self._wake.set()
+
+    def done(self, job: Write) -> None:
+        self.records.purge(JOBS, "job", job.id)
 
     def submit(self, name: str, payload: Payload) -> None:
         now = self.clock.now()

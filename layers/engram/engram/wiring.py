@@ -45,6 +45,7 @@ class Engram:
             self.identity,
             self.generator,
             self.settings.recall_cache_size,
+            self.queue,
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)
         self.documents = DocumentService(

@@ -11,6 +11,7 @@ Turns and attributes are indexed for hybrid search with their scope tags and val
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import threading
@@ -18,7 +19,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from engram.clock import Clock, iso, new_id, parse_time
@@ -36,6 +37,7 @@ from engram.ports import (
     Write,
     scan,
 )
+from engram.queue import Queue
 from engram.scopes import tags_key
 from engram.search_rules import query_terms
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
@@ -47,6 +49,9 @@ CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dyn
 FORGET_COSINE = 0.55
 CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
 _RETRIES = 8
+INDEX_JOB = "memory.index"
+SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after its commit (see _Plan.finish)
+log = logging.getLogger("engram.memory")
 
 
 def _no_progress(done: float, total: float | None, message: str | None) -> None:
@@ -76,6 +81,7 @@ class MemoryService:
         identity: IdentityService,
         generator: Generator | None = None,
         cache_size: int = 512,
+        queue: Queue | None = None,
     ) -> None:
         self.records = records
         self.index = index
@@ -87,6 +93,9 @@ class MemoryService:
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._writers: dict[str, threading.RLock] = {}
+        self.queue = queue
+        if queue is not None:
+            queue.register(INDEX_JOB, self._index_job)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -138,7 +147,7 @@ class MemoryService:
                         caller, turns[half:], tags, now
                     )
                 try:
-                    plan.finish(self.index, self.embed)
+                    plan.finish(self.index, self.embed, self.queue)
                 except Conflict:
                     if attempt == _RETRIES - 1:
                         raise
@@ -429,31 +438,34 @@ class MemoryService:
         hits: list[Hit] = []
         for kind in kinds:
             for item in scan(self.records, caller.context_id, kind):
-                d = item.data
-                if not can_see(d["scopes"], visibility):
+                if not can_see(item.data["scopes"], visibility):
                     continue
-                if kind == "turn":
-                    said = parse_time(d["said_at"])
-                    if said is not None and said > at:
-                        continue
-                    meta = dict(d.get("metadata") or {}) | {
-                        "session_id": d["session_id"],
-                        "role": d["role"],
-                        "said_at": d["said_at"],
-                    }
-                    text = turn_text(d["content"], meta.get("speaker"))
-                else:
-                    if not valid_at(parse_time(d["valid_from"]), parse_time(d["valid_until"]), at):
-                        continue
-                    meta = {
-                        "key": d["key"],
-                        "category": d["category"],
-                        "said_at": d["valid_from"],
-                        "source_turn": d["source_turn"],
-                    }
-                    text = attribute_text(d["subject"], d["key"], d["value"])
-                hits.append(Hit(item.id, kind, 1.0, text, meta, d["scopes"]))
+                doc = index_doc_of(item)
+                if kind == "turn" and doc.valid_from is not None and doc.valid_from > at:
+                    continue
+                if kind != "turn" and not valid_at(doc.valid_from, doc.valid_until, at):
+                    continue
+                hits.append(Hit(item.id, kind, 1.0, doc.text, doc.metadata, doc.scopes))
         return hits
+
+    def _index_job(self, payload: dict[str, Any]) -> None:
+        """Index committed turns and attributes again from the store (the safety net of `_Plan.finish`):
+        each as its record says now, with the vector the index has or a new one."""
+        ctx = payload["context_id"]
+        docs, gone = [], []
+        for kind, id_ in payload["items"]:
+            item = self.records.get(ctx, kind, id_)
+            if item is None:
+                gone.append(id_)
+            else:
+                docs.append(index_doc_of(item))
+        have: dict[str, Vector | None] = dict(self.index.vectors(ctx, [d.id for d in docs]))
+        missing = [d for d in docs if d.id not in have]
+        have |= dict(zip([d.id for d in missing], self.embed([d.text for d in missing]), strict=True))
+        if docs:
+            self.index.upsert([_with_vector(d, have.get(d.id)) for d in docs])
+        if gone:
+            self.index.delete(ctx, gone)
 
     def clock_ms(self) -> float:
         return round(time.perf_counter() * 1000, 3)
@@ -501,7 +513,7 @@ class MemoryService:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
                 self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, "reflection")
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
-            plan.finish(self.index, self.embed)
+            plan.finish(self.index, self.embed, self.queue)
         progress(3, 3, "done")
         return {"reflection": reflection, "evidence": [h["id"] for h in hits], "persisted_attributes": persisted}
 
@@ -558,9 +570,8 @@ class MemoryService:
             data = plan.get("attribute", attr_id)
             if data is not None and data.get("valid_until") is None:
                 plan.put("attribute", attr_id, dict(data, valid_until=iso(now), status="forgotten"))
-        plan.commit()
-        for attr_id in plan.written("attribute"):
-            self.index.set_validity(caller.context_id, attr_id, now)
+                plan.close(attr_id, now)
+        plan.finish(self.index, self.embed, self.queue)
         return {"deleted": len(plan.written("attribute")), "ids": plan.written("attribute")}
 
 
@@ -595,42 +606,77 @@ class _Plan:
         """Close an indexed document's validity once the records are committed."""
         self._closings.append((id_, until))
 
-    def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]]) -> None:
-        """Embed first (the slow part, before anything is written), then the index, then the records in
-        one transaction; if that fails, the index changes are undone, so no partial write survives."""
+    def finish(
+        self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue | None = None
+    ) -> None:
+        """Embed first (the slow part, before anything is written), then commit the records in one
+        transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
+        nothing). With a queue, the commit also holds a job, due a little later, that indexes the same
+        records again from the store: it is withdrawn once this process has indexed them, and finishes the
+        work if the process dies (or the index fails) in between."""
         vectors = embed([t for _, t in self._docs])
-        index.upsert(
-            [_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)],
-            [(self.ctx, id_, until) for id_, until in self._closings],
-        )
+        touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]
+        job = None
+        if queue is not None and touched:
+            job = queue.job(INDEX_JOB, {"context_id": self.ctx, "items": touched}, self.now, delay=SAFETY_NET)
+        self.commit([job] if job is not None else [])
         try:
-            self.commit()
-        except BaseException:
-            index.delete(self.ctx, [d.id for d, _ in self._docs])
-            for id_, _ in self._closings:
-                index.set_validity(self.ctx, id_, None)
-            raise
+            index.upsert(
+                [_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)],
+                [(self.ctx, id_, until) for id_, until in self._closings],
+            )
+        except Exception:
+            log.exception("indexing committed memories failed; the queued job will do it")
+            return
+        if queue is not None and job is not None:
+            queue.done(job)
 
     def written(self, kind: str) -> list[str]:
         return [i for (k, i) in self._writes if k == kind]
 
     @property
     def size(self) -> int:
-        """How many records the commit writes."""
-        return len(self._writes)
+        """How many records the commit writes (the index job included)."""
+        return len(self._writes) + (1 if self._docs or self._closings else 0)
 
-    def commit(self) -> None:
+    def commit(self, extra: Sequence[Write] = ()) -> None:
         writes = [
             Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
             for (kind, id_), data in self._writes.items()
         ]
         if writes:
-            self.records.transact(writes, self.now)
+            self.records.transact([*writes, *extra], self.now)
 
 
 def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
     return IndexDoc(
         doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until, doc.metadata
+    )
+
+
+def index_doc_of(item: Item) -> IndexDoc:
+    """What the index holds for a turn or an attribute record (as `_plan` indexes them)."""
+    d = item.data
+    if item.kind == "turn":
+        meta = dict(d.get("metadata") or {}) | {
+            "session_id": d["session_id"],
+            "role": d["role"],
+            "said_at": d["said_at"],
+        }
+        text = turn_text(d["content"], meta.get("speaker"))
+        return IndexDoc(item.context_id, "turn", item.id, text, None, d["scopes"], parse_time(d["said_at"]), None, meta)
+    meta = {"key": d["key"], "category": d["category"], "said_at": d["valid_from"], "source_turn": d["source_turn"]}
+    text = attribute_text(d["subject"], d["key"], d["value"])
+    return IndexDoc(
+        item.context_id,
+        "attribute",
+        item.id,
+        text,
+        None,
+        d["scopes"],
+        parse_time(d["valid_from"]),
+        parse_time(d["valid_until"]),
+        meta,
     )
 
 

@@ -42,9 +42,12 @@ class SqsQueue(Handlers):
         self._url = queue_url
         self._records = records
 
-    def job(self, name: str, payload: Payload, now: datetime) -> Write:
+    def job(self, name: str, payload: Payload, now: datetime, delay: timedelta | None = None) -> Write:
         self.check(name, payload)
-        return job_write(name, payload, now)
+        return job_write(name, payload, now, delay)
+
+    def done(self, job: Write) -> None:
+        self._done([job.id])
 
     def _send(self, name: str, payload: Payload, job_id: str | None) -> None:
         body = {"job": name, "payload": payload} | ({"id": job_id} if job_id else {})
@@ -65,15 +68,16 @@ class SqsQueue(Handlers):
         self.started([write])
 
     def recover(self, older_than: timedelta = LEASE) -> int:
-        """Send again the jobs whose records are older than `older_than` (their message may never have
-        gone). A job that runs twice is harmless: handlers check versions. Returns how many were sent."""
+        """Send again the jobs due for longer than `older_than` (their message may never have gone, or
+        they are safety nets whose writer died). A job that runs twice is harmless: handlers check
+        versions. Returns how many were sent."""
         if self._records is None:
             return 0
         cutoff = datetime.now(UTC) - older_than
         sent = 0
         for item in scan(self._records, JOBS, "job"):
-            queued = parse_time(item.data.get("queued_at"))
-            if item.data["status"] != "failed" and queued is not None and queued < cutoff:
+            due = parse_time(item.data.get("due"))
+            if item.data["status"] != "failed" and due is not None and due < cutoff:
                 self._send(item.data["name"], item.data["payload"], item.id)
                 sent += 1
         return sent
