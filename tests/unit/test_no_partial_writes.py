@@ -97,6 +97,7 @@ def test_memories_committed_but_not_indexed_are_indexed_by_the_safety_net(tmp_pa
     out = engram.memory.store(caller, Turn("I play the cello on Sundays."), None)  # committed; indexing failed
     index.fail = False
     assert engram.records.get("acme", "turn", out["turn_id"]) is not None
+
     def indexed(word: str) -> list[str]:
         return [h.id for h in index.search(SearchQuery("acme", word, mode="bm25", k=5), clock.now())]
 
