@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from engram.errors import Conflict, NotFound
-from engram.ports import BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write
+from engram.errors import Conflict, InvalidInput, NotFound
+from engram.ports import BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
+from engram.queue import JOBS, Queue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -245,3 +246,69 @@ class SearchIndexContract:
         assert loaded.search(SearchQuery("c1", "mat", mode="bm25", k=5), self.NOW) == []
         hits = loaded.search(SearchQuery("c1", vector=_vec(0, 0, 1), mode="vector", k=1), self.NOW)
         assert hits[0].id == "d1" and hits[0].text == "completely new words"
+
+
+class QueueContract:
+    """A Queue over a RecordStore: jobs are records committed with the writes that need them."""
+
+    @pytest.fixture
+    def setup(self) -> tuple[Queue, RecordStore]:
+        raise NotImplementedError
+
+    @staticmethod
+    def open_jobs(records: RecordStore) -> list[str]:
+        return [i.id for i in scan(records, JOBS, "job") if i.data["status"] != "failed"]
+
+    def test_submitted_jobs_run_and_leave_no_record(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        seen: list[int] = []
+        queue.register("record", lambda p: seen.append(p["n"]))
+        for n in range(3):
+            queue.submit("record", {"n": n})
+        assert queue.join(30) and sorted(seen) == [0, 1, 2]
+        assert self.open_jobs(records) == []
+
+    def test_a_job_goes_with_its_write_or_not_at_all(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        seen: list[str] = []
+        queue.register("index", lambda p: seen.append(p["doc"]))
+        records.transact([Write("c1", "doc", "d1", {}, "t")], T0)
+        lost = queue.job("index", {"doc": "lost"}, T0)
+        with pytest.raises(Conflict):
+            records.transact([Write("c1", "doc", "d1", {}, "t", expected_version=0), lost], T0)
+        kept = queue.job("index", {"doc": "kept"}, T0)
+        records.transact([Write("c1", "doc", "d1", {}, "t", expected_version=1), kept], T0)
+        queue.started([kept])
+        assert queue.join(30) and seen == ["kept"]
+        assert self.open_jobs(records) == []
+
+    def test_a_safety_net_withdrawn_never_runs(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        seen: list[int] = []
+        queue.register("net", lambda p: seen.append(1))
+        net = queue.job("net", {}, datetime.now(UTC), delay=timedelta(seconds=30))
+        records.transact([net], T0)
+        assert self.open_jobs(records) == [net.id]
+        queue.done(net)
+        assert queue.join(30) and seen == [] and self.open_jobs(records) == []
+
+    def test_a_domain_error_ends_the_job(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        calls: list[int] = []
+
+        def corrupt(p: dict[str, object]) -> None:
+            calls.append(1)
+            raise InvalidInput("corrupt file")
+
+        queue.register("ingest", corrupt)
+        queue.submit("ingest", {})
+        assert queue.join(30) and calls == [1] and self.open_jobs(records) == []
+
+    def test_unknown_jobs_and_payloads_no_queue_could_carry_are_refused(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        queue.register("ok", lambda p: None)
+        with pytest.raises(KeyError):
+            queue.submit("missing", {})
+        with pytest.raises(TypeError):
+            queue.submit("ok", {"lock": threading.Lock()})
+        assert self.open_jobs(records) == []

@@ -13,7 +13,8 @@ from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
 from engram.errors import InvalidInput
 from engram.ports import Write
-from tests.contract.suites import T0, BlobStoreContract, RecordStoreContract
+from engram.queue import Queue
+from tests.contract.suites import T0, BlobStoreContract, QueueContract, RecordStoreContract
 
 pytestmark = pytest.mark.aws
 
@@ -100,3 +101,16 @@ def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(endpoint: st
     assert q.join() and sorted(seen) == [1, 2]
     assert [i for i in records.query(JOBS, "job").items] == []  # done jobs leave no record
     assert q.recover(timedelta(minutes=5)) == 0
+
+
+class TestSqsQueue(QueueContract):
+    @pytest.fixture
+    def setup(self, endpoint: str) -> tuple[Queue, DynamoRecordStore]:
+        from engram.adapters.aws.sqs_queue import SqsQueue
+
+        name = f"engram-{uuid.uuid4().hex[:8]}"
+        db = client(endpoint, "dynamodb")
+        DynamoRecordStore.create_table(db, name)
+        records = DynamoRecordStore(db, name)
+        url = client(endpoint, "sqs").create_queue(QueueName=name)["QueueUrl"]
+        return SqsQueue(client(endpoint, "sqs"), url, records), records

@@ -8,7 +8,8 @@ from engram.adapters.local.file_blobs import FileBlobStore
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.errors import InvalidInput
-from tests.contract.suites import BlobStoreContract, RecordStoreContract, SearchIndexContract
+from engram.queue import Queue, StoreQueue
+from tests.contract.suites import BlobStoreContract, QueueContract, RecordStoreContract, SearchIndexContract
 
 
 class TestSqliteRecordStore(RecordStoreContract):
@@ -39,3 +40,10 @@ class TestSqliteSearchIndex(SearchIndexContract):
         again = SqliteSearchIndex(tmp_path / "s.db")
         hits = again.search(SearchQuery("c1", vector=_vec(1, 0), mode="vector", k=1), self.NOW)
         assert [h.id for h in hits] == ["d1"]
+
+
+class TestStoreQueue(QueueContract):
+    @pytest.fixture
+    def setup(self, tmp_path: Path) -> tuple[Queue, SqliteRecordStore]:
+        records = SqliteRecordStore(tmp_path / "r.db")
+        return StoreQueue(records), records
