@@ -20,7 +20,7 @@ from engram.api.auth import principal_for
 from engram.api.edge import Edge
 from engram.api.mcp import build_server
 from engram.api.rest import mount_rest
-from engram.errors import EngramError, PayloadTooLarge, Unauthenticated
+from engram.errors import EngramError, Unauthenticated
 from engram.observability import metrics
 from engram.operations.registry import families, find, select
 from engram.services.identity import Principal
@@ -79,7 +79,8 @@ def _tool_family(body: bytes) -> str | None:
 
 
 class Guard:
-    """In front of an MCP endpoint: body-size limit (413), bearer key (401), and the response style.
+    """In front of an MCP endpoint: bearer key (401) and the response style (the body's size and encoding
+    are checked before, at the edge).
 
     With `mcp_response=auto`, a POST whose JSON-RPC body asks for progress (a `progressToken`) is answered
     as an SSE stream so the notifications can flow; every other POST gets plain JSON, which is faster.
@@ -97,23 +98,17 @@ class Guard:
             await sse_app(scope, receive, send)
             return
         settings = self.engram.settings
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         body = b""
         try:
-            length = headers.get("content-length", "0")
-            if length.isdigit() and int(length) > settings.max_request_bytes:
-                raise PayloadTooLarge(f"request body over {settings.max_request_bytes} bytes")
             if scope["method"] in ("POST", "GET", "DELETE"):
                 principal = await anyio.to_thread.run_sync(principal_for, self.engram, scope)
                 scope.setdefault("state", {})[PRINCIPAL] = principal
-            if scope["method"] == "POST":
+            if scope["method"] == "POST":  # the edge (engram.api.edge) has read it, within the size limit
                 more = True
                 while more:
                     message = await receive()
                     body += message.get("body", b"")
                     more = message.get("more_body", False)
-                    if len(body) > settings.max_request_bytes:  # chunked bodies have no content-length
-                        raise PayloadTooLarge(f"request body over {settings.max_request_bytes} bytes")
         except EngramError as exc:
             extra = [(b"www-authenticate", b'Bearer realm="engram"')] if exc.status == 401 else []
             await _send_json(send, exc.status, dispatch.error_body(exc), extra)
