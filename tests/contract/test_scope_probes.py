@@ -91,7 +91,7 @@ def test_documents_and_chunks(world: dict[str, Any]) -> None:
     hidden(lambda: e.documents.get(alice, doc))
     hidden(lambda: e.documents.chunks(alice, doc, None, 10))
     hidden(lambda: e.documents.chunk(alice, world["chunk"]))
-    hidden(lambda: e.documents.chunk(alice, doc))
+    hidden(lambda: e.documents.chunk(alice, f"{doc}#00000"))
     hidden(lambda: e.documents.update(alice, doc, {"title": "mine now"}, None))
     hidden(lambda: e.documents.delete(alice, doc))
     hidden(lambda: e.documents.history(alice, doc))

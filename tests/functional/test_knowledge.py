@@ -299,6 +299,9 @@ async def test_document_query_and_knowledge_get(live: Live) -> None:
         assert chunks["chunks"][0]["text"] == "alpha text"
         one = await ok(c, "knowledge_get", kind="chunk", id=chunks["chunks"][0]["id"])
         assert one["document_id"] == ids[0]
+        # Spectron's example: kind=chunk with a document's id answers its (paginated) chunk list
+        listed = await ok(c, "knowledge_get", kind="chunk", id=ids[0])
+        assert listed["kind"] == "chunk" and [x["id"] for x in listed["chunks"]] == [chunks["chunks"][0]["id"]]
         await ok(c, "memory_store", content="My name is Zed.", scopes=[["org/acme/user/alice"]])
         node = await ok(c, "knowledge_get", kind="node", node={"kind": "Person", "slug": "alice"})
         assert node["node"]["type"] == "Person"
@@ -322,3 +325,18 @@ async def test_other_tenants_and_scopes_never_see_documents(live: Live) -> None:
     async with connect(live.url, live.keys.agent) as c:
         bob = await ok(c, "knowledge_search", query="private flight log", lens=[["org/acme/user/bob"]])
         assert bob["results"] == []
+
+
+async def test_default_result_counts_follow_the_callers_seed(live: Live) -> None:
+    """Spectron's `k` defaults to 5, Cortex's `limit` to 10: a call's own arguments say which it follows."""
+    tag = uuid.uuid4().hex[:8]
+    coll = f"dialect-{tag}"
+    async with connect(live.url, live.keys.agent) as c:
+        for i in range(12):
+            await ok(c, "knowledge_ingest", collection=coll, title=f"{tag} note {i}", content=f"{tag} fact {i}.")
+        spectron = await ok(c, "knowledge_search", query=tag, mode="bm25")
+        assert len(spectron["results"]) == 5
+        assert len((await ok(c, "knowledge_search", query=tag, collection=coll))["results"]) == 10
+        assert len((await ok(c, "knowledge_search", query=tag, mode="fts"))["results"]) == 10
+        assert len((await ok(c, "knowledge_search", query=tag, mode="bm25", k=7))["results"]) == 7
+        assert len((await ok(c, "knowledge_search", query=tag, mode="fts", limit=3))["results"]) == 3

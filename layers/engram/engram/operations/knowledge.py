@@ -479,9 +479,18 @@ class SearchIn(OpInput):
     lens: Selector | None = None
 
 
+SPECTRON_K, CORTEX_LIMIT = 5, 10  # each seed's default number of results
+
+
+def _cortex_call(a: SearchIn) -> bool:
+    """Whether a call follows Cortex's dialect (its own arguments or mode name); else Spectron's, whose
+    default it then gets. A call with only a query is Spectron's."""
+    return a.limit is not None or a.mode == "fts" or a.metadata_filter is not None or a.collection is not None
+
+
 def _search(e: Any, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
     mode = "bm25" if a.mode == "fts" else "hybrid" if a.mode == "hybrid_graph" else a.mode
-    k = a.k or a.limit or 5
+    k = a.k or a.limit or (CORTEX_LIMIT if _cortex_call(a) else SPECTRON_K)
     filt = a.filter or {}
     unknown = set(filt) - {"mime_type", "type", "collection"}
     if unknown:
@@ -633,6 +642,8 @@ def _get(e: Any, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]:
         return e.documents.node(c, a.node["kind"], a.node["slug"])  # type: ignore[no-any-return]
     if not a.id:
         raise InvalidInput(f"kind={a.kind} needs id")
+    if a.kind == "chunk" and "#" not in a.id:  # Spectron: a document's id with kind=chunk lists its chunks
+        return {"kind": "chunk", **e.documents.chunks(c, a.id, a.cursor, a.limit)}
     if a.kind == "chunk":
         return {"kind": "chunk", **e.documents.chunk(c, a.id)}
     if a.kind == "chunks":

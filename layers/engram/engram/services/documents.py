@@ -506,11 +506,9 @@ class DocumentService:
         return {"document_id": doc_id, "chunks": items, "cursor": page.cursor}
 
     def chunk(self, caller: Caller, chunk_id: str) -> dict[str, Any]:
-        """One chunk by its id; a document id gives its first chunk (Spectron's `kind: chunk` example)."""
+        """One chunk by its id."""
         doc_id = chunk_id.split("#", 1)[0]
         item = self.visible(caller, "document", doc_id)
-        if "#" not in chunk_id:
-            chunk_id = _chunk_key(item.data, 0)
         current = chunk_id.startswith(item.data.get("chunk_prefix") or f"{doc_id}#")
         found = self.records.get(caller.context_id, "chunk", chunk_id) if current else None
         if found is None:
