@@ -98,6 +98,13 @@ async def test_store_supersede_recall_as_of_and_profile(live: Live) -> None:
         static = {s["key"]: s["value"] for s in prof.structured_content["static"]}
         assert static["location"] == "Porto" and static["employer"] == "Initech"
 
+        # Spectron's memory_profile example: what the user is doing now is a dynamic entry
+        await c.call_tool("memory_store", {"content": "I'm currently leading the Q3 roadmap review.", "scopes": ALICE})
+        prof = await c.call_tool("memory_profile", {"scopes": ALICE})
+        assert prof.structured_content is not None
+        dynamic = {s["key"]: s["value"] for s in prof.structured_content["dynamic"]}
+        assert dynamic["current_task"] == "leading the Q3 roadmap review"
+
 
 async def test_instructions_preferences_and_forget(live: Live) -> None:
     bob = [["org/acme/user/bob"]]

@@ -77,6 +77,12 @@ def _p(lead: str, tail: str) -> re.Pattern[str]:
     return re.compile(r"\b(?i:" + lead + r")" + tail)
 
 
+_TASK_VERBS = (
+    r"(?:leading|running|preparing|writing|organi[sz]ing|managing|drafting|reviewing|building|designing|"
+    r"coordinating|handling|developing|researching|studying|teaching|hosting|migrating|debugging|fixing|"
+    r"launching|shipping|testing|planning (?:the|a|an|our|my))"
+)
+
 _PATTERNS: list[tuple[re.Pattern[str], str, Category]] = [
     (_p(r"my name is ", _NAME), "name", "identity"),
     (_p(r"(?:call me|i go by) ", _NAME), "name", "identity"),
@@ -98,6 +104,15 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Category]] = [
         "current_task",
         "context",
     ),
+    (  # "I'm currently leading the Q3 roadmap review." (Spectron's example): the activity, verb included
+        _p(
+            r"i(?:'m| am) (?:currently|now|right now) (?=(?!going |trying |thinking |feeling |planning to )\w+ing )",
+            _VAL,
+        ),
+        "current_task",
+        "context",
+    ),
+    (_p(r"i(?:'m| am) (?=" + _TASK_VERBS + r" )", _VAL), "current_task", "context"),
     (_p(r"i(?:'m| am) (?:planning|going|about) to ", _VAL), "plan", "context"),
     (_p(r"i (?:might|may|will|could) ", _VAL), "plan", "context"),
     (_p(r"my fav(?:ou?rite)? ([a-z][\w ]*?) (?:is|are) ", _VAL), "favorite_{0}", "preference"),
