@@ -38,6 +38,15 @@ def test_facts_batch_context_profile_forget(live: Live) -> None:
         r = c.get("/acme/profile", params={"scopes": '[["org/acme/user/alice"]]'})
         assert r.status_code == 200
         assert {"key": "favorite_airline", "value": "KLM"}.items() <= r.json()["preferences"][-1].items()
+        # the same selector as a plain path, and repeated (alternatives)
+        plain = c.get("/acme/profile", params={"scopes": "org/acme/user/alice"})
+        assert plain.status_code == 200 and plain.json() == r.json()
+        both = c.get("/acme/profile", params=[("scopes", "org/acme/user/alice"), ("scopes", "org/acme/user/bob")])
+        assert both.status_code == 200 and {"key": "favorite_airline", "value": "KLM"}.items() <= (
+            both.json()["preferences"][-1].items()
+        )
+        assert c.get("/acme/profile", params={"scopes": "org/globex"}).status_code == 403
+        assert c.get("/acme/profile", params={"scopes": "not a path"}).status_code == 400
         r = c.post("/acme/forget", json={"query": "favorite airline", "scopes": ALICE})
         assert r.status_code == 200 and r.json()["deleted"] >= 1
         r = c.post("/acme/reflect", json={"query": "flying"})

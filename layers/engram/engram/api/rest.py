@@ -45,9 +45,26 @@ def _no_progress(done: float, total: float | None, message: str | None) -> None:
     return None
 
 
+_SELECTORS = ("scopes", "lens")
+
+
+def query_arguments(items: list[tuple[str, str]]) -> dict[str, Any]:
+    """A GET's query string as arguments. A selector (`scopes`, `lens`) is JSON DNF text
+    (`[["a","b"],["c"]]`), or plain paths: `?scopes=a` is [["a"]], and repeated, `?scopes=a&scopes=c`,
+    they are alternatives: [["a"], ["c"]]."""
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(k for k, _ in items):
+        values = [v for k, v in items if k == key]
+        if key in _SELECTORS and not (len(values) == 1 and values[0].lstrip().startswith("[")):
+            out[key] = [[v] for v in values]
+        else:
+            out[key] = values[0] if len(values) == 1 else values
+    return out
+
+
 async def _arguments(request: Request, method: str) -> dict[str, Any]:
     if method in _BODYLESS:
-        return dict(request.query_params)
+        return query_arguments(request.query_params.multi_items())
     raw = await request.body()
     if not raw:
         return {}
