@@ -37,3 +37,27 @@ def test_output_schemas_keep_nullable_fields() -> None:
     assert store.output_schema is not None
     previous = store.output_schema["$defs"]["AttributeOut"]["properties"]["previous"]
     assert {"type": "null"} in previous["anyOf"]  # clients validate results that hold null here
+
+
+def _untyped(node: object, path: str = "") -> list[str]:
+    """Where a schema leaves a value's type open (MCP Inspector --strict warns on those)."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict):
+            for name, prop in props.items():
+                if isinstance(prop, dict) and not (
+                    {"type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const"} & set(prop)
+                ):
+                    out.append(f"{path}.{name}")
+        for key, value in node.items():
+            out += _untyped(value, f"{path}.{key}" if key != "properties" else path)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _untyped(value, f"{path}[{i}]")
+    return out
+
+
+@pytest.mark.parametrize("op", select(), ids=lambda o: o.name)
+def test_every_argument_has_a_type(op: object) -> None:
+    assert _untyped(tool_of(op).input_schema) == []  # type: ignore[arg-type]

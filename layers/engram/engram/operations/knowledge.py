@@ -406,12 +406,15 @@ declare(
 )
 
 
+Scalar = str | int | float | bool
+
+
 class DocQueryIn(OpInput):
     field: str = Field("created_at", max_length=128, description="title, created_at, externalId, type, payload.<f>")
     op: Literal["exact", "range", "prefix", "list"] = "list"
-    value: Any = None
-    from_: Any = Field(None, alias="from")
-    to: Any = None
+    value: Scalar | None = Field(None, description="exact: equals; prefix: starts with")
+    from_: Scalar | None = Field(None, alias="from", description="range: lowest value (inclusive)")
+    to: Scalar | None = Field(None, description="range: highest value (inclusive)")
     order: Literal["asc", "desc"] = "asc"
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0)
