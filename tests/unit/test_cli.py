@@ -19,7 +19,12 @@ def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert secret.startswith("sk-")
     assert main(["keys", "list", *d]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert len(listed) == 1 and listed[0]["role"] == "agent" and secret not in json.dumps(listed)
+    assert (
+        len(listed) == 1
+        and listed[0]["principal"] == "agent"
+        and "role" not in listed[0]
+        and secret not in json.dumps(listed)
+    )
     engram = build_local(Settings(data_dir=tmp_path, embedder="none"))
     assert engram.identity.authenticate(secret).role == "agent"
     assert main(["keys", "revoke", *d, listed[0]["key_id"]]) == 0

@@ -30,3 +30,4 @@ def test_ingest_folder_reports_ingested_deduplicated_failed(
     assert code == 1  # one file failed
     assert "ingested: 2  deduplicated: 1  failed: 1" in out.out
     assert "broken.pdf" in out.out and "4/4" in out.err
+    assert "embedding 2/2 documents" in out.err  # the wait for vectors shows how far it is

@@ -81,3 +81,14 @@ def test_file_path_ingest_is_jailed(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput) as e:
         op.run(engram, http_caller, op.input.model_validate({"filePath": "docs/ok.md"}), lambda *_: None)
     assert e.value.code == "file_path_http"
+
+
+def test_collection_stats_say_how_much_is_not_vector_searchable_yet(tmp_path: Path) -> None:
+    engram, q, caller = make(tmp_path)
+    for i in range(3):
+        engram.documents.ingest(caller, NewDocument(f"Note {i} on the flaps.".encode(), f"n{i}", collection="notes"))
+    stats = engram.documents.collections(caller, "stats", "notes", None)["collection"]
+    assert (stats["document_count"], stats["pending_count"], stats["failed_count"]) == (3, 3, 0)
+    q.join()
+    stats = engram.documents.collections(caller, "stats", "notes", None)["collection"]
+    assert (stats["document_count"], stats["pending_count"]) == (3, 0)

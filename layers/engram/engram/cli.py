@@ -97,8 +97,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
         print("Store this key now; it is not shown again:")
         print(secret)
     elif args.keys_cmd == "list":
-        for k in engram.identity.list_keys():
-            print(json.dumps(k))
+        for k in engram.identity.list_keys():  # "principal", the word `keys create` and the seeds use
+            print(json.dumps({("principal" if name == "role" else name): v for name, v in k.items()}))
     elif args.keys_cmd == "revoke":
         engram.identity.revoke_key(args.key_id)
         print(f"revoked {args.key_id}")
@@ -141,6 +141,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(f"error: {p}: no such file or folder", file=sys.stderr)
             return 2
     done, dedup, failed = 0, 0, []
+    ids: list[str] = []
     for i, f in enumerate(files, 1):
         try:
             data = f.read_bytes()
@@ -152,13 +153,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             )
             dedup += out["deduplicated"]
             done += not out["deduplicated"]
+            ids.append("" if out["deduplicated"] else out["id"])
         except EngramError as exc:
             failed.append((f, exc.message))
         bar = "#" * (30 * i // len(files))
         print(f"\r[{bar:<30}] {i}/{len(files)} {f.name[:40]:<40}", end="", file=sys.stderr, flush=True)
-    print("\rwaiting for embeddings...".ljust(80), end="", file=sys.stderr, flush=True)
-    engram.queue.join()
-    print(file=sys.stderr)
+    ids = [i for i in ids if i]
+    while not engram.queue.join(0.5):  # the embeddings run in this process's worker: show how far they are
+        ready = sum(engram.documents.get(caller, i)["status"] != "queued" for i in ids)
+        print(f"\rembedding {ready}/{len(ids)} documents".ljust(80), end="", file=sys.stderr, flush=True)
+    print(f"\rembedding {len(ids)}/{len(ids)} documents".ljust(80), file=sys.stderr, flush=True)
     print(f"ingested: {done}  deduplicated: {dedup}  failed: {len(failed)}")
     for f, why in failed:
         print(f"  failed {f}: {why}")

@@ -829,6 +829,9 @@ class DocumentService:
             "description": item.data.get("description", "") if item else "",
             "document_count": len(members),
             "chunk_count": sum(d["chunks"] for d in members),
+            # how much is not vector-searchable yet (BM25 finds it already), and how much failed
+            "pending_count": sum(d["status"] == "queued" for d in members),
+            "failed_count": sum(d["status"] == "failed" for d in members),
         }
 
     def _folder(self, caller: Caller, folder_id: str) -> dict[str, Any]:
