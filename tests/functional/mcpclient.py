@@ -14,12 +14,17 @@ from mcp.client.streamable_http import streamable_http_client
 
 @contextlib.asynccontextmanager
 async def connect(
-    url: str, key: str | None, mode: str = "legacy", path: str = "/mcp", extra_headers: dict[str, str] | None = None
+    url: str,
+    key: str | None,
+    mode: str = "legacy",
+    path: str = "/mcp",
+    extra_headers: dict[str, str] | None = None,
+    **options: Any,
 ) -> AsyncIterator[Client]:
     headers = ({"Authorization": f"Bearer {key}"} if key else {}) | (extra_headers or {})
     async with (
         httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        Client(streamable_http_client(url + path, http_client=http), mode=mode, cache=None) as client,
+        Client(streamable_http_client(url + path, http_client=http), mode=mode, cache=None, **options) as client,
     ):
         yield client
 

@@ -18,7 +18,7 @@ from engram import __version__
 from engram.api import dispatch
 from engram.api.auth import principal_for
 from engram.api.edge import Edge
-from engram.api.mcp import build_server
+from engram.api.mcp import LOG_LEVELS, build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
 from engram.observability import metrics
@@ -82,8 +82,9 @@ class Guard:
     """In front of an MCP endpoint: bearer key (401) and the response style (the body's size and encoding
     are checked before, at the edge).
 
-    With `mcp_response=auto`, a POST whose JSON-RPC body asks for progress (a `progressToken`) is answered
-    as an SSE stream so the notifications can flow; every other POST gets plain JSON, which is faster.
+    With `mcp_response=auto`, a POST whose JSON-RPC body asks for progress (a `progressToken`), or a tool
+    call by a key that set a log level, is answered as an SSE stream so the notifications can flow; every
+    other POST gets plain JSON, which is faster.
     With `forward`, a `tools/call` is sent to the function of the tool's family (the AWS gateway).
     """
 
@@ -128,7 +129,11 @@ class Guard:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and b"progressToken" in body)
+        # progress notifications, or log notifications the key asked for (logging/setLevel), need a stream
+        principal = scope.get("state", {}).get(PRINCIPAL)
+        logs = isinstance(principal, Principal) and LOG_LEVELS.get(principal.key_id) is not None
+        wants_stream = b"progressToken" in body or (logs and b'"tools/call"' in body)
+        stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and wants_stream)
         await (sse_app if stream else json_app)(scope, replay, send)
 
 

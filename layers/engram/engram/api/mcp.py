@@ -7,9 +7,12 @@ served by the SDK), and stdio. Operation failures are tool results with `isError
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import mcp_types as types
@@ -101,6 +104,44 @@ def apply_mcp_limits(op: Operation, arguments: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)  # ascending severity
+
+
+class LogLevels:
+    """`logging/setLevel` per key: the HTTP endpoint is stateless, so the level a client sets is kept for
+    its key (in this process) and applies to that key's later calls. Log notifications ride a call's SSE
+    stream (the guard streams a key's calls once it has set a level)."""
+
+    def __init__(self) -> None:
+        self._levels: dict[str, str] = {}
+
+    def set(self, key_id: str, level: str) -> None:
+        self._levels[key_id] = level
+
+    def get(self, key_id: str) -> str | None:
+        return self._levels.get(key_id)
+
+    def wants(self, key_id: str, level: str) -> bool:
+        chosen = self._levels.get(key_id)
+        return chosen is not None and LEVELS.index(level) >= LEVELS.index(chosen)
+
+
+LOG_LEVELS = LogLevels()
+
+
+async def _log(ctx: ServerRequestContext[Any, Any], key_id: str, level: types.LoggingLevel, data: Any) -> None:
+    """A log notification to the caller, when it asked for this level (best effort)."""
+    if not LOG_LEVELS.wants(key_id, level):
+        return
+    with warnings.catch_warnings():  # the capability is deprecated at 2026-07-28; older clients use it
+        warnings.simplefilter("ignore")
+        with contextlib.suppress(Exception):
+            await ctx.session.send_log_message(level, data, logger="engram", related_request_id=ctx.request_id)
+
+
+RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource
+
+
 def build_server(
     engram: Engram,
     ops: Sequence[Operation],
@@ -138,15 +179,46 @@ def build_server(
             except Exception:  # progress is best effort: a closed stream must not fail the call
                 return
 
+        started = time.perf_counter()
         try:
             result = await dispatch.run(engram, op, principal, args, progress, transport)
         except EngramError as exc:
+            await _log(ctx, principal.key_id, "warning", {"tool": params.name, "error": exc.to_dict()})
             return error_result(exc)
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        await _log(ctx, principal.key_id, "info", {"tool": params.name, "ms": ms})
         if isinstance(result, str):
             return types.CallToolResult(content=[types.TextContent(type="text", text=result)])
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result))], structured_content=result
         )
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        try:
+            principal, _ = principal_of(ctx)
+        except EngramError as exc:
+            raise MCPError(code=types.INVALID_REQUEST, message=exc.message) from None
+        LOG_LEVELS.set(principal.key_id, params.level)
+        return types.EmptyResult()
+
+    # No resources or prompts yet (the Vectros issue adds resources): the lists answer, empty, instead of
+    # "method not found", as clients that list them on connect expect.
+    async def no_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def no_templates(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def no_prompts(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {params.uri}")
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
 
     return Server(
         name,
@@ -154,5 +226,11 @@ def build_server(
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=no_resources,
+        on_list_resource_templates=no_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=no_prompts,
+        on_get_prompt=get_prompt,
+        on_set_logging_level=set_level,
         get_tool_input_schema=lambda n: schema(by_name[n].input) if n in by_name else None,
     )
