@@ -86,3 +86,32 @@ async def test_reconstruct_keeps_newest_within_budget(live: Live) -> None:
         assert "Step 0" in oldest and "Step 5" not in oldest
     finally:
         live.engram.causantic.budget = budget
+
+
+async def test_causantic_failures_are_json_rpc_errors_naming_the_tool(live: Live) -> None:
+    """Causantic's document: tool errors are JSON-RPC errors, code -32002, with the tool's name; reconstruct
+    answers `Error: ...` text; Spectron's tools keep isError results."""
+    from mcp.shared.exceptions import MCPError
+
+    live.engram.identity.register_scopes("acme", ["org/acme/team/zephyr", "org/acme/project/zephyr"])
+    async with connect(live.url, live.keys.agent) as c:
+        for path in ("org/acme/team/zephyr", "org/acme/project/zephyr"):  # two projects named "zephyr"
+            await c.call_tool("memory_store", {"content": "Zephyr notes.", "scopes": [[path]]})
+        for tool, args in (
+            ("recall", {"query": "ledger", "project": "zephyr"}),
+            ("explain", {"topic": "   "}),
+            ("predict", {"context": "ledger", "project": "zephyr"}),
+            ("list-sessions", {"project": "zephyr"}),
+        ):
+            try:
+                await c.call_tool(tool, args)
+            except MCPError as exc:
+                assert exc.error.code == -32002, (tool, exc.error)
+                assert exc.error.message.startswith(f"{tool}: "), exc.error.message
+                assert exc.error.data["tool"] == tool and exc.error.data["status"] in (400, 403)
+            else:
+                raise AssertionError(f"{tool} did not fail")
+        text_error = await text(c, "reconstruct", project="zephyr")
+        assert text_error.startswith("Error: ")
+        spectron = await c.call_tool("memory_recall", {"query": "ledger", "lens": [["org/globex"]]})
+        assert spectron.is_error and spectron.structured_content["error"]["status"] == 403  # type: ignore[index]

@@ -85,6 +85,17 @@ def _validation_message(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
+TOOL_ERROR = -32002  # Causantic's JSON-RPC code for a tool's failure
+
+
+def failure(op: Operation, tool: str, exc: EngramError) -> types.CallToolResult:
+    """A failed call in the shape of the tool's seed: an `isError` result, or (Causantic) a JSON-RPC error
+    -32002 naming the tool."""
+    if op.errors == "jsonrpc":
+        raise MCPError(code=TOOL_ERROR, message=f"{tool}: {exc.message}", data={"tool": tool, **exc.to_dict()})
+    return error_result(exc)
+
+
 def error_result(exc: EngramError) -> types.CallToolResult:
     body = dispatch.error_body(exc)
     return types.CallToolResult(
@@ -168,7 +179,7 @@ def build_server(
         try:
             principal, default_context = principal_of(ctx)
         except EngramError as exc:
-            return error_result(exc)
+            return failure(op, params.name, exc)
         if args.context_id is None and default_context:
             args = args.model_copy(update={"context_id": default_context})
         token = anyio.from_thread
@@ -184,7 +195,7 @@ def build_server(
             result = await dispatch.run(engram, op, principal, args, progress, transport)
         except EngramError as exc:
             await _log(ctx, principal.key_id, "warning", {"tool": params.name, "error": exc.to_dict()})
-            return error_result(exc)
+            return failure(op, params.name, exc)
         ms = round((time.perf_counter() - started) * 1000, 1)
         await _log(ctx, principal.key_id, "info", {"tool": params.name, "ms": ms})
         if isinstance(result, str):

@@ -342,6 +342,7 @@ for _op in (
         "/recall",
         _c_recall,
         read_only=True,
+        errors="jsonrpc",
     ),
     Operation(
         "explain",
@@ -354,6 +355,7 @@ for _op in (
         "/explain",
         _explain,
         read_only=True,
+        errors="jsonrpc",
     ),
     Operation(
         "predict",
@@ -366,6 +368,7 @@ for _op in (
         "/predict",
         _predict,
         read_only=True,
+        errors="jsonrpc",
     ),
     Operation(
         "list-projects",
@@ -378,6 +381,7 @@ for _op in (
         "/projects",
         _projects,
         read_only=True,
+        errors="jsonrpc",
     ),
     Operation(
         "list-sessions",
@@ -390,6 +394,7 @@ for _op in (
         "/sessions",
         _sessions,
         read_only=True,
+        errors="jsonrpc",
     ),
     Operation(
         "reconstruct",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,6 +66,9 @@ class Operation:
     read_only: bool = False
     also: tuple[str, ...] = ()  # further REST paths for the same operation (seed route names)
     mcp_limits: dict[str, tuple[int, int]] | None = None  # field -> (MCP default, MCP max)
+    # How MCP reports a failure: an `isError` result (Spectron, Cortex, Vectros, Agrama), or a JSON-RPC
+    # error with code -32002 naming the tool (Causantic's tools, as its document says).
+    errors: Literal["result", "jsonrpc"] = "result"
 
     @property
     def names(self) -> tuple[str, ...]:
