@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from mcp.types import TextContent
 
+from engram.clock import parse_time
+
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -84,6 +86,8 @@ async def test_reconstruct_keeps_newest_within_budget(live: Live) -> None:
             oldest = await text(c, "reconstruct", project="apollo", session_id="c-long", keep_newest=False)
         assert "Step 5" in newest and "Step 0" not in newest and "truncated" in newest
         assert "Step 0" in oldest and "Step 5" not in oldest
+        assert "earlier context truncated" in newest and "earlier context truncated" not in oldest
+        assert oldest.endswith("[later context truncated to fit the token budget]")
     finally:
         live.engram.causantic.budget = budget
 
@@ -115,3 +119,32 @@ async def test_causantic_failures_are_json_rpc_errors_naming_the_tool(live: Live
         assert text_error.startswith("Error: ")
         spectron = await c.call_tool("memory_recall", {"query": "ledger", "lens": [["org/globex"]]})
         assert spectron.is_error and spectron.structured_content["error"]["status"] == 403  # type: ignore[index]
+
+
+def test_recall_is_relevance_first_with_a_floor(engram: object) -> None:
+    """In a small project, `recall` with only a query answers the relevant chunks, not the most recent
+    ones; a query about nothing stored answers "No relevant memory found." though memories are visible."""
+    from engram.services.identity import ANY
+    from engram.services.memory import Turn
+    from engram.wiring import Engram
+
+    assert isinstance(engram, Engram)
+    engram.identity.register_scopes("acme", ["org/acme/project/atlas"])
+    _, p = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = engram.identity.enter(p, "acme", ANY, "t")
+    said = [
+        "We picked Postgres for the billing ledger because it has real transactions.",
+        *[f"Stand-up {i}: the frontend team polished the settings page colours." for i in range(9)],
+        "The release train leaves every second Thursday.",
+    ]
+    for i, content in enumerate(said):
+        turn = Turn(content, session_id=f"s{i}", said_at=parse_time(f"2025-05-{i + 1:02d}T10:00:00Z"))
+        engram.memory.store(caller, turn, [["org/acme/project/atlas"]])
+    found = engram.causantic.recall(caller, "which database did we choose for billing", "long", "atlas")
+    assert found.startswith("Found ") and "Postgres" in found
+    assert "settings page" not in found  # recent, but not about the question
+    assert (
+        engram.causantic.recall(caller, "quantum chromodynamics lattice", "long", "atlas")
+        == "No relevant memory found."
+    )
+    assert engram.causantic.predict(caller, "opera singers of Milan", "atlas").startswith("No ")

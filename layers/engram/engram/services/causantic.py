@@ -19,6 +19,7 @@ from engram.services.memory import MemoryService, approx_tokens, turn_text
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."
+RELEVANT_COSINE = 0.3  # MiniLM: unrelated English sentences mostly score below it (see the test)
 SHORT_SESSIONS = 3  # "short" range: the most recent sessions
 
 
@@ -124,8 +125,20 @@ class CausanticService:
         if rng not in ("short", "long"):
             raise InvalidInput('range must be "short" or "long"')
         extra = [[self.resolve_project(caller, project)]] if project else None
-        result = self.memory.recall(caller, query, k=20, kinds=("turn",), extra_visibility=extra)
-        hits: list[dict[str, Any]] = result["results"]
+
+        def ranked(mode: str) -> list[dict[str, Any]]:
+            found = self.memory.recall(
+                caller, query, k=20, mode=mode, kinds=("turn",), extra_visibility=extra, everything_when_small=False
+            )
+            return list(found["results"])
+
+        # Relevance first, and a floor: a chunk is returned when it shares a word with the query (BM25
+        # matches only those) or is close in meaning (cosine >= RELEVANT_COSINE), in hybrid order.
+        hits = ranked("hybrid")
+        relevant = {h["id"] for h in ranked("bm25")}
+        if self.memory.embedder is not None:
+            relevant |= {h["id"] for h in ranked("vector") if h["score"] >= RELEVANT_COSINE}
+        hits = [h for h in hits if h["id"] in relevant]
         if rng == "short" and hits:
             recent = self._recent_sessions(caller, project)
             hits = [h for h in hits if h["session_id"] in recent]
@@ -191,7 +204,7 @@ class CausanticService:
             if not turns:
                 return f'No sessions found for project "{project}".'
             kept = _fit(turns, self.budget, keep_newest)
-            return _with_boundaries(kept, truncated=len(kept) < len(turns))
+            return _with_boundaries(kept, truncated=len(kept) < len(turns), keep_newest=keep_newest)
         except Exception as exc:  # Causantic's reconstruct answers errors as text
             return f"Error: {getattr(exc, 'message', str(exc))}"
 
@@ -235,9 +248,9 @@ def _assemble(hits: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(f"[{str(h.get('said_at') or '')[:16].replace('T', ' ')}] {h['text']}" for h in hits)
 
 
-def _with_boundaries(turns: Sequence[dict[str, Any]], truncated: bool) -> str:
+def _with_boundaries(turns: Sequence[dict[str, Any]], truncated: bool, keep_newest: bool = True) -> str:
     lines: list[str] = []
-    if truncated:
+    if truncated and keep_newest:
         lines.append("[earlier context truncated to fit the token budget]")
     current = None
     for t in turns:
@@ -247,4 +260,6 @@ def _with_boundaries(turns: Sequence[dict[str, Any]], truncated: bool) -> str:
             assert said is not None
             lines.append(f"\n=== Session {current} ({_fmt_day(said)}, {_fmt_time(said)}) ===")
         lines.append(f"[{t['said_at'][11:16]}] {t['text']}")
+    if truncated and not keep_newest:
+        lines.append("\n[later context truncated to fit the token budget]")
     return "\n".join(lines).strip()

@@ -382,7 +382,10 @@ class MemoryService:
         mode: str = "hybrid",
         kinds: Sequence[str] | None = None,
         extra_visibility: list[list[str]] | None = None,
+        everything_when_small: bool = True,
     ) -> dict[str, Any]:
+        """`everything_when_small`: when the context holds no more than `k` memories, answer all of them in
+        time order (the `full_context` tier: nothing can be missed); off, a search ranks them as always."""
         started = self.clock_ms()
         visibility = self.identity.read_lens(caller, lens)
         if extra_visibility is not None:
@@ -400,6 +403,7 @@ class MemoryService:
             iso(as_of),
             mode,
             kinds,
+            everything_when_small,
         )
         with self._lock:
             cached = self._cache.get(key) if generation is not None else None
@@ -409,7 +413,7 @@ class MemoryService:
             return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
         total = self.index.count(caller.context_id)
         vec = self.embed([query])[0] if mode != "bm25" else None
-        if total <= k:
+        if total <= k and everything_when_small:
             if vec is not None:
                 hits = self.index.search(
                     SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
