@@ -5,7 +5,6 @@ from __future__ import annotations
 from mcp.types import TextContent
 
 from engram.clock import parse_time
-
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
