@@ -82,6 +82,19 @@ def test_every_operation_has_a_sample() -> None:
     assert {op.name for op in OPS} == set(SAMPLES)
 
 
+async def failure(c: Any, op: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The error of a call that must fail, in the shape the tool's seed uses: an isError result's
+    `structuredContent.error`, or (Causantic) a JSON-RPC error -32002 whose data carries the same."""
+    if op.errors == "jsonrpc":
+        with pytest.raises(MCPError) as e:
+            await c.call_tool(op.name, args)
+        assert e.value.error.code == -32002 and e.value.error.message.startswith(f"{op.name}: ")
+        return dict(e.value.error.data)
+    result = await c.call_tool(op.name, args)
+    assert result.is_error and result.structured_content is not None
+    return dict(result.structured_content["error"])
+
+
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
 async def test_mcp_every_tool(live: Live, op: Any) -> None:
     args = sample(live, op.name)
@@ -91,13 +104,9 @@ async def test_mcp_every_tool(live: Live, op: Any) -> None:
         with pytest.raises(MCPError) as e:
             await c.call_tool(op.name, {**args, "unexpected_argument": 1})
         assert e.value.error.code == -32602
-        other = await c.call_tool(op.name, {**args, "context_id": "globex"})
-        assert other.is_error and other.structured_content is not None
-        assert other.structured_content["error"]["status"] == 401
+        assert (await failure(c, op, {**args, "context_id": "globex"}))["status"] == 401
     async with connect(live.url, live.keys.other_tenant) as c:
-        cross = await c.call_tool(op.name, {**args, "context_id": "acme"})
-        assert cross.is_error and cross.structured_content is not None
-        assert cross.structured_content["error"]["status"] == 401
+        assert (await failure(c, op, {**args, "context_id": "acme"}))["status"] == 401
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)

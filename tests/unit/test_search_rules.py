@@ -145,3 +145,33 @@ def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
         q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3, feedback=feedback)
         hits = hybrid(q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids})
         assert [h.id for h in hits] == ["best", "near", "far"], feedback
+
+
+def test_what_both_signals_put_first_is_never_ranked_below_another() -> None:
+    """A small collection (a travel policy, two invoices): BM25 and the vector both rank the policy first,
+    but the feedback round, built from every document there is, favours the invoices. It stays first."""
+    from engram.ports import Hit, SearchQuery
+    from engram.search_rules import hybrid
+
+    def hit(id_: str, score: float) -> Hit:
+        return Hit(id_, "chunk", score, f"text of {id_}", {})
+
+    rounds = iter(
+        [
+            ([hit("policy", 3.1)], [hit("policy", 0.62), hit("invoice-1", 0.55), hit("invoice-2", 0.54)]),
+            (
+                [hit("invoice-1", 6.0), hit("invoice-2", 5.8), hit("policy", 1.0)],
+                [hit("invoice-1", 0.7), hit("invoice-2", 0.69), hit("policy", 0.5)],
+            ),
+        ]
+    )
+
+    def lists(weights: object, vector: object, n: int) -> tuple[list[Hit], list[Hit]]:
+        return next(rounds)
+
+    unit = np.ones(4, dtype=np.float32) / 2
+    q = SearchQuery("c", "hotel 250 dollars", unit, "hybrid", k=3, feedback=True)
+    vectors = {i: unit for i in ("policy", "invoice-1", "invoice-2")}
+    got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {i: vectors[i] for i in ids}, lists)
+    assert [h.id for h in got] == ["policy", "invoice-1", "invoice-2"]
+    assert got[0].score >= got[1].score
