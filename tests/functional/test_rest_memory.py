@@ -137,3 +137,18 @@ def test_openapi_document_is_valid_and_complete(live: Live) -> None:
     facts = spec["paths"]["/api/v1/{context_id}/facts/batch"]["post"]
     turn = facts["requestBody"]["content"]["application/json"]["schema"]["properties"]["turns"]["items"]
     assert "content" in turn["properties"]  # TurnIn inlined where it is used
+
+
+def test_docs_pages_work_offline(live: Live) -> None:
+    """/docs and /redoc load their scripts and styles from this server, never from a CDN."""
+    import re
+
+    for page in ("/docs", "/redoc"):
+        html = httpx.get(live.url + page)
+        assert html.status_code == 200
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+        assert assets and all(a.startswith("/") for a in assets), assets  # nothing from another host
+        for asset in assets:
+            got = httpx.get(live.url + asset)
+            assert got.status_code == 200 and len(got.content) > 1000, asset
+    assert "/openapi.json" in httpx.get(live.url + "/docs").text

@@ -174,21 +174,24 @@ def hybrid(
     weights = query_weights(query.text)
     lists = both or lists_of(bm25, vector)
     bm, vec = lists(weights, query.vector, pool)
-    # What both signals put first stays first, whatever feedback and smoothing make of the rest.
-    agreed = bm[0] if bm and vec and bm[0].id == vec[0].id else None
     if query.match_all:  # keyword precision: only what every term matches
         keep = {h.id for h in bm}
         vec = [h for h in vec if h.id in keep]
-    elif query.feedback and query.vector is not None and (bm or vec):
+    elif query.feedback and query.vector is not None and len(bm) > FEEDBACK_DOCS:
+        # Feedback needs a collection to learn from: with no more keyword matches than feedback documents
+        # (a handful of documents), the "best documents" are simply all of them, and the second round
+        # drifts to whatever they share (found on a three-document collection: issue #11).
         best = merge_hits(bm, vec, "rrf", FEEDBACK_DOCS)
         weights = expansion(weights, [h.text for h in best])
         bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
+    # What both lists put first stays first, whatever fusion and smoothing make of the rest.
+    agreed = bm[0] if bm and vec and bm[0].id == vec[0].id else None
     return first(merge_hits(bm, vec, query.fusion, k, lambda fused: smooth(fused, vectors_of)), agreed, k)
 
 
 def first(hits: list[Hit], agreed: Hit | None, k: int) -> list[Hit]:
-    """`hits` with `agreed` (the document both first-round lists ranked first) at the top, at the top
-    score: fusion, feedback and smoothing may reorder the rest, never rank it below another."""
+    """`hits` with `agreed` (the document both fused lists ranked first) at the top, at the top score:
+    fusion and smoothing may reorder the rest, never rank it below another."""
     if agreed is None or not hits or hits[0].id == agreed.id:
         return hits
     found = next((h for h in hits if h.id == agreed.id), agreed)

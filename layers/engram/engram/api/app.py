@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,6 +28,7 @@ from engram.services.identity import Principal
 from engram.wiring import Engram
 
 PRINCIPAL = "engram_principal"
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files
 
 
 CONTEXT_HEADERS = ("x-engram-context", "x-spectron-context")  # Spectron's client configs template this one
@@ -202,11 +204,13 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
                 await stack.enter_async_context(endpoint.running())
             yield
 
-    app = FastAPI(
+    # /docs and /redoc from assets the package ships (fastapi-offline), not a CDN: they work offline
+    app = FastAPIOffline(
         title="Engram",
         version=__version__,
         lifespan=lifespan,
-        description="Memory and knowledge for AI agents, over MCP and REST.",
+        description="Memory and knowledge for AI agents, over MCP and REST. Authorize with an Engram key (sk-...).",
+        static_url=DOCS_ASSETS,
     )
     for path, endpoint in endpoints.items():
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
