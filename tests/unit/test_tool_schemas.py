@@ -29,7 +29,20 @@ def test_every_tool_schema_accepts_what_the_model_accepts(op: object) -> None:
 
 def test_mcp_caps_are_advertised() -> None:
     hybrid = next(tool_of(o) for o in select() if o.name == "hybrid_search")
-    assert hybrid.input_schema["properties"]["limit"] == {"default": 3, "maximum": 10, "minimum": 1, "type": "integer"}
+    assert hybrid.input_schema["properties"]["limit"] == {"default": 3, "maximum": 10, "type": "integer"}
+
+
+def test_the_catalogue_leaves_out_what_only_the_server_needs() -> None:
+    """Lengths, counts, patterns and lower bounds are enforced, not advertised; output schemas only on
+    request (ENGRAM_MCP_OUTPUT_SCHEMAS). The server still validates with the full input schema."""
+    from engram.api.mcp import schema
+
+    store = next(o for o in select() if o.name == "memory_store")
+    lean = json.dumps(tool_of(store, output_schemas=False).model_dump(by_alias=True, exclude_none=True))
+    for keyword in ("maxLength", "minLength", "maxItems", "minItems", '"pattern"', "minimum", "outputSchema"):
+        assert keyword not in lean, keyword
+    assert "maxLength" in json.dumps(schema(store.input))  # what the server validates with
+    assert tool_of(store, output_schemas=True).output_schema is not None
 
 
 def test_output_schemas_keep_nullable_fields() -> None:

@@ -29,6 +29,11 @@ class Settings(BaseSettings):
         description="MCP POST answers: plain JSON, an SSE stream, or auto (SSE only when the request asks for "
         "progress with a progressToken; JSON is ~2.5 ms faster)",
     )
+    mcp_output_schemas: bool = Field(
+        False,
+        description="Advertise each tool's output schema in tools/list (structured results are returned "
+        "either way; the schemas cost about a third of the catalogue's tokens)",
+    )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")

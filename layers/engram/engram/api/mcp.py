@@ -30,8 +30,12 @@ from engram.wiring import Engram
 
 INSTRUCTIONS = (
     "Engram stores and recalls memory for agents. Call memory_store with what the user says, "
-    "memory_recall before answering."
+    "memory_recall before answering. Every tool takes an optional context_id (the tenant; default: "
+    "the key's only context)."
 )
+# Validation keywords the server enforces but a model needs no tokens for (lengths, counts, patterns):
+# they stay in the schema the server validates with, not in the one tools/list advertises.
+_ENFORCED_ONLY = frozenset({"maxLength", "minLength", "maxItems", "minItems", "pattern", "minimum"})
 # Who calls, and the context to use when a tool call names none (a header, or ENGRAM_CONTEXT on stdio).
 PrincipalOf = Callable[[ServerRequestContext[Any, Any]], tuple[Principal, str | None]]
 
@@ -64,16 +68,37 @@ def schema(model: type[BaseModel], output: bool = False) -> dict[str, Any]:
     return compact(model.model_json_schema(by_alias=True), nullable=output)  # type: ignore[no-any-return]
 
 
-def tool_of(op: Operation) -> types.Tool:
-    input_schema = schema(op.input)
+def advertised(node: Any) -> Any:
+    """The input schema as tools/list shows it: without what only the server needs (`_ENFORCED_ONLY`) and
+    without `context_id`'s description (the server's instructions say it once for every tool)."""
+    if isinstance(node, list):
+        return [advertised(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: advertised(v) for k, v in node.items() if k not in _ENFORCED_ONLY}
+    options = out.get("anyOf")
+    if isinstance(options, list) and all(isinstance(o, dict) and set(o) == {"type"} for o in options):
+        del out["anyOf"]  # a union of plain types is one `type` list (JSON Schema), at half the tokens
+        out["type"] = [o["type"] for o in options]
+    props = out.get("properties")
+    if isinstance(props, dict) and isinstance(props.get("context_id"), dict):
+        props["context_id"] = {"type": "string"}
+    return out
+
+
+def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
+    """The tool tools/list shows. Output schemas (the results' shape) can be left out: a model needs none
+    to call a tool, and they are a third of the catalogue's tokens (`ENGRAM_MCP_OUTPUT_SCHEMAS`)."""
+    input_schema = advertised(schema(op.input))
     for field, (default, cap) in (op.mcp_limits or {}).items():
         input_schema["properties"][field].update(default=default, maximum=cap)
+    with_output = output_schemas and op.output is not None
     return types.Tool(
         name=op.name,
         description=op.summary,
         input_schema=input_schema,
-        output_schema=schema(op.output, output=True) if op.output is not None else None,
-        annotations=types.ToolAnnotations(read_only_hint=op.read_only),
+        output_schema=schema(op.output, output=True) if with_output and op.output is not None else None,
+        annotations=types.ToolAnnotations(read_only_hint=True) if op.read_only else None,
     )
 
 
@@ -161,7 +186,7 @@ def build_server(
     transport: str = "http",
 ) -> Server:
     by_name = {n: op for op in ops for n in op.names}
-    tools = [tool_of(op) for op in ops]
+    tools = [tool_of(op, engram.settings.mcp_output_schemas) for op in ops]
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
