@@ -19,6 +19,9 @@ sync: bootstrap
 	@# process would compile every module it imports again (boto3 alone: 0.9 s instead of 0.25 s).
 	@[ .venv/.bytecode -nt uv.lock ] || { $(UV) sync --locked --all-extras --compile-bytecode && touch .venv/.bytecode; }
 	@$(RUN) python -m compileall -q -j 0 layers/engram/engram
+	@# The official MCP conformance suite and Node 22 (the machine's Node is 20), both from npm, pinned
+	@[ infra/conformance/node_modules/.package-lock.json -nt infra/conformance/package-lock.json ] || \
+		npm ci --prefix infra/conformance --no-audit --no-fund --loglevel=error
 
 dev: sync  ## install everything, then serve on 127.0.0.1:8000 with data in ./.engram
 	$(RUN) engram serve
