@@ -12,8 +12,9 @@ from engram.ports import SearchQuery
 
 
 class Counting:
-    """Answers every search of an `_msearch` with the same three hits: two with compact vectors (close
-    to each other), one without (no vector yet, or written before compact copies existed)."""
+    """Answers every search of an `_msearch` with the same four hits: three with compact vectors (two close
+    to each other), one without (no vector yet, or written before compact copies existed). Four: more
+    keyword matches than feedback documents, so a feedback round happens."""
 
     def __init__(self) -> None:
         self.requests: list[str] = []
@@ -28,6 +29,7 @@ class Counting:
         self.requests.append("msearch")
         assert all(b.get("_source", {}).get("excludes") == ["vector"] for b in body[1::2])  # compact kept
         hits = [self._hit("a", 0.9, [1, 0]), self._hit("b", 0.8, None), self._hit("c", 0.7, [0.9, 0.1])]
+        hits.append(self._hit("d", 0.6, [0.0, 1.0]))
         return {"responses": [{"hits": {"hits": hits}}, {"hits": {"hits": hits}}]}
 
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +43,7 @@ def test_a_hybrid_round_is_one_request_and_vectors_come_with_the_hits() -> None:
     index._ready = True
     now = datetime.now(UTC)
     plain = index.search(SearchQuery("c", "text", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3), now)
-    assert client.requests == ["msearch"] and {h.id for h in plain} == {"a", "b", "c"}
+    assert client.requests == ["msearch"] and {h.id for h in plain} == {"a", "b", "c"}  # k = 3
     client.requests.clear()
     q = SearchQuery("c", "text", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3, feedback=True)
     assert len(index.search(q, now)) == 3
