@@ -104,15 +104,16 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Category]] = [
         "current_task",
         "context",
     ),
-    (  # "I'm currently leading the Q3 roadmap review." (Spectron's example): the activity, verb included
-        _p(
-            r"i(?:'m| am) (?:currently|now|right now) (?=(?!going |trying |thinking |feeling |planning to )\w+ing )",
-            _VAL,
-        ),
+    (  # "I'm currently leading the Q3 roadmap review." (Spectron's example: current_task "Q3 roadmap review")
+        _p(r"i(?:'m| am) (?:currently |now |right now )?" + _TASK_VERBS + " ", _VAL),
         "current_task",
         "context",
     ),
-    (_p(r"i(?:'m| am) (?=" + _TASK_VERBS + r" )", _VAL), "current_task", "context"),
+    (
+        _p(r"i(?:'m| am) (?:currently|now|right now) (?!going |trying |thinking |feeling |planning to )\w+ing ", _VAL),
+        "current_task",
+        "context",
+    ),
     (_p(r"i(?:'m| am) (?:planning|going|about) to ", _VAL), "plan", "context"),
     (_p(r"i (?:might|may|will|could) ", _VAL), "plan", "context"),
     (_p(r"my fav(?:ou?rite)? ([a-z][\w ]*?) (?:is|are) ", _VAL), "favorite_{0}", "preference"),
