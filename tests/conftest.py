@@ -90,3 +90,11 @@ def opensearch() -> Iterator[str]:
     """A single-node OpenSearch 2.19.1 with k-NN, or OPENSEARCH_URL."""
     with opensearch_node() as url:
         yield url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each seed's replay coverage (tests/seeds/), when its module ran."""
+    from tests.seeds.coverage import lines
+
+    for line in lines():
+        terminalreporter.write_line(line)
