@@ -141,6 +141,7 @@ async def test_reflect_persist_needs_supervisor(live: Live) -> None:
                 "status": 403,
                 "code": "principal_not_allowed",
                 "message": "memory_reflect with persist=true needs principal supervisor or management",
+                "details": {},
             }
         }
         plain = await c.call_tool("memory_reflect", {"query": "billing complaints"})

@@ -16,7 +16,8 @@ class EngramError(Exception):
             self.code = code
 
     def to_dict(self) -> dict[str, object]:
-        return {"status": self.status, "code": self.code, "message": self.message}
+        # status: Spectron's field; code, message and details: Cortex's error shape
+        return {"status": self.status, "code": self.code, "message": self.message, "details": {}}
 
 
 class InvalidInput(EngramError):

@@ -1,0 +1,141 @@
+"""Cortex's document (../shared/seeds/cortex-mcp-tools.txt), replayed: the tools Engram has, with the
+arguments the document names, checked against its response fields; the tools Engram does not have yet
+are expected failures naming issue #13, which adds them (calling them with the document's example)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import Live
+from tests.functional.mcpclient import connect
+from tests.seeds import coverage
+
+SEED = "cortex"
+PRESENT = ["knowledge_ingest", "knowledge_bulk_ingest", "knowledge_search", "knowledge_collections"]
+MISSING = {  # tool -> the example call the document gives (or its required parameters)
+    "conversation_append": {"thread_id": "support-ticket-456", "role": "user", "content": "I can't access my account"},
+    "conversation_history": {"thread_id": "support-ticket-456"},
+    "conversation_search": {"query": "password reset"},
+    "conversation_summarize": {"thread_id": "support-ticket-456", "keep_recent": 5},
+    "context_get": {"key": "user_preferences"},
+    "context_set": {"key": "user_preferences", "value": {"theme": "dark"}},
+    "context_merge": {"key": "user_preferences", "value": {"language": "en"}},
+    "context_list": {"prefix": "user_"},
+    "context_history": {"key": "user_preferences"},
+    "entity_query": {"name": "Acme Corporation"},
+    "entity_search": {"query": "software engineer"},
+    "entity_relationships": {"entity_id": "ent_123"},
+    "entity_update": {"entity_id": "ent_123", "attributes": {"industry": "software"}},
+    "entity_merge": {"source_id": "ent_456", "target_id": "ent_123"},
+    "entity_list": {"type": "organization"},
+}
+coverage.declare(SEED, PRESENT + list(MISSING))
+COLL = "docs"
+
+
+async def call(c: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await c.call_tool(tool, args)
+    assert not result.is_error, result.structured_content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+@pytest.fixture(scope="module")
+def key(live: Live) -> str:
+    secret, _ = live.engram.identity.create_key(["cortex-seed"], "agent", ["org/acme"])
+    return secret
+
+
+async def test_knowledge_tools(live: Live, key: str) -> None:
+    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
+        ing = await call(
+            c,
+            "knowledge_ingest",
+            {
+                "collection": COLL,
+                "title": "Authentication Guide",
+                "content": "To configure OAuth, first create an application in the admin console.",
+                "source_url": "https://docs.example.com/auth",
+                "metadata": {"category": "authentication"},
+                "chunk_strategy": "paragraph",
+                "chunk_max_tokens": 256,
+                "chunk_overlap": 32,
+            },
+        )
+        assert (
+            ing["document_id"] and ing["collection"] == COLL and ing["chunks_created"] >= 1 and ing["total_tokens"] > 0
+        )
+        coverage.passed(SEED, "knowledge_ingest")
+
+        bulk = await call(
+            c,
+            "knowledge_bulk_ingest",
+            {
+                "collection": COLL,
+                "documents": [
+                    {"title": "Billing FAQ", "content": "Invoices are sent on the first of each month."},
+                    {
+                        "title": "SSO",
+                        "content": "Single sign-on supports SAML and OIDC.",
+                        "metadata": {"category": "authentication"},
+                    },
+                ],
+            },
+        )
+        assert bulk == {
+            "collection": COLL,
+            "documents_ingested": 2,
+            "total_chunks": bulk["total_chunks"],
+            "errors": [],
+        } | {k: v for k, v in bulk.items() if k not in ("collection", "documents_ingested", "total_chunks", "errors")}
+        coverage.passed(SEED, "knowledge_bulk_ingest")
+
+        found = await call(
+            c, "knowledge_search", {"query": "How do I configure OAuth?", "collection": COLL, "mode": "hybrid"}
+        )
+        top = found["results"][0]
+        assert {"chunk_id", "document_id", "title", "content", "score", "metadata"} <= set(top)
+        assert top["title"] == "Authentication Guide" and top["metadata"] == {"category": "authentication"}
+        assert 0 <= top["score"] <= 1 and found["search_mode"] == "hybrid"
+        fts = await call(
+            c,
+            "knowledge_search",
+            {"query": "invoices", "mode": "fts", "metadata_filter": {"category": "authentication"}},
+        )
+        assert all(r["metadata"].get("category") == "authentication" for r in fts["results"])
+        coverage.passed(SEED, "knowledge_search")
+
+        created = await call(
+            c, "knowledge_collections", {"action": "create", "name": "faq", "description": "Product FAQ"}
+        )
+        assert created["collection"]["name"] == "faq"
+        listed = await call(c, "knowledge_collections", {"action": "list"})
+        docs = next(x for x in listed["collections"] if x["name"] == COLL)
+        assert {"name", "description", "document_count", "chunk_count"} <= set(docs) and docs["document_count"] == 3
+        stats = await call(c, "knowledge_collections", {"action": "stats", "name": COLL})
+        assert stats["collection"]["document_count"] == 3
+        assert (await call(c, "knowledge_collections", {"action": "delete", "name": "faq"}))["deleted"] == "faq"
+        coverage.passed(SEED, "knowledge_collections")
+
+        # "All tools return errors in a consistent format": {"error": {"code", "message", "details"}}
+        missing = await c.call_tool("knowledge_collections", {"action": "stats", "name": "nope"})
+        assert missing.is_error and missing.structured_content is not None
+        error = missing.structured_content["error"]
+        assert error["code"] == "not_found" and error["message"] and error["details"] == {}
+
+
+@pytest.mark.parametrize("tool", list(MISSING))
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #13 adds Cortex's other tools")
+async def test_tools_issue_13_adds(live: Live, key: str, tool: str) -> None:
+    refused: str | None = None
+    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
+        try:
+            await call(c, tool, MISSING[tool])
+        except MCPError as exc:  # kept, and raised once the client's task group has closed
+            refused = exc.error.message
+    assert refused is None, f"{tool}: {refused}"
+    coverage.passed(SEED, tool)
