@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 from mcp.client import Client
-from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Live
-from tests.functional.mcpclient import connect
 from tests.seeds import coverage
+from tests.seeds.replay import refusal
 
 SEED = "agrama"
 DOC = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "agrama-mcp-api.md"
@@ -52,11 +51,6 @@ async def call(c: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("tool", "arguments"), EXAMPLES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EXAMPLES)])
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #15 adds Agrama's workspace tools")
 async def test_example_call(live: Live, tool: str, arguments: dict[str, Any]) -> None:
-    refused: str | None = None
-    async with connect(live.url, live.keys.agent) as c:
-        try:
-            await call(c, tool, arguments)
-        except MCPError as exc:  # kept, and raised once the client's task group has closed
-            refused = exc.error.message
+    refused = await refusal(live.url, live.keys.agent, tool, arguments)
     assert refused is None, f"{tool}: {refused}"
     coverage.passed(SEED, tool)

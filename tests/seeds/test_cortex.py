@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from mcp.client import Client
-from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 from tests.seeds import coverage
+from tests.seeds.replay import refusal
 
 SEED = "cortex"
 PRESENT = ["knowledge_ingest", "knowledge_bulk_ingest", "knowledge_search", "knowledge_collections"]
@@ -131,11 +131,6 @@ async def test_knowledge_tools(live: Live, key: str) -> None:
 @pytest.mark.parametrize("tool", list(MISSING))
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #13 adds Cortex's other tools")
 async def test_tools_issue_13_adds(live: Live, key: str, tool: str) -> None:
-    refused: str | None = None
-    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
-        try:
-            await call(c, tool, MISSING[tool])
-        except MCPError as exc:  # kept, and raised once the client's task group has closed
-            refused = exc.error.message
+    refused = await refusal(live.url, key, tool, MISSING[tool], **{"X-Engram-Context": "cortex-seed"})
     assert refused is None, f"{tool}: {refused}"
     coverage.passed(SEED, tool)

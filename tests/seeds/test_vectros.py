@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 from tests.seeds import coverage
+from tests.seeds.replay import refusal
 
 SEED = "vectros"
 PRESENT = [
@@ -141,12 +142,7 @@ async def test_documents_folders_search_and_asks(live: Live) -> None:
 @pytest.mark.parametrize("tool", list(MISSING))
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #14 adds Vectros' records, schemas and principals")
 async def test_tools_issue_14_adds(live: Live, tool: str) -> None:
-    refused: str | None = None
-    async with connect(live.url, live.keys.agent) as c:
-        try:
-            await ok(c, tool, **MISSING[tool])
-        except MCPError as exc:  # kept, and raised once the client's task group has closed
-            refused = exc.error.message
+    refused = await refusal(live.url, live.keys.agent, tool, MISSING[tool])
     assert refused is None, f"{tool}: {refused}"
     coverage.passed(SEED, tool)
 

@@ -12,7 +12,6 @@ import pytest
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.clock import FixedClock, iso
-from engram.errors import InvalidInput
 from engram.ports import Write
 from engram.queue import JOBS, LEASE, MAX_ATTEMPTS, StoreQueue
 
@@ -52,21 +51,6 @@ def test_jobs_run_in_order_a_failing_one_is_retried_then_kept_failed_with_its_er
     [failed] = q.failed()
     assert failed.data["status"] == "failed" and failed.data["error"] == "RuntimeError: disk on fire"
     assert q.pending() == []
-
-
-def test_a_domain_error_fails_at_once(store: SqliteRecordStore) -> None:
-    clock = FixedClock(T0)
-    q = StoreQueue(store, clock, worker=False)
-    calls: list[int] = []
-
-    def corrupt(p: dict[str, object]) -> None:
-        calls.append(1)
-        raise InvalidInput("corrupt.pdf: not a PDF")
-
-    q.register("ingest", corrupt)
-    q.submit("ingest", {})
-    drain(q, clock)
-    assert calls == [1] and q.failed()[0].data["error"] == "corrupt.pdf: not a PDF"
 
 
 def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry(store: SqliteRecordStore) -> None:
