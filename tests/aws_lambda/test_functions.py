@@ -251,3 +251,30 @@ def test_the_gateway_module_as_deployed_answers_initialize(stack: Stack) -> None
     event = event_file("mcp_initialize.json", KEY=stack.keys.agent)
     answer = invoke(gateway, "gateway", event)
     assert answer["statusCode"] == 200 and json.loads(answer["body"])["result"]["serverInfo"]["name"] == "engram"
+
+
+def test_the_schedule_resends_a_job_whose_message_was_lost(stack: Stack) -> None:
+    """A job is a record committed with its write, then an SQS message. When the message is lost (a crash
+    between the two), the worker's schedule ({"engram": "recover"}, template.yaml) sends it again."""
+    import base64
+
+    from engram.ports import Write, scan
+    from engram.queue import JOBS
+
+    up = call(
+        stack,
+        "document_upload",
+        {"bytes_base64": base64.b64encode(b"The pump station needs new valves.").decode(), "title": "Pumps"},
+        stack.keys.management,
+    )["structuredContent"]
+    boto3.client("sqs", region_name="us-east-1").purge_queue(QueueUrl=stack.queue_url)  # the message is lost
+    records = stack.engram.records
+    [job] = [j for j in scan(records, JOBS, "job") if j.data["payload"].get("document_id") == up["id"]]
+    old = "2020-01-01T00:00:00Z"  # as if the process had died long ago
+    records.transact(
+        [Write(JOBS, "job", job.id, dict(job.data, due=old, queued_at=old), "t", job.version)], job.created_at
+    )
+    assert invoke(stack.handlers["WorkerFunction"], "worker", {"engram": "recover"}) == {"recovered": 1}
+    assert all(a["batchItemFailures"] == [] for a in stack.drain())
+    assert call(stack, "document_get", {"id": up["id"]}, stack.keys.agent)["structuredContent"]["status"] == "indexed"
+    assert [j.id for j in scan(records, JOBS, "job") if j.id == job.id] == []  # done: its record is gone
