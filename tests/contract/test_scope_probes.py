@@ -69,6 +69,7 @@ def test_entities_and_edges(world: dict[str, Any]) -> None:
     e, alice, bob = world["e"], world["alice"], world["bob"]
     node = e.documents.node(bob, "Person", "bob")
     assert [edge["type"] for edge in node["edges"]] == ["wife"] and "scopes" not in node["node"]
+    assert "version" not in node["node"]  # it would count mentions from scopes the caller cannot see
     hidden(lambda: e.documents.node(alice, "Person", "bob"))
     hidden(lambda: e.documents.node(alice, "Person", "carol"))
     # alice mentions carol herself: she sees the node, never bob's edge from it or to it

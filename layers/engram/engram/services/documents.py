@@ -757,8 +757,9 @@ class DocumentService:
             if [str(x).lower() for x in i.data.get("from", [])] == [kind.lower(), slug.lower()]
             and can_see(i.data.get("scopes"), visibility)
         ]
+        # no version: it counts the mentions of every scope, some of which the caller may not see
         node = {k: v for k, v in item.data.items() if k != "scopes"}
-        return {"kind": "node", "node": dict(node, id=item.id, version=item.version), "edges": edges}
+        return {"kind": "node", "node": dict(node, id=item.id), "edges": edges}
 
     # -- collections and folders ----------------------------------------------------------
     #
