@@ -7,7 +7,8 @@ SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam
 ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test check lint format typecheck pytest bench clean sam-build sam-validate actionlint \
+.PHONY: bootstrap sync dev serve test conformance check lint format typecheck pytest bench clean sam-build sam-validate \
+	actionlint \
 	layer-requirements template-routes
 
 bootstrap:  ## install uv from PyPI when it is missing
@@ -19,14 +20,15 @@ sync: bootstrap
 	@# process would compile every module it imports again (boto3 alone: 0.9 s instead of 0.25 s).
 	@[ .venv/.bytecode -nt uv.lock ] || { $(UV) sync --locked --all-extras --compile-bytecode && touch .venv/.bytecode; }
 	@$(RUN) python -m compileall -q -j 0 layers/engram/engram
-	@# The official MCP conformance suite and Node 22 (the machine's Node is 20), both from npm, pinned
-	@[ infra/conformance/node_modules/.package-lock.json -nt infra/conformance/package-lock.json ] || \
-		npm ci --prefix infra/conformance --no-audit --no-fund --loglevel=error
 
 dev: sync  ## install everything, then serve on 127.0.0.1:8000 with data in ./.engram
 	$(RUN) engram serve
 
-test: sync check  ## install everything, then lint + format + types + tests
+test: sync conformance check  ## install everything, then lint + format + types + tests
+
+conformance:  ## the official MCP conformance suite and Node 22 (the machine's Node is 20), from npm, pinned
+	@[ infra/conformance/node_modules/.package-lock.json -nt infra/conformance/package-lock.json ] || \
+		npm ci --prefix infra/conformance --no-audit --no-fund --loglevel=error
 
 check: lint typecheck pytest
 

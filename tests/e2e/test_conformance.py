@@ -1,6 +1,7 @@
-"""The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22; `make sync`
-installs both under infra/conformance) against Engram's HTTP endpoint, for the scenarios of what Engram
-serves today. The suite sends no key, so the app is served behind a wrapper that adds one."""
+"""The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22, both pinned under
+infra/conformance and installed by `make conformance`, which `make test` runs) against Engram's HTTP
+endpoint, for the scenarios of what Engram serves today. The suite sends no key, so the app is served
+behind a wrapper that adds one."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_official_conformance_scenario(url: str, scenario: str) -> None:
-    assert NODE.exists() and CLI.exists(), "run `make sync`: it installs the conformance suite and Node 22"
+    assert NODE.exists() and CLI.exists(), "run `make conformance` (make test does): it installs the suite and Node 22"
     done = subprocess.run(
         [str(NODE), str(CLI), "server", "--url", url, "--scenario", scenario],
         capture_output=True,
