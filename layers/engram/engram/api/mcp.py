@@ -90,6 +90,7 @@ def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
     """The tool tools/list shows. Output schemas (the results' shape) can be left out: a model needs none
     to call a tool, and they are a third of the catalogue's tokens (`ENGRAM_MCP_OUTPUT_SCHEMAS`)."""
     input_schema = advertised(schema(op.input))
+    input_schema.pop("description", None)  # an input model's docstring: the tool's description says it
     for field, (default, cap) in (op.mcp_limits or {}).items():
         input_schema["properties"][field].update(default=default, maximum=cap)
     with_output = output_schemas and op.output is not None
