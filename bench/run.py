@@ -1,5 +1,5 @@
-"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, cranfield-opensearch, coldstart,
-lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and
+"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, cranfield-opensearch,
+coldstart, lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and
 where they were measured."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ def main(names: list[str]) -> None:
         "locomo": locomo.run,
         "latency": latency.run,
         "cranfield": cranfield.run,
+        "cisi": cranfield.run_cisi,
         "cranfield-opensearch": cranfield.run_opensearch,
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,

@@ -6,7 +6,7 @@ Every adapter of a port passes the same contract suite in `tests/contract/`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
@@ -145,6 +145,9 @@ class IndexDoc:
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     metadata: Mapping[str, MetaValue] = field(default_factory=dict)
+
+    def with_vector(self, vector: Vector | None) -> IndexDoc:
+        return replace(self, vector=vector)
 
 
 SearchMode = Literal["bm25", "vector", "hybrid"]

@@ -93,12 +93,11 @@ def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
     input_schema.pop("description", None)  # an input model's docstring: the tool's description says it
     for field, (default, cap) in (op.mcp_limits or {}).items():
         input_schema["properties"][field].update(default=default, maximum=cap)
-    with_output = output_schemas and op.output is not None
     return types.Tool(
         name=op.name,
         description=op.summary,
         input_schema=input_schema,
-        output_schema=schema(op.output, output=True) if with_output and op.output is not None else None,
+        output_schema=schema(op.output, output=True) if output_schemas and op.output is not None else None,
         annotations=types.ToolAnnotations(read_only_hint=True) if op.read_only else None,
     )
 

@@ -281,7 +281,7 @@ class DocumentService:
         only metadata changed), the retired ones gone. The queued job does it again if this process dies."""
         ctx_docs = [self._index_doc(ctx, data, c, None) for c in chunks]
         vectors = self.index.vectors(ctx, [d.id for d in ctx_docs]) if reuse else {}
-        self.index.upsert([_with_vector(d, vectors.get(d.id)) for d in ctx_docs])
+        self.index.upsert([d.with_vector(vectors.get(d.id)) for d in ctx_docs])
         if retired:
             self.index.delete(ctx, retired)
 
@@ -415,7 +415,7 @@ class DocumentService:
                 have |= dict(zip([d.id for d in missing], self.embedder.embed([d.text for d in missing]), strict=True))
             except Exception as exc:
                 for ctx, doc_id, version, docs in ready:  # findable by BM25 all the same
-                    self._index_docs(ctx, [_with_vector(d, have.get(d.id)) for d in docs])
+                    self._index_docs(ctx, [d.with_vector(have.get(d.id)) for d in docs])
                     self._embedding_failed(ctx, doc_id, version, exc)
                 return
         for ctx, doc_id, version, docs in ready:
@@ -423,7 +423,7 @@ class DocumentService:
                 current = self.records.get(ctx, "document", doc_id)
                 if current is None or current.version != version:
                     continue
-                self._index_docs(ctx, [_with_vector(d, have.get(d.id)) for d in docs])
+                self._index_docs(ctx, [d.with_vector(have.get(d.id)) for d in docs])
                 stage = "vectors" if self.embedder is not None else "bm25"
                 self._set_status(ctx, doc_id, version, "indexed", stage, None)
             except Exception as exc:
@@ -920,7 +920,3 @@ def _chunk_key(doc: dict[str, Any], position: int) -> str:
     """A chunk's id: the prefix of the document version that made it (documents from before prefixes
     were recorded use `{id}#`), then the position."""
     return f"{doc.get('chunk_prefix') or doc['id'] + '#'}{position:05d}"
-
-
-def _with_vector(doc: IndexDoc, vector: Any) -> IndexDoc:
-    return IndexDoc(doc.context_id, doc.kind, doc.id, doc.text, vector, doc.scopes, None, None, doc.metadata)

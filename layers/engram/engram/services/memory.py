@@ -467,7 +467,7 @@ class MemoryService:
         missing = [d for d in docs if d.id not in have]
         have |= dict(zip([d.id for d in missing], self.embed([d.text for d in missing]), strict=True))
         if docs:
-            self.index.upsert([_with_vector(d, have.get(d.id)) for d in docs])
+            self.index.upsert([d.with_vector(have.get(d.id)) for d in docs])
         if gone:
             self.index.delete(ctx, gone)
 
@@ -626,7 +626,7 @@ class _Plan:
         self.commit([job] if job is not None else [])
         try:
             index.upsert(
-                [_with_vector(d, v) for (d, _), v in zip(self._docs, vectors, strict=True)],
+                [d.with_vector(v) for (d, _), v in zip(self._docs, vectors, strict=True)],
                 [(self.ctx, id_, until) for id_, until in self._closings],
             )
         except Exception:
@@ -650,12 +650,6 @@ class _Plan:
         ]
         if writes:
             self.records.transact([*writes, *extra], self.now)
-
-
-def _with_vector(doc: IndexDoc, vec: Vector | None) -> IndexDoc:
-    return IndexDoc(
-        doc.context_id, doc.kind, doc.id, doc.text, vec, doc.scopes, doc.valid_from, doc.valid_until, doc.metadata
-    )
 
 
 def index_doc_of(item: Item) -> IndexDoc:
