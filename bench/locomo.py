@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,30 @@ def run(data_path: Path = DATA, ks: tuple[int, ...] = (5, 10), modes: tuple[str,
         return evaluate(engram, convs, ks, modes)
 
 
-def evaluate(
-    engram: Engram, convs: list[dict[str, Any]], ks: tuple[int, ...], modes: tuple[str, ...]
-) -> dict[str, Any]:
+@dataclass
+class Stored:
+    """LoCoMo's conversations in an Engram, one context each."""
+
+    contexts: list[str]
+    principal: Any
+    turns: int
+    seconds: float
+    dia_of: dict[str, str]  # turn id -> LoCoMo dialogue id
+    source: dict[str, str]  # attribute id -> the turn it was extracted from
+
+    def dia(self, hit_id: str) -> str | None:
+        """The dialogue a recall result comes from (an attribute: the turn it was said in)."""
+        return self.dia_of.get(self.source.get(hit_id, hit_id))
+
+    def evidence(self, qa: dict[str, Any]) -> set[str]:
+        return {e.strip() for e in qa.get("evidence", []) if e.strip()}
+
+
+def store_all(engram: Engram, convs: list[dict[str, Any]]) -> Stored:
     contexts = [f"locomo-{i}" for i in range(len(convs))]
     _, principal = engram.identity.create_key(contexts, "management", ["locomo"])
-    store, recall = find("memory_store_batch"), find("memory_recall")
-    assert store and recall
+    store = find("memory_store_batch")
+    assert store
     t0, turns = time.perf_counter(), 0
     dia_of: dict[str, str] = {}
     for ctx, conv in zip(contexts, convs, strict=True):
@@ -65,8 +83,7 @@ def evaluate(
             turns += len(batch)
             n += 1
         print(f"  stored {ctx}: {turns} turns so far", file=sys.stderr, flush=True)
-    store_s = time.perf_counter() - t0
-    # attributes cite the turn they were extracted from
+    seconds = time.perf_counter() - t0
     source = {}
     for ctx in contexts:
         cursor = None
@@ -76,21 +93,35 @@ def evaluate(
             if page.cursor is None:
                 break
             cursor = page.cursor
-    results: dict[str, Any] = {"turns": turns, "store_seconds": round(store_s, 1), "modes": {}}
+    return Stored(contexts, principal, turns, seconds, dia_of, source)
+
+
+def recall(engram: Engram, stored: Stored, ctx: str, query: str, k: int, mode: str) -> list[dict[str, Any]]:
+    """memory_recall's results for `query` in context `ctx`, through the operation."""
+    op = find("memory_recall")
+    assert op
+    caller = engram.identity.enter(stored.principal, ctx, op.principals, op.name)
+    out = op.run(engram, caller, op.input.model_validate({"query": query, "k": k, "mode": mode}), lambda *_: None)
+    assert isinstance(out, dict)
+    return list(out["results"])
+
+
+def evaluate(
+    engram: Engram, convs: list[dict[str, Any]], ks: tuple[int, ...], modes: tuple[str, ...]
+) -> dict[str, Any]:
+    stored = store_all(engram, convs)
+    contexts = stored.contexts
+    results: dict[str, Any] = {"turns": stored.turns, "store_seconds": round(stored.seconds, 1), "modes": {}}
     kmax = max(ks)
     for mode in modes:
         per_cat: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         t0, nq = time.perf_counter(), 0
         for ctx, conv in zip(contexts, convs, strict=True):
-            caller = engram.identity.enter(principal, ctx, recall.principals, recall.name)
             for qa in conv["qa"]:
-                ev = {e.strip() for e in qa.get("evidence", []) if e.strip()}
+                ev = stored.evidence(qa)
                 if not ev:
                     continue
-                args = recall.input.model_validate({"query": qa["question"], "k": kmax, "mode": mode})
-                out = recall.run(engram, caller, args, lambda *_: None)
-                assert isinstance(out, dict)
-                got = [dia_of.get(source.get(r["id"], r["id"])) for r in out["results"]]
+                got = [stored.dia(r["id"]) for r in recall(engram, stored, ctx, qa["question"], kmax, mode)]
                 nq += 1
                 for k in ks:
                     seen = {g for g in got[:k] if g}

@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, cranfield-opensearch,
+"""`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, cranfield-opensearch,
 coldstart, lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and
 where they were measured."""
 
@@ -13,13 +13,14 @@ from typing import Any
 
 
 def main(names: list[str]) -> None:
-    from bench import coldstart, cranfield, lambda_latency, latency, locomo
+    from bench import coldstart, cranfield, lambda_latency, latency, locomo, scores
 
     benches = {
         "locomo": locomo.run,
         "latency": latency.run,
         "cranfield": cranfield.run,
         "cisi": cranfield.run_cisi,
+        "scores": scores.run,
         "cranfield-opensearch": cranfield.run_opensearch,
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,

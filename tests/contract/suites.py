@@ -132,6 +132,9 @@ class BlobStoreContract:
             blobs.get("ctx/doc/1")
 
 
+MODES = ("bm25", "vector", "hybrid")
+
+
 def _vec(*xs: float) -> np.ndarray:
     v = np.zeros(8, dtype=np.float32)
     v[: len(xs)] = xs
@@ -187,10 +190,31 @@ class SearchIndexContract:
         hits = loaded.search(SearchQuery("c1", vector=_vec(1, 0), mode="vector", k=2), self.NOW)
         assert [h.id for h in hits] == ["d1", "d2"]
         assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+        far = loaded.search(SearchQuery("c1", vector=_vec(0, 0, 1), mode="vector", k=5), self.NOW)
+        assert far and all(h.score == 0 and h.semantic == 0 for h in far)  # orthogonal: no evidence at all
 
     def test_hybrid_fuses_both(self, loaded: SearchIndex) -> None:
         hits = loaded.search(SearchQuery("c1", "Berlin", _vec(0.1, 1), "hybrid", k=3), self.NOW)
         assert hits[0].id == "d4" and 0 <= hits[-1].score <= hits[0].score <= 1
+
+    def test_scores_are_the_same_evidence_in_every_mode(self, loaded: SearchIndex) -> None:
+        """README "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
+        the mode that found it; the term counts behind the lexical part are the context's."""
+        from engram.search_rules import bm25_idf, lexical_evidence, query_weights
+
+        assert loaded.term_counts("c1", ["cat", "mat", "zzz"]) == (4, {"cat": 2, "mat": 1, "zzz": 0})
+        lists = {m: loaded.search(SearchQuery("c1", "cat mat", _vec(1, 0), m, k=4), self.NOW) for m in MODES}
+        for hits in lists.values():
+            assert hits and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+            assert all(0 <= h.score <= 1 for h in hits)
+            assert hits[0].id == "d1" and hits[0].score == 1.0 and (hits[0].lexical, hits[0].semantic) == (1.0, 1.0)
+        # without a query vector the score is the lexical evidence alone: d2 has "cats", not "mat"
+        weights = query_weights("cat mat")
+        idf = {"cat": bm25_idf(4, 2), "mat": bm25_idf(4, 1)}
+        lexical = loaded.search(SearchQuery("c1", "cat mat", None, "bm25", k=4), self.NOW)
+        d2 = next(h for h in lexical if h.id == "d2")
+        assert d2.semantic is None and d2.score == pytest.approx(lexical_evidence(weights, idf, d2.text), abs=1e-6)
+        assert 0 < d2.score < 0.5  # a third of the query's information: a weak match
 
     def test_filters_tenant_kind_scope_validity_metadata(self, loaded: SearchIndex) -> None:
         q = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", k=10)

@@ -1,6 +1,7 @@
 """The embedded index's in-memory BM25 stays exact under any sequence of writes: after random upserts,
 re-upserts (same text, vector added), replacements and deletes, its scores equal BM25 computed from
-scratch over the live documents (slots are reused, postings are edited in place)."""
+scratch over the live documents (slots are reused, postings are edited in place), and so do the term
+counts its results' scores are weighed with."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.ports import IndexDoc, SearchQuery
-from engram.search_rules import BM25_B, BM25_K1, index_terms, stem
+from engram.search_rules import BM25_B, BM25_K1, index_terms, query_weights, stem
 
 WORDS = [
     "wing",
@@ -82,8 +83,14 @@ def test_bm25_matches_a_from_scratch_computation_after_random_writes(tmp_path, s
             for _ in range(3):
                 words = rng.sample(WORDS, 2)
                 want = reference(live, [stem(w) for w in words])
-                got = index.search(SearchQuery("c", " ".join(words), mode="bm25", k=100), now)
+                stems = [stem(w) for w in words]
+                q = SearchQuery("c", " ".join(words), mode="bm25", k=100)
+                got = index._bm25(q, now, query_weights(q.text), 100)  # the raw scores the ranking uses
                 assert {h.id: h.score for h in got} == pytest.approx(want, rel=1e-4)
+                assert [h.id for h in index.search(q, now)] == [h.id for h in got]
+                docs, df = index.term_counts("c", stems)
+                containing = {t: sum(t in index_terms(x) for x in live.values()) for t in stems}
+                assert (docs, dict(df)) == (len(live), containing)
             found = index.search(SearchQuery("c", vector=np.ones(4, dtype=np.float32) / 2, mode="vector", k=100), now)
             assert {h.id for h in found} == vectors
     assert index.count("c") == len(live)

@@ -58,11 +58,11 @@ def test_a_throttled_search_inside_msearch_retries_the_request() -> None:
 
         def msearch(self, index: str, body: list[dict[str, object]]) -> dict[str, object]:
             self.calls += 1
-            assert len(body) == 4  # header + search, twice: both lists of the round in one request
-            ok = {"hits": {"hits": []}}
+            assert len(body) == 6  # header + search, three times: both lists and the term counts, one request
+            ok = {"hits": {"total": {"value": 0}, "hits": []}}
             if self.calls <= self.failures:
-                return {"responses": [ok, {"status": self.status, "error": {"type": "rejected"}}]}
-            return {"responses": [ok, ok]}
+                return {"responses": [ok, {"status": self.status, "error": {"type": "rejected"}}, ok]}
+            return {"responses": [ok, ok, ok]}
 
     q = SearchQuery("c", "cat", np.ones(4, dtype=np.float32) / 2, "hybrid", 5)
     slept: list[float] = []

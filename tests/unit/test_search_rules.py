@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from engram.ports import Hit, SearchQuery
 from engram.search_rules import fuse, hybrid, merge_hits, query_terms, rrf, smooth
@@ -188,3 +189,27 @@ def test_smoothing_never_ranks_below_another_what_both_lists_put_first() -> None
         q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
     )
     assert got[0].id == "outlier" and got[0].score >= got[1].score and len(got) == 5
+
+
+def test_scores_never_rise_down_the_list_and_combine_both_kinds_of_evidence() -> None:
+    """`scored`: each hit's evidence is the noisy-OR of lexical and semantic; a hit ranked above one with
+    more evidence is lifted to it (the ranking stands, and a threshold keeps a prefix of it)."""
+    import numpy as np
+
+    from engram.ports import Hit, SearchQuery
+    from engram.search_rules import noisy_or, scored, semantic_evidence
+
+    q = SearchQuery("c", "red apples", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3)
+    vectors = {"a": np.array([0.0, 1.0]), "b": np.array([1.0, 0.0]), "c": np.array([0.6, 0.8])}
+    hits = [Hit(i, "chunk", 0.0, text, {}) for i, text in (("a", "pears"), ("b", "red apples"), ("c", "apples"))]
+
+    def counts(context_id: str, stems: object) -> tuple[int, dict[str, int]]:
+        return 10, {"red": 5, "appl": 1}
+
+    out = scored(q, hits, lambda ids: {i: vectors[i] for i in ids}, counts)
+    assert [h.id for h in out] == ["a", "b", "c"]  # the ranking is kept
+    assert (out[1].lexical, out[1].semantic, out[1].score) == (1.0, 1.0, 1.0)
+    assert out[0].lexical == 0 and out[0].semantic == 0 and out[0].score == 1.0  # lifted to b's
+    assert 0 < out[2].lexical < 1 and out[2].semantic == pytest.approx(semantic_evidence(0.6), abs=1e-6)
+    assert out[2].score == round(noisy_or(out[2].lexical, out[2].semantic), 6)
+    assert scored(q, [], lambda ids: {}, counts) == []

@@ -191,6 +191,10 @@ class Hit:
     text: str
     metadata: Mapping[str, MetaValue]
     scopes: Sequence[str] = ()
+    # the evidence `score` combines (`engram.search_rules.scored`), each in [0, 1]; semantic is None when
+    # the query had no vector
+    lexical: float = 0.0
+    semantic: float | None = None
 
 
 class SearchIndex(Protocol):
@@ -204,6 +208,8 @@ class SearchIndex(Protocol):
       second round from the first one's best documents; then the fused list smoothed over the hits'
       neighbours (`smooth`). Ties break by id so results are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
+    - What a result's `score` says is the same in every adapter and mode: `engram.search_rules.scored`
+      (in [0, 1]; the raw scores above only rank).
     """
 
     def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
@@ -228,6 +234,11 @@ class SearchIndex(Protocol):
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of those `ids` in the context that have one, to at least half precision (no
         filters: ids come from a search that applied them)."""
+        ...
+
+    def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
+        """(How many documents the context holds, how many of them contain each stem): the statistics
+        a result's lexical score is weighed with."""
         ...
 
     def ensure(self) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 import Stemmer  # PyStemmer: the Snowball stemmers in C
 
-from engram.ports import Hit, MetaValue, SearchQuery, Vector
+from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
 
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
@@ -204,19 +206,107 @@ def search(
     bm25: BM25Search,
     vector: VectorSearch,
     vectors_of: VectorsOf,
+    counts: TermCounts,
     both: Lists | None = None,
 ) -> list[Hit]:
     """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
-    does in every adapter)."""
+    does in every adapter): ranked by the mode's rules, scored by `scored`."""
     k = max(0, query.k)
     if k == 0:
         return []
     if query.mode == "hybrid":
-        return hybrid(query, bm25, vector, vectors_of, both)
-    if query.mode == "bm25":
+        hits = hybrid(query, bm25, vector, vectors_of, both)
+    elif query.mode == "bm25":
         weights = query_weights(query.text)
-        return bm25(weights, k) if weights else []
-    return vector(query.vector, k) if query.vector is not None else []
+        hits = bm25(weights, k) if weights else []
+    else:
+        hits = vector(query.vector, k) if query.vector is not None else []
+    return scored(query, hits, vectors_of, counts)
+
+
+# -- scores -------------------------------------------------------------------------------------------
+# Every result's score is in [0, 1] and says how strongly the passage matches the query, on one scale in
+# every mode (the mode chooses and orders the results; it does not change what a score says) and on every
+# collection (README "Scores"). Two kinds of evidence, each mapped linearly from its NONE (0) to its FULL
+# (1) and clipped:
+# - lexical: the share of the query's information (its stems weighted by idf, stop words aside) that the
+#   passage contains;
+# - semantic: the cosine of passage and query vectors (none without an embedder);
+# and the score is either of them (noisy-OR: 1 - (1 - lexical) (1 - semantic)). Down a result list the score
+# never rises: each hit scores at least what any hit below it scores. The four bounds are chosen so that a
+# threshold of 0.5 keeps the judged-relevant top-10 hits and drops those of queries from another collection,
+# on every dev collection (`make bench BENCH=scores`, bench/RESULTS.md).
+LEXICAL_NONE, LEXICAL_FULL = 0.1, 0.8  # a score of 0.5 from lexical evidence alone: 45 % of the query
+SEMANTIC_NONE, SEMANTIC_FULL = 0.1, 0.7  # ... from semantic evidence alone: cosine 0.4 (all-MiniLM-L6-v2)
+
+TermCounts = Callable[[str, Sequence[str]], tuple[int, Mapping[str, int]]]
+"""(context id, stems) -> (documents in the context, how many of them contain each stem)."""
+
+
+def _scale(value: float, none: float, full: float) -> float:
+    return min(1.0, max(0.0, (value - none) / (full - none)))
+
+
+def query_vector(embedder: Embedder | None, text: str, ranks: bool) -> Vector | None:
+    """The query's vector, for ranking (`ranks`: vector and hybrid modes; a failure is the search's) or for
+    scoring only (bm25 mode: a failure leaves the scores lexical, and the search answers)."""
+    if embedder is None:
+        return None
+    try:
+        vector: Vector = embedder.embed([text])[0]
+        return vector
+    except Exception:
+        if ranks:
+            raise
+        logging.getLogger("engram.search").warning("query embedding failed: scores are lexical only", exc_info=True)
+        return None
+
+
+def semantic_evidence(cosine: float) -> float:
+    return _scale(cosine, SEMANTIC_NONE, SEMANTIC_FULL)
+
+
+def lexical_evidence(weights: Mapping[str, float], idf: Mapping[str, float], text: str) -> float:
+    """The idf-weighted share of the query's stems that `text` contains, scaled."""
+    total = sum(w * idf[t] for t, w in weights.items())
+    if total <= 0:
+        return 0.0
+    present = set(index_terms(text))
+    return _scale(sum(w * idf[t] for t, w in weights.items() if t in present) / total, LEXICAL_NONE, LEXICAL_FULL)
+
+
+def noisy_or(*evidence: float) -> float:
+    miss = 1.0
+    for e in evidence:
+        miss *= 1.0 - e
+    return 1.0 - miss
+
+
+def scored(query: SearchQuery, hits: list[Hit], vectors_of: VectorsOf, counts: TermCounts) -> list[Hit]:
+    """`hits` (ranked) with their scores on the scale above (and each kind of evidence on its own)."""
+    if not hits:
+        return hits
+    lexical = [0.0] * len(hits)
+    weights = query_weights(query.text)
+    if weights:
+        docs, df = counts(query.context_id, list(weights))
+        idf = {t: bm25_idf(docs, df.get(t, 0)) for t in weights}
+        lexical = [lexical_evidence(weights, idf, h.text) for h in hits]
+    semantic: list[float | None] = [None] * len(hits)
+    if query.vector is not None:
+        if query.mode == "vector":
+            cosines = {h.id: h.score for h in hits}
+        else:
+            qv = np.asarray(query.vector, dtype=np.float32)
+            stored = vectors_of([h.id for h in hits])
+            cosines = {i: float(np.dot(qv, np.asarray(v, dtype=np.float32))) for i, v in stored.items()}
+        semantic = [semantic_evidence(cosines[h.id]) if h.id in cosines else 0.0 for h in hits]
+    out, floor = [], 0.0
+    for h, lex, sem in reversed(list(zip(hits, lexical, semantic, strict=True))):
+        floor = max(floor, noisy_or(lex, sem or 0.0))
+        sem_ = None if sem is None else round(sem, 6)
+        out.append(replace(h, score=round(floor, 6), lexical=round(lex, 6), semantic=sem_))
+    return out[::-1]
 
 
 def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:

@@ -19,7 +19,9 @@ from engram.services.memory import MemoryService, approx_tokens, turn_text
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."
-RELEVANT_COSINE = 0.3  # MiniLM: unrelated English sentences mostly score below it (see the test)
+# Below it a chunk is not worth the tokens: a weak match (for the scale, README "Scores"; off-topic
+# queries' hits score below it on the dev collections, bench/RESULTS.md "Scores")
+RELEVANT_SCORE = 0.3
 SHORT_SESSIONS = 3  # "short" range: the most recent sessions
 
 
@@ -126,19 +128,12 @@ class CausanticService:
             raise InvalidInput('range must be "short" or "long"')
         extra = [[self.resolve_project(caller, project)]] if project else None
 
-        def ranked(mode: str) -> list[dict[str, Any]]:
-            found = self.memory.recall(
-                caller, query, k=20, mode=mode, kinds=("turn",), extra_visibility=extra, everything_when_small=False
-            )
-            return list(found["results"])
-
-        # Relevance first, and a floor: a chunk is returned when it shares a word with the query (BM25
-        # matches only those) or is close in meaning (cosine >= RELEVANT_COSINE), in hybrid order.
-        hits = ranked("hybrid")
-        relevant = {h["id"] for h in ranked("bm25")}
-        if self.memory.embedder is not None:
-            relevant |= {h["id"] for h in ranked("vector") if h["score"] >= RELEVANT_COSINE}
-        hits = [h for h in hits if h["id"] in relevant]
+        # Relevance first, and a floor: the chunks scoring at least RELEVANT_SCORE (scores in [0, 1], never
+        # rising down the list: README "Scores"), in hybrid order.
+        found = self.memory.recall(
+            caller, query, k=20, mode="hybrid", kinds=("turn",), extra_visibility=extra, everything_when_small=False
+        )
+        hits = [h for h in found["results"] if h["score"] >= RELEVANT_SCORE]
         if rng == "short" and hits:
             recent = self._recent_sessions(caller, project)
             hits = [h for h in hits if h["session_id"] in recent]

@@ -36,6 +36,7 @@ from engram.ports import (
 )
 from engram.queue import BLOB_CREATED_JOB, Queue
 from engram.scopes import can_see, tags_key
+from engram.search_rules import query_vector
 from engram.services import answering
 from engram.services.chunking import Chunk, Strategy, chunk
 from engram.services.identity import Caller, IdentityService, Principal
@@ -632,11 +633,10 @@ class DocumentService:
         if s.created_from or s.created_to:
             lo, hi = parse_time(s.created_from), parse_time(s.created_to)
             ranges["created_at"] = (iso(lo), iso(hi))
-        vector = None
-        if s.mode in ("vector", "hybrid") and self.embedder is not None:
-            vector = self.embedder.embed([s.query])[0]
-        mode: SearchMode = "bm25" if vector is None else "vector" if s.mode == "vector" else "hybrid"
-        if s.mode == "bm25":
+        # every mode embeds the query: a result's score weighs both kinds of evidence (search_rules.scored)
+        vector = query_vector(self.embedder, s.query, ranks=s.mode != "bm25")
+        mode: SearchMode = "vector" if s.mode == "vector" else "hybrid"
+        if vector is None or s.mode == "bm25":
             mode = "bm25"
         hits = self.index.search(
             SearchQuery(

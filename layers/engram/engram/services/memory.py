@@ -39,7 +39,7 @@ from engram.ports import (
 )
 from engram.queue import Queue
 from engram.scopes import tags_key
-from engram.search_rules import query_terms
+from engram.search_rules import query_terms, query_vector, semantic_evidence
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
 
@@ -412,7 +412,7 @@ class MemoryService:
         if cached is not None:
             return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
         total = self.index.count(caller.context_id)
-        vec = self.embed([query])[0] if mode != "bm25" else None
+        vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
         if total <= k and everything_when_small:
             if vec is not None:
                 hits = self.index.search(
@@ -560,7 +560,7 @@ class MemoryService:
             for h in self.index.search(
                 SearchQuery(caller.context_id, query, vec, "vector", 100, ("attribute",), visibility), now
             ):
-                if h.score >= FORGET_COSINE:
+                if h.semantic is not None and h.semantic >= semantic_evidence(FORGET_COSINE):
                     targets[h.id] = h
         terms = set(query_terms(query))
         for h in self.index.search(

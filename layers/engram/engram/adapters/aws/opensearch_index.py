@@ -29,7 +29,7 @@ import numpy as np
 
 from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, lists_of
+from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, lists_of, query_weights
 from engram.search_rules import search as run_search
 
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
@@ -386,17 +386,6 @@ class OpenSearchIndex:
         knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
         return {"size": size, **self._source(keep), "query": {"knn": {"vector": knn}}}
 
-    def _search(self, body: dict[str, Any], cosine: bool, keep: Kept | None) -> list[Hit]:
-        return self._hits(self._call(self._os.search, index=self._index, body=body), cosine, keep)
-
-    def _pair(
-        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], vector: Vector, size: int, keep: Kept | None
-    ) -> tuple[list[Hit], list[Hit]]:
-        """A hybrid round's two lists in one `_msearch` (OpenSearch runs them side by side)."""
-        bodies = [self._bm25_body(q, now, weights, size, keep), self._vector_body(q, now, vector, size, keep)]
-        bm_answer, vec_answer = self._call(self._msearch, bodies=bodies)
-        return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
-
     def _msearch(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The responses of several searches sent as one request; a failed one raises as its own request
         would (so a throttled one is retried with the rest)."""
@@ -421,6 +410,28 @@ class OpenSearchIndex:
             found |= {i: np.asarray(v, dtype=np.float32) for i, v in full.items()}
         return found
 
+    def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
+        self.ensure()
+        body = self._counts_body(context_id, stems)
+        return self._term_counts_of(self._call(self._os.search, index=self._index, body=body), stems)
+
+    @staticmethod
+    def _counts_body(context_id: str, stems: Sequence[str]) -> dict[str, Any]:
+        """The context's documents, and a filter aggregation per stem: one search, no hits."""
+        return {
+            "size": 0,
+            "track_total_hits": True,
+            "query": {"bool": {"filter": [{"term": {"context_id": context_id}}]}},
+            "aggs": {f"t{n}": {"filter": {"term": {"text": t}}} for n, t in enumerate(stems)},
+        }
+
+    @staticmethod
+    def _term_counts_of(answer: dict[str, Any], stems: Sequence[str]) -> tuple[int, dict[str, int]]:
+        aggs = answer.get("aggregations") or {}
+        total = answer["hits"]["total"]
+        docs = int(total["value"] if isinstance(total, dict) else total)
+        return docs, {t: int(aggs.get(f"t{n}", {}).get("doc_count", 0)) for n, t in enumerate(stems)}
+
     def _sources(self, context_id: str, ids: Sequence[str], field: str) -> dict[str, Any]:
         """id -> `field` of those of `ids` in the context that have it."""
         if not ids:
@@ -443,11 +454,27 @@ class OpenSearchIndex:
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One query through `engram.search_rules.search`. A hybrid round asks both lists in one request,
-        and its hits come with their compact vectors, so feedback and smoothing need no request of their
-        own: a hit the rounds returned without one (no vector yet, or written before compact copies
-        existed, until it is written again) counts as having none."""
+        and its hits come with their compact vectors (in any mode, when the query has a vector), so
+        feedback, smoothing and scores need no request of their own: a hit the rounds returned without one
+        (no vector yet, or written before compact copies existed, until it is written again) counts as
+        having none. The term counts the scores are weighed with ride in the first request."""
         self.ensure()
-        keep: Kept | None = {} if query.mode == "hybrid" else None
+        keep: Kept | None = {} if query.vector is not None else None  # vectors come with the hits
+        stems = list(query_weights(query.text))
+        counted: list[tuple[int, dict[str, int]]] = []
+
+        def ask(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            """The answers to `bodies`, in one request; the first of a search also brings the term counts."""
+            extra = [] if counted or not stems else [self._counts_body(query.context_id, stems)]
+            if len(bodies) + len(extra) == 1:
+                return [self._call(self._os.search, index=self._index, body=bodies[0])]
+            answers: list[dict[str, Any]] = self._call(self._msearch, bodies=[*bodies, *extra])
+            if extra:
+                counted.append(self._term_counts_of(answers.pop(), stems))
+            return answers
+
+        def counts(context_id: str, wanted: Sequence[str]) -> tuple[int, Mapping[str, int]]:
+            return counted[0] if counted and list(wanted) == stems else self.term_counts(context_id, wanted)
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:
             seen = keep if keep is not None else {}
@@ -456,14 +483,16 @@ class OpenSearchIndex:
             return known | (self.vectors(query.context_id, unseen) if unseen else {})
 
         def bm25(weights: Mapping[str, float], n: int) -> list[Hit]:
-            return self._search(self._bm25_body(query, now, weights, n, keep), False, keep)
+            return self._hits(ask([self._bm25_body(query, now, weights, n, keep)])[0], False, keep)
 
         def vector(v: Vector, n: int) -> list[Hit]:
-            return self._search(self._vector_body(query, now, v, n, keep), True, keep)
+            return self._hits(ask([self._vector_body(query, now, v, n, keep)])[0], True, keep)
 
         def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
             if weights and v is not None:
-                return self._pair(query, now, weights, v, n, keep)
+                bodies = [self._bm25_body(query, now, weights, n, keep), self._vector_body(query, now, v, n, keep)]
+                bm_answer, vec_answer = ask(bodies)
+                return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
             return lists_of(bm25, vector)(weights, v, n)  # one list only: a plain search
 
-        return run_search(query, bm25, vector, vectors_of, both)
+        return run_search(query, bm25, vector, vectors_of, counts, both)

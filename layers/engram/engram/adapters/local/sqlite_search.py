@@ -372,6 +372,11 @@ class SqliteSearchIndex:
             slots = {i: cache.pos[i] for i in ids if i in cache.pos}
             return {i: cache.mat[s].copy() for i, s in slots.items() if cache.has_vec[s]}
 
+    def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
+        with self._lock:
+            cache = self._context(context_id)
+            return cache.live, {t: len(cache.postings.get(t, ())) for t in stems}
+
     def _take(
         self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
     ) -> Iterator[tuple[_Row, float]]:
@@ -406,6 +411,7 @@ class SqliteSearchIndex:
             lambda weights, n: self._bm25(query, now, weights, n),
             lambda vector, n: self._vector(query, now, vector, n),
             lambda ids: self.vectors(query.context_id, ids),
+            self.term_counts,
         )
 
 
