@@ -76,17 +76,24 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
             for family in ("memory", "knowledge", "identity"):
                 text = http.post(url + f"/mcp/{family}", json=body, headers=MCP_HEADERS).text
                 per_family[family] = json_of(text)["result"]["tools"]
+            # a key with two contexts sees `context_id` on every tool (a one-context key's catalogue omits it)
+            two = cli("keys", "create", "--context", "bench", "--context", "other", "--principal", "agent",
+                      "--grant", "org/bench", data_dir=tmp).strip().splitlines()[-1]  # fmt: skip
+            auth = {"Authorization": f"Bearer {two}"}
+            multi = json_of(http.post(url + "/mcp", json=body, headers={**MCP_HEADERS, **auth}).text)["result"]["tools"]
     from tokenizers import Tokenizer
 
     from engram.adapters.local.onnx_embedder import TOKENIZER_PATH
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_truncation()  # the file caps at the model's 128; count everything
+    tokenizer.no_padding()
 
     def size(tools: list[dict[str, Any]]) -> dict[str, int]:
         compact = json.dumps(tools, separators=(",", ":"))
+        wordpiece = len(tokenizer.encode(compact, add_special_tokens=False).ids)
         return {"tools": len(tools), "bytes": len(compact), "chars_div_4": len(compact) // 4,
-                "wordpiece_tokens": len(tokenizer.encode(compact, add_special_tokens=False).ids)}  # fmt: skip
+                "wordpiece_tokens": wordpiece, "wordpiece_per_tool": round(wordpiece / max(len(tools), 1))}  # fmt: skip
 
     tools = json_of(listed)["result"]["tools"]
     return {
@@ -99,7 +106,11 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
             "mean": round(statistics.mean(recall_ms), 2),
         },
         "recall_server_ms": {"p50": pct(server_ms, 50), "p99": pct(server_ms, 99)},
-        "tools_list": {"all": size(tools), **{f: size(t) for f, t in per_family.items()}},
+        "tools_list": {
+            "all": size(tools),
+            **{f: size(t) for f, t in per_family.items()},
+            "all, a key with two contexts": size(multi),
+        },
     }
 
 

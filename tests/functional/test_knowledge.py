@@ -197,6 +197,9 @@ async def test_hybrid_search_caps_filters_and_pagination(live: Live) -> None:
         assert future["results"] == []
         floor = await ok(c, "hybrid_search", query=f"{tag} pitot", limit=10, minScore=0.99)
         assert all(r["score"] >= 0.99 for r in floor["results"])
+        with pytest.raises(MCPError) as e:  # scores lie in [0, 1]: a floor above 1 is a mistake, said so
+            await c.call_tool("hybrid_search", {"query": "pitot", "minScore": 1.5})
+        assert e.value.error.code == -32602 and "minScore" in e.value.error.message
         busy = await err(c, "folder_delete", id=folder["id"])
         assert busy["status"] == 409
     r = httpx.post(

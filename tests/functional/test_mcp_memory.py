@@ -41,8 +41,12 @@ async def test_both_protocol_eras_list_and_call(live: Live, mode: str) -> None:
 
 async def test_family_endpoint_serves_only_its_family(live: Live) -> None:
     async with connect(live.url, live.keys.agent, path="/mcp/memory") as c:
-        names = {t.name for t in (await c.list_tools()).tools}
-    assert names == MEMORY_TOOLS
+        tools = (await c.list_tools()).tools
+        # a key with one context: no tool advertises context_id, and a call that passes it still works
+        assert not any("context_id" in t.input_schema["properties"] for t in tools)
+        named = await c.call_tool("memory_recall", {"query": "anything", "context_id": "acme"})
+        assert not named.is_error
+    assert {t.name for t in tools} == MEMORY_TOOLS
 
 
 async def test_store_supersede_recall_as_of_and_profile(live: Live) -> None:
@@ -262,8 +266,12 @@ async def test_context_header_picks_the_context_when_a_call_names_none(live: Liv
     async with connect(live.url, key) as c:
         plain = await c.call_tool("current_identity", {})
         assert plain.structured_content is not None and plain.structured_content["error"]["status"] == 400
+        listed = (await c.list_tools()).tools  # two contexts: every tool says it takes one
+        assert all("context_id" in t.input_schema["properties"] for t in listed)
     headers = {"X-Spectron-Context": "globex"}
     async with connect(live.url, key, extra_headers=headers) as c:
+        listed = (await c.list_tools()).tools  # the request names its context: the catalogue leaves it out
+        assert listed and not any("context_id" in t.input_schema["properties"] for t in listed)
         r = await c.call_tool("current_identity", {})
         assert r.structured_content is not None and r.structured_content["context_id"] == "globex"
         named = await c.call_tool("current_identity", {"context_id": "acme"})  # the argument wins

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engram.api.mcp import compact, tool_of
+from engram.api.mcp import compact, schema, tool_of
 from engram.operations.registry import select
 
 
@@ -23,7 +23,9 @@ def test_every_tool_schema_accepts_what_the_model_accepts(op: object) -> None:
     tool = tool_of(op)  # type: ignore[arg-type]
     text = json.dumps(tool.input_schema)
     assert '"type": "null"' not in text and '"title": "' not in text
-    assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
+    assert tool.input_schema["type"] == "object"
+    assert '"additionalProperties": false' not in text and '"additionalProperties": true' not in text  # lean
+    assert schema(op.input)["additionalProperties"] is False  # type: ignore[attr-defined]  # enforced: unknown args refused
     assert len(tool.description or "") <= 100  # short: tools/list is read into the model's context
 
 
@@ -35,8 +37,6 @@ def test_mcp_caps_are_advertised() -> None:
 def test_the_catalogue_leaves_out_what_only_the_server_needs() -> None:
     """Lengths, counts, patterns and lower bounds are enforced, not advertised; output schemas only on
     request (ENGRAM_MCP_OUTPUT_SCHEMAS). The server still validates with the full input schema."""
-    from engram.api.mcp import schema
-
     store = next(o for o in select() if o.name == "memory_store")
     lean = json.dumps(tool_of(store, output_schemas=False).model_dump(by_alias=True, exclude_none=True))
     for keyword in ("maxLength", "minLength", "maxItems", "minItems", '"pattern"', "minimum", "outputSchema"):
@@ -74,3 +74,9 @@ def _untyped(node: object, path: str = "") -> list[str]:
 @pytest.mark.parametrize("op", select(), ids=lambda o: o.name)
 def test_every_argument_has_a_type(op: object) -> None:
     assert _untyped(tool_of(op).input_schema) == []  # type: ignore[arg-type]
+
+
+def test_a_definition_used_once_is_written_in_place() -> None:
+    bulk = next(tool_of(o) for o in select() if o.name == "knowledge_bulk_ingest")
+    assert "$defs" not in bulk.input_schema and "$ref" not in json.dumps(bulk.input_schema)
+    assert bulk.input_schema["properties"]["documents"]["items"]["required"] == ["title", "content"]

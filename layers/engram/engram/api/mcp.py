@@ -69,21 +69,51 @@ def schema(model: type[BaseModel], output: bool = False) -> dict[str, Any]:
 
 
 def advertised(node: Any) -> Any:
-    """The input schema as tools/list shows it: without what only the server needs (`_ENFORCED_ONLY`) and
-    without `context_id`'s description (the server's instructions say it once for every tool)."""
+    """The input schema as tools/list shows it: without what only the server needs (`_ENFORCED_ONLY`,
+    `additionalProperties` true or false: unknown arguments are refused all the same), a `$defs` entry used
+    once written in place, and without `context_id`'s description (the server's instructions say it once
+    for every tool)."""
+    if isinstance(node, dict) and isinstance(node.get("$defs"), dict):
+        node = _inline_single_use(node)
     if isinstance(node, list):
         return [advertised(v) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {k: advertised(v) for k, v in node.items() if k not in _ENFORCED_ONLY}
+    out = {
+        k: advertised(v)
+        for k, v in node.items()
+        if k not in _ENFORCED_ONLY and not (k == "additionalProperties" and isinstance(v, bool))
+    }
     options = out.get("anyOf")
     if isinstance(options, list) and all(isinstance(o, dict) and set(o) == {"type"} for o in options):
         del out["anyOf"]  # a union of plain types is one `type` list (JSON Schema), at half the tokens
-        out["type"] = [o["type"] for o in options]
+        kinds = [o["type"] for o in options]
+        out["type"] = [k for k in kinds if not (k == "integer" and "number" in kinds)]  # number has them
     props = out.get("properties")
     if isinstance(props, dict) and isinstance(props.get("context_id"), dict):
         props["context_id"] = {"type": "string"}
     return out
+
+
+def _inline_single_use(root: dict[str, Any]) -> dict[str, Any]:
+    """`root` with each `$defs` entry that is referred to once written where it is referred to."""
+    text = json.dumps(root)
+    defs = dict(root["$defs"])
+    once = {name for name in defs if text.count(f'"#/$defs/{name}"') == 1}
+
+    def put(node: Any) -> Any:
+        if isinstance(node, list):
+            return [put(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in once:
+            return put({**defs[ref[8:]], **{k: v for k, v in node.items() if k != "$ref"}})
+        return {k: put(v) for k, v in node.items()}
+
+    out = put({k: v for k, v in root.items() if k != "$defs"})
+    kept = {name: put(d) for name, d in defs.items() if name not in once}
+    return {**out, "$defs": kept} if kept else out
 
 
 def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
@@ -100,6 +130,11 @@ def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
         output_schema=schema(op.output, output=True) if output_schemas and op.output is not None else None,
         annotations=types.ToolAnnotations(read_only_hint=True) if op.read_only else None,
     )
+
+
+def without_context_id(tool: types.Tool) -> types.Tool:
+    props = {k: v for k, v in tool.input_schema.get("properties", {}).items() if k != "context_id"}
+    return tool.model_copy(update={"input_schema": {**tool.input_schema, "properties": props}})
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -187,9 +222,17 @@ def build_server(
 ) -> Server:
     by_name = {n: op for op in ops for n in op.names}
     tools = [tool_of(op, engram.settings.mcp_output_schemas) for op in ops]
+    one_context = [without_context_id(t) for t in tools]
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        """A key with one context (or a request that names its context) has no use for `context_id`: its
+        catalogue leaves it out (the tools still take it)."""
+        try:
+            principal, default_context = principal_of(ctx)
+        except EngramError:
+            return types.ListToolsResult(tools=tools)
+        single = default_context is not None or len(principal.contexts) == 1
+        return types.ListToolsResult(tools=one_context if single else tools)
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

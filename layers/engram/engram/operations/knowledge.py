@@ -209,8 +209,8 @@ declare(
 
 
 class DocIngestIn(OpInput):
-    text: str | None = Field(None, max_length=MAX_TEXT, description="Inline body (or filePath on stdio)")
-    filePath: str | None = Field(None, max_length=4096, description="stdio only: a file under the ingest root")
+    text: str | None = Field(None, max_length=MAX_TEXT)
+    filePath: str | None = Field(None, max_length=4096, description="stdio only")
     title: str | None = Field(None, max_length=500)
     externalId: str | None = Field(None, max_length=256, description="Idempotency key")
     schemaId: str | None = Field(None, max_length=128)
@@ -412,9 +412,9 @@ Scalar = str | int | float | bool
 class DocQueryIn(OpInput):
     field: str = Field("created_at", max_length=128, description="title, created_at, externalId, type, payload.<f>")
     op: Literal["exact", "range", "prefix", "list"] = "list"
-    value: Scalar | None = Field(None, description="exact: equals; prefix: starts with")
-    from_: Scalar | None = Field(None, alias="from", description="range: lowest value (inclusive)")
-    to: Scalar | None = Field(None, description="range: highest value (inclusive)")
+    value: Scalar | None = Field(None, description="exact / prefix")
+    from_: Scalar | None = Field(None, alias="from", description="range low")
+    to: Scalar | None = Field(None, description="range high")
     order: Literal["asc", "desc"] = "asc"
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0)
@@ -475,8 +475,8 @@ class SearchIn(OpInput):
     mode: Literal["vector", "bm25", "fts", "hybrid", "hybrid_graph"] = "hybrid"
     k: int | None = Field(None, ge=1, le=100, description="Spectron: results (default 5)")
     limit: int | None = Field(None, ge=1, le=100, description="Cortex: results")
-    threshold: float | None = None
-    filter: dict[str, list[str]] | None = Field(None, description='e.g. {"mime_type": ["application/pdf"]}')
+    threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
+    filter: dict[str, list[str]] | None = Field(None, description="by mime_type, type, collection")
     metadata_filter: Meta | None = None
     collection: str | None = None
     lens: Selector | None = None
@@ -541,8 +541,8 @@ class VectrosFilters(OpInput):
     folderId: str | None = None
     type: str | None = None
     metadataFilters: Meta | None = None
-    dateFrom: str | None = Field(None, description="Created at or after (ISO 8601)")
-    dateTo: str | None = Field(None, description="Created at or before (ISO 8601)")
+    dateFrom: str | None = Field(None, description="ISO 8601")
+    dateTo: str | None = Field(None, description="ISO 8601")
     collection: str | None = None
 
     def search(self, query: str, k: int, **extra: Any) -> Search:
@@ -564,7 +564,7 @@ class HybridIn(VectrosFilters):
     limit: int = Field(10, ge=1, le=50)
     offset: int = Field(0, ge=0, le=1000)
     keywordPrecision: Literal["any", "all"] = "any"
-    minScore: float | None = None
+    minScore: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
     ownership: Selector | None = Field(None, description="DNF scope selector of owners")
 
 
@@ -633,7 +633,7 @@ declare(
 class GetIn(OpInput):
     kind: Literal["document", "chunk", "chunks", "node"] = "document"
     id: str | None = Field(None, max_length=256)
-    node: dict[str, str] | None = Field(None, description='{"kind": "product", "slug": "airpods_pro_2"}')
+    node: dict[str, str] | None = Field(None, description="kind and slug")
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=500)
 

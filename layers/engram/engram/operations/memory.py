@@ -17,17 +17,17 @@ MAX_QUERY = 4_000
 MAX_K = 100
 
 Meta = dict[str, str | int | float | bool]
-SCOPES = Field(None, description="DNF scope paths the write is tagged with, inside the key's grant")
-LENS = Field(None, description="DNF selector narrowing the read, inside the key's grant")
+SCOPES = Field(None, description="DNF of scope paths to tag")
+LENS = Field(None, description="DNF scope filter")
 
 
 class StoreIn(OpInput):
-    content: str = Field(..., min_length=1, max_length=MAX_CONTENT, description="What was said")
-    role: str = Field("user", max_length=64, description="Speaker role, default user")
-    session_id: str | None = Field(None, max_length=128, description="Omit for an implicit session")
+    content: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    role: str = Field("user", max_length=64)
+    session_id: str | None = Field(None, max_length=128)
     scopes: Selector | None = SCOPES
-    said_at: datetime | None = Field(None, description="When it was said (ISO 8601); default now")
-    metadata: Meta | None = Field(None, description="Flat metadata, e.g. speaker")
+    said_at: datetime | None = Field(None, description="ISO 8601; default now")
+    metadata: Meta | None = None
 
 
 class EntityOut(BaseModel):
@@ -88,7 +88,7 @@ class TurnIn(BaseModel):
 
 
 class BatchIn(OpInput):
-    turns: list[TurnIn] = Field(..., min_length=1, max_length=200, description="Turns in order")
+    turns: list[TurnIn] = Field(..., min_length=1, max_length=200)
     scopes: Selector | None = SCOPES
 
 
@@ -118,9 +118,9 @@ declare(
 
 class RecallIn(OpInput):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY)
-    k: int = Field(10, ge=1, le=MAX_K, description="How many memories, default 10")
+    k: int = Field(10, ge=1, le=MAX_K)
     lens: Selector | None = LENS
-    as_of: datetime | None = Field(None, description="Recall what was valid at this time (ISO 8601)")
+    as_of: datetime | None = Field(None, description="ISO 8601: what was valid then")
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
 
 
@@ -257,7 +257,7 @@ declare(
 
 # -- Causantic ---------------------------------------------------------------------------------
 
-PROJECT = Field(None, max_length=256, description="Project (scope path or its last segment)")
+PROJECT = Field(None, max_length=256, description="scope path or its last segment")
 Range = Literal["short", "long"]
 
 
@@ -284,8 +284,8 @@ class NoArgs(OpInput):
 
 class SessionsIn(OpInput):
     project: str = Field(..., min_length=1, max_length=256)
-    from_: str | None = Field(None, alias="from", description="Start (ISO 8601)")
-    to: str | None = Field(None, description="End (ISO 8601)")
+    from_: str | None = Field(None, alias="from", description="ISO 8601")
+    to: str | None = Field(None, description="ISO 8601")
     days_back: float | None = Field(None, gt=0, le=36500)
 
 
