@@ -133,20 +133,34 @@ def _ingest(engram: Any, caller: Any, corpus: list[dict[str, Any]]) -> dict[str,
     }  # fmt: skip
 
 
+def rrf60(*lists: list[str]) -> list[str]:
+    """The floor hybrid must beat (issue #12): a plain reciprocal rank fusion, k = 60, of ranked id lists."""
+    fused: dict[str, float] = defaultdict(float)
+    for ranked in lists:
+        for rank, i in enumerate(ranked):
+            fused[i] += 1 / (60 + rank + 1)
+    return sorted(fused, key=lambda i: (-fused[i], i))
+
+
 def _quality(engram: Any, caller: Any, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Every mode's metrics, and `rrf60`: a plain RRF (k = 60) of the bm25 and vector modes' own top 100."""
     search = find("knowledge_search")
     assert search
     modes: dict[str, Any] = {}
     judged = [q for q in queries if q in qrels]
-    for mode in MODES:
+    ranked: dict[tuple[str, str], list[str]] = {}
+    for mode in (*MODES, "rrf60"):
         sums: dict[str, float] = defaultdict(float)
         for qid in judged:
-            args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
-            out = search.run(engram, caller, args, lambda *_: None)
-            assert isinstance(out, dict)
-            # chunks -> documents: a document ranks where its best chunk does
-            ranked = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))
-            for name, value in metrics(ranked, qrels[qid]).items():
+            if mode == "rrf60":
+                ranked[mode, qid] = rrf60(ranked["bm25", qid], ranked["vector", qid])
+            else:
+                args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
+                out = search.run(engram, caller, args, lambda *_: None)
+                assert isinstance(out, dict)
+                # chunks -> documents: a document ranks where its best chunk does
+                ranked[mode, qid] = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))
+            for name, value in metrics(ranked[mode, qid], qrels[qid]).items():
                 sums[name] += value
         modes[mode] = {k: round(v / len(judged), 3) for k, v in sums.items()}
         print(f"  {mode}: {modes[mode]}", file=sys.stderr, flush=True)

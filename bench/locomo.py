@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.cranfield import rrf60
 from engram.operations import find
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
@@ -113,15 +114,23 @@ def evaluate(
     contexts = stored.contexts
     results: dict[str, Any] = {"turns": stored.turns, "store_seconds": round(stored.seconds, 1), "modes": {}}
     kmax = max(ks)
-    for mode in modes:
+    lists: dict[tuple[str, str, int], list[str]] = {}  # the single lists' top 100, for rrf60
+    fused = ("rrf60",) if {"bm25", "vector"} <= set(modes) else ()
+    for mode in (*modes, *fused):
         per_cat: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         t0, nq = time.perf_counter(), 0
         for ctx, conv in zip(contexts, convs, strict=True):
-            for qa in conv["qa"]:
+            for n, qa in enumerate(conv["qa"]):
                 ev = stored.evidence(qa)
                 if not ev:
                     continue
-                got = [stored.dia(r["id"]) for r in recall(engram, stored, ctx, qa["question"], kmax, mode)]
+                got: list[str | None]
+                if mode == "rrf60":  # a plain RRF (k = 60) of the bm25 and vector lists: hybrid's floor
+                    got = list(rrf60(lists["bm25", ctx, n], lists["vector", ctx, n]))
+                else:
+                    k = 100 if mode in ("bm25", "vector") else kmax
+                    got = [stored.dia(r["id"]) for r in recall(engram, stored, ctx, qa["question"], k, mode)]
+                    lists[mode, ctx, n] = list(dict.fromkeys(d for d in got if d))
                 nq += 1
                 for k in ks:
                     seen = {g for g in got[:k] if g}

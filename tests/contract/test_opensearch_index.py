@@ -111,3 +111,45 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
         datetime.now(UTC),
     )
     assert {h.id for h in hits} == {"old", "new"}
+
+
+def test_bm25_agrees_with_the_embedded_index_and_counts_repeated_query_words(opensearch: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue #12: both adapters score BM25 alike, a repeated query word included (it counts as often as the
+    query says it, as a Lucene query of the same words does). OpenSearch's BM25 similarity keeps the
+    (k1 + 1) factor, as ours does; it stores document lengths in one byte, hence the 3 % allowed."""
+    from datetime import UTC, datetime
+
+    from engram.adapters.local.sqlite_search import SqliteSearchIndex
+    from engram.ports import IndexDoc, SearchQuery
+    from engram.search_rules import query_weights
+
+    texts = [
+        "boundary layer flow over a flat plate at high speed",
+        "flow separation in a turbulent boundary layer near the trailing edge of the wing",
+        "heat transfer in laminar flow through pipes",
+        "the flow flow flow of a viscous fluid",
+        "shock waves and boundary layer interaction in supersonic flow over cones and plates",
+        "an essay on library classification with no aerodynamics at all",
+    ]
+    docs = [IndexDoc("c", "chunk", f"d{i}", t, None, ["org"], None, None, {}) for i, t in enumerate(texts)]
+    local = SqliteSearchIndex(tmp_path / "s.db")
+    remote = OpenSearchIndex(OpenSearch(hosts=[opensearch], timeout=30), f"engram-{uuid.uuid4().hex[:8]}", dim=8)
+    local.upsert(docs)
+    remote.upsert(docs)
+    now = datetime.now(UTC)
+    for text in ("boundary layer flow", "flow flow boundary layer", "What is the flow? Which flow, over which plate?"):
+        q = SearchQuery("c", text, mode="bm25", k=10)
+        weights = query_weights(text)
+        assert max(weights.values()) > 1 or text == "boundary layer flow"  # the repeats are counted
+        ours = {h.id: h.score for h in local._bm25(q, now, weights, 10)}
+        body = remote._bm25_body(q, now, weights, 10, None)
+        theirs = {
+            h.id: h.score for h in remote._hits(remote._call(remote._os.search, index=remote._index, body=body), False)
+        }
+        assert list(ours) == list(theirs) and len(ours) >= 4  # the same documents, in the same order
+        for i, score in ours.items():
+            assert score == pytest.approx(theirs[i], rel=0.03), (text, i)
+        # and the scores users see (search_rules.scored) are the same numbers
+        assert [h.score for h in local.search(q, now)] == pytest.approx(
+            [h.score for h in remote.search(q, now)], abs=1e-6
+        )

@@ -19,20 +19,22 @@ from engram.scopes import matches
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
 # bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
-RRF_K = 30  # cranfield: k 30 0.408, k 60 0.405 nDCG@10 (bench/RESULTS.md)
+RRF_K = 30  # k 15-40 within 0.002 on cranfield and CISI (bench/RESULTS.md, issue #12)
 # Pseudo-relevance feedback for hybrid searches that ask for it (documents): the best FEEDBACK_DOCS of
 # a first fused round expand the BM25 query (relevance-model terms) and move the query vector (Rocchio).
 FEEDBACK_DOCS = 3
 FEEDBACK_TERMS = 20
 FEEDBACK_ALPHA = 1.0  # the expansion terms together weigh this times the query's own terms
 FEEDBACK_BETA = 0.5  # the feedback documents' mean vector is added with this weight
-CANDIDATES = 50  # per list, before fusion
+# Per list, before fusion; and how many of the fused hits smoothing weighs together. Chosen on the mean of
+# cranfield and CISI, checked on LoCoMo (bench/RESULTS.md, issue #12): 50 / 100 -> 150 / 150 lifted all three.
+CANDIDATES = 150
 # Score regularisation for every hybrid search (Diaz 2005, "Regularizing ad hoc retrieval scores"): each of
 # the best SMOOTH_CANDIDATES fused hits takes SMOOTH_ALPHA of its score from its neighbours among them,
 # weighted by exp((cosine - 1) / SMOOTH_TAU) — close passages are relevant together. Chosen on cranfield
 # (+0.011 nDCG@10 cross-validated; a plateau from tau 0.02 to 0.05 and alpha 0.2 to 0.5), then measured
 # unchanged on LoCoMo: recall@10 0.675 -> 0.706 (bench/RESULTS.md).
-SMOOTH_CANDIDATES = 100
+SMOOTH_CANDIDATES = 150
 SMOOTH_TAU = 0.03
 SMOOTH_ALPHA = 0.3
 
@@ -96,8 +98,14 @@ VectorsOf = Callable[[Sequence[str]], dict[str, Vector]]
 
 
 def query_weights(text: str) -> dict[str, float]:
-    """The BM25 terms of a query (stems, each weight 1)."""
-    return {stem(t): 1.0 for t in query_terms(text)}
+    """The BM25 terms of a query: its stems (stop words aside), each weighted by how often the query says
+    it, as a Lucene query of the same words scores them (a question that repeats its key word means it)."""
+    weights: dict[str, float] = {}
+    for w in _WORD.findall(text.lower()):
+        if w not in STOP_WORDS:
+            t = stem(w)
+            weights[t] = weights.get(t, 0.0) + 1.0
+    return weights
 
 
 def expansion(weights: Mapping[str, float], texts: Sequence[str]) -> dict[str, float]:
@@ -113,7 +121,7 @@ def expansion(weights: Mapping[str, float], texts: Sequence[str]) -> dict[str, f
     total = sum(v for _, v in extra) or 1.0
     out = dict(weights)
     for t, v in extra:
-        out[t] = FEEDBACK_ALPHA * len(weights) * v / total
+        out[t] = FEEDBACK_ALPHA * sum(weights.values()) * v / total
     return out
 
 
@@ -309,8 +317,9 @@ def scored(query: SearchQuery, hits: list[Hit], vectors_of: VectorsOf, counts: T
     return out[::-1]
 
 
-def rrf(*lists: Sequence[tuple[str, float]], k: int = RRF_K) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: sum of 1 / (k + rank). Measured best on documents (cranfield)."""
+def rrf(*lists: Sequence[tuple[str, float]], k: int | None = None) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: sum of 1 / (k + rank), k = RRF_K unless given."""
+    k = RRF_K if k is None else k
     fused: dict[str, float] = {}
     for ranked in lists:
         for rank, (i, _) in enumerate(ranked):
