@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from bench.fusion import rrf60
 from bench.latency import MCP_HEADERS, json_of, pct
 from engram.devserver import serve
 from engram.operations import find
@@ -131,15 +132,6 @@ def _ingest(engram: Any, caller: Any, corpus: list[dict[str, Any]]) -> dict[str,
         "documents": len(corpus), "chunks": chunks, "ingest_errors": errors, "ingest_seconds": round(ingest_s, 1),
         "docs_per_s": round(len(corpus) / ingest_s, 1), "chunks_per_s": round(chunks / ingest_s, 1),
     }  # fmt: skip
-
-
-def rrf60(*lists: list[str]) -> list[str]:
-    """The floor hybrid must beat (issue #12): a plain reciprocal rank fusion, k = 60, of ranked id lists."""
-    fused: dict[str, float] = defaultdict(float)
-    for ranked in lists:
-        for rank, i in enumerate(ranked):
-            fused[i] += 1 / (60 + rank + 1)
-    return sorted(fused, key=lambda i: (-fused[i], i))
 
 
 def _quality(engram: Any, caller: Any, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cranfield import rrf60
+from bench.fusion import rrf60
 from engram.operations import find
 from engram.settings import Settings
 from engram.wiring import Engram, build_local

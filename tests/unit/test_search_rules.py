@@ -221,3 +221,29 @@ def test_a_query_word_counts_as_often_as_the_query_says_it() -> None:
 
     assert query_weights("Flows and the flow: which flow?") == {stem("flow"): 3.0}
     assert query_weights("boundary layers of the boundary") == {stem("boundary"): 2.0, stem("layers"): 1.0}
+
+
+def test_a_query_of_several_sentences_is_embedded_a_sentence_at_a_time() -> None:
+    """Issue #12: the query vector of a many-question query is the normalised mean of its sentences'; a
+    one-sentence query is embedded whole, as before."""
+    import numpy as np
+
+    from engram.search_rules import query_vector
+
+    class Recording:
+        model_id = "fake"
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            self.calls.append(list(texts))
+            return np.array([[1.0, 0.0] if "titles" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+    e = Recording()
+    one = query_vector(e, "What problems are there in making up descriptive titles?", ranks=True)  # type: ignore[arg-type]
+    assert e.calls == [["What problems are there in making up descriptive titles?"]]
+    assert one is not None and np.allclose(one, [1.0, 0.0])
+    both = query_vector(e, "How are titles made up? Who reads long abstracts? Ok, fine.", ranks=True)  # type: ignore[arg-type]
+    assert e.calls[-1] == ["How are titles made up?", "Who reads long abstracts?"]  # "Ok, fine." is too short
+    assert both is not None and np.allclose(both, [2**-0.5, 2**-0.5])

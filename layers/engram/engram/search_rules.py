@@ -261,13 +261,29 @@ def query_vector(embedder: Embedder | None, text: str, ranks: bool) -> Vector | 
     if embedder is None:
         return None
     try:
-        vector: Vector = embedder.embed([text])[0]
-        return vector
+        parts = query_sentences(text)
+        if len(parts) == 1:
+            vector: Vector = embedder.embed(parts)[0]
+            return vector
+        mean: Vector = np.asarray(embedder.embed(parts), dtype=np.float32).mean(axis=0)
+        return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
     except Exception:
         if ranks:
             raise
         logging.getLogger("engram.search").warning("query embedding failed: scores are lexical only", exc_info=True)
         return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+
+
+def query_sentences(text: str) -> list[str]:
+    """What a query's vector is the mean of: its sentences of three content words or more, when it has
+    several (a sentence model reads a many-question query best one question at a time). Measured (issue
+    #12): CISI hybrid nDCG@10 0.457 -> 0.469 (52 of 76 queries split), cranfield 0.443 -> 0.440 (10 of 225),
+    LoCoMo unchanged; kept on the mean."""
+    parts = [p for p in _SENTENCE_END.split(text.strip()) if len(query_terms(p)) >= 3]
+    return parts if len(parts) > 1 else [text]
 
 
 def semantic_evidence(cosine: float) -> float:
