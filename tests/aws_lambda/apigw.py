@@ -106,6 +106,12 @@ class Response:
 
 def event_for(method: str, path: str, body: bytes | None, headers: dict[str, str]) -> dict[str, Any]:
     event: dict[str, Any] = json.loads((EVENTS / "mcp_initialize.json").read_text())
+    path, _, query = path.partition("?")
+    if query:  # as API Gateway (payload 2.0) sends a query string: raw, and parsed (repeats comma-joined)
+        from urllib.parse import parse_qs
+
+        event["rawQueryString"] = query
+        event["queryStringParameters"] = {k: ",".join(v) for k, v in parse_qs(query).items()}
     event["rawPath"] = path
     event["requestContext"]["http"]["method"] = method
     event["requestContext"]["http"]["path"] = path
@@ -164,7 +170,7 @@ class ApiGateway:
             sent.setdefault("content-type", "application/json")
         event = event_for(method, path, raw, sent)
         for route in self.routes:
-            params = route.match(method, path)
+            params = route.match(method, path.partition("?")[0])
             if params is not None:
                 break
         else:

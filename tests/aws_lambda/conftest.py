@@ -23,7 +23,12 @@ from engram.wiring import Engram, build
 from tests.aws_lambda.apigw import ROOT, ApiGateway, Handler, invoke
 from tests.conftest import Keys, make_keys
 
-FAMILIES = {"memory": "MemoryFunction", "knowledge": "KnowledgeFunction", "identity": "IdentityFunction"}
+FAMILIES = {
+    "memory": "MemoryFunction",
+    "knowledge": "KnowledgeFunction",
+    "identity": "IdentityFunction",
+    "context": "ContextFunction",
+}
 
 
 def load_function(name: str) -> ModuleType:

@@ -130,6 +130,22 @@ def test_rest_routes_reach_their_family_function(stack: Stack) -> None:
     assert bad.status == 400 and "bogus" in bad.json()["error"]["message"]
 
 
+def test_the_context_family_through_its_function(stack: Stack) -> None:
+    """Cortex's context tools on the Lambda path: REST (a key with "/" in the query string) and MCP through
+    the gateway, records in DynamoDB."""
+    put = stack.api.request(
+        "PUT", "/api/v1/acme/context/value", {"key": "run/plan", "value": {"a": 1}}, stack.keys.agent
+    )
+    assert put.status == 200 and put.json()["version"] == 1, put.body
+    merged = call(stack, "context_merge", {"key": "run/plan", "value": {"b": 2}}, stack.keys.agent)
+    assert merged["structuredContent"] == {"key": "run/plan", "version": 2, "merged_keys": ["b"]}
+    got = stack.api.request("GET", "/api/v1/acme/context/value?key=run%2Fplan", None, stack.keys.agent)
+    assert got.status == 200 and got.json()["value"] == {"a": 1, "b": 2}, got.body
+    missing = call(stack, "context_get", {"key": "nothing/here"}, stack.keys.agent, "/mcp/context")
+    assert missing["isError"] and missing["structuredContent"]["error"]["code"] == "not_found"
+    assert [i.data["key"] for i in stack.engram.records.query("acme", "ctxkey").items] == ["run/plan"]
+
+
 def test_the_recorded_rest_event(stack: Stack) -> None:
     event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
     answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up

@@ -162,6 +162,16 @@ def test_sessions(world: dict[str, Any]) -> None:
     assert e.causantic.list_sessions(alice, "org/acme/user/nobody").startswith("No sessions found")
 
 
+def test_context_keys(world: dict[str, Any]) -> None:
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    e.workctx.set(bob, "vault", {"code": 1234}, None, None)
+    hidden(lambda: e.workctx.get(alice, "vault", None))
+    hidden(lambda: e.workctx.history(alice, "vault", None, 5))
+    assert e.workctx.keys(alice, "", None, 100)["keys"] == []
+    e.workctx.merge(alice, "vault", {"mine": 1}, "merge_deep", None)  # Alice's own key: Bob's is untouched
+    assert e.workctx.get(bob, "vault", None)["value"] == {"code": 1234}
+
+
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
     from engram.kinds import KINDS, scoped
@@ -192,4 +202,7 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
     e.queue.join()
     e.documents.delete(bob, doc["id"])
     e.queue.join()
-    assert {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"} <= seen
+    e.workctx.set(bob, "plan", {"a": 1}, 60, "run-1")
+    e.workctx.merge(bob, "plan", {"b": 2}, "merge_deep", "run-1")
+    kinds = {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"}
+    assert kinds | {"ctxkey"} <= seen

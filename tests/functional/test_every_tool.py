@@ -29,6 +29,13 @@ def _folder(live: Live) -> str:
     return str(live.engram.documents.folder_create(caller, "f", None, None, None)["id"])
 
 
+def _ctxkey(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    key = f"notes/{uuid.uuid4().hex[:8]}"
+    live.engram.workctx.set(caller, key, {"step": 1}, None, None)
+    return key
+
+
 B64 = base64.b64encode(b"Flaps increase lift at low speed.").decode()
 SAMPLES: dict[str, Any] = {
     "document_upload": lambda live: {"bytes_base64": B64, "filename": f"flaps-{uuid.uuid4().hex}.txt"},
@@ -64,6 +71,11 @@ SAMPLES: dict[str, Any] = {
     "reconstruct": {"project": "org/acme"},
     "scopes_create": {"paths": ["org/acme/team/qa"]},
     "current_identity": {},
+    "context_set": {"key": "notes/plan", "value": {"step": 1}, "ttl_seconds": 600},
+    "context_get": lambda live: {"key": _ctxkey(live)},
+    "context_merge": {"key": "notes/plan", "value": {"done": True}},
+    "context_list": {"prefix": "notes/"},
+    "context_history": lambda live: {"key": _ctxkey(live)},
 }
 OPS = select()
 

@@ -15,17 +15,22 @@ from tests.seeds import coverage
 from tests.seeds.replay import refusal
 
 SEED = "cortex"
-PRESENT = ["knowledge_ingest", "knowledge_bulk_ingest", "knowledge_search", "knowledge_collections"]
+PRESENT = [
+    "knowledge_ingest",
+    "knowledge_bulk_ingest",
+    "knowledge_search",
+    "knowledge_collections",
+    "context_get",
+    "context_set",
+    "context_merge",
+    "context_list",
+    "context_history",
+]
 MISSING = {  # tool -> the example call the document gives (or its required parameters)
     "conversation_append": {"thread_id": "support-ticket-456", "role": "user", "content": "I can't access my account"},
     "conversation_history": {"thread_id": "support-ticket-456"},
     "conversation_search": {"query": "password reset"},
     "conversation_summarize": {"thread_id": "support-ticket-456", "keep_recent": 5},
-    "context_get": {"key": "user_preferences"},
-    "context_set": {"key": "user_preferences", "value": {"theme": "dark"}},
-    "context_merge": {"key": "user_preferences", "value": {"language": "en"}},
-    "context_list": {"prefix": "user_"},
-    "context_history": {"key": "user_preferences"},
     "entity_query": {"name": "Acme Corporation"},
     "entity_search": {"query": "software engineer"},
     "entity_relationships": {"entity_id": "ent_123"},
@@ -126,6 +131,43 @@ async def test_knowledge_tools(live: Live, key: str) -> None:
         assert missing.is_error and missing.structured_content is not None
         error = missing.structured_content["error"]
         assert error["code"] == "not_found" and error["message"] and error["details"] == {}
+
+
+async def test_context_tools(live: Live, key: str) -> None:
+    """The context tools with the document's parameters and its examples' keys and values."""
+    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
+        first = await call(c, "context_set", {"key": "config/debug", "value": {"enabled": False}})
+        assert first == {"key": "config/debug", "version": 1, "expires_at": None}
+        ttl = await call(c, "context_set", {"key": "config/debug", "value": {"enabled": True, "level": "verbose"},
+                                            "ttl_seconds": 86400})  # fmt: skip
+        assert ttl["version"] == 2 and isinstance(ttl["expires_at"], str)
+        coverage.passed(SEED, "context_set")
+        got = await call(c, "context_get", {"key": "config/debug"})
+        assert got["value"] == {"enabled": True, "level": "verbose"} and got["version"] == 2
+        assert {"key", "value", "version", "expires_at", "updated_at"} <= set(got)
+        coverage.passed(SEED, "context_get")
+        await call(c, "context_set", {"key": "config/settings", "value": {"updated_key": 1}})
+        merged = await call(c, "context_merge", {"key": "config/settings", "value": {"new_key": 1, "updated_key": 2},
+                                                 "strategy": "merge_deep"})  # fmt: skip
+        assert merged == {"key": "config/settings", "version": 2, "merged_keys": ["new_key", "updated_key"]}
+        coverage.passed(SEED, "context_merge")
+        listed = await call(c, "context_list", {"prefix": "config/"})
+        assert listed["keys"] == [
+            {"key": "config/debug", "version": 2, "has_ttl": True},
+            {"key": "config/settings", "version": 2, "has_ttl": False},
+        ]
+        coverage.passed(SEED, "context_list")
+        history = await call(c, "context_history", {"key": "config/debug", "limit": 5})
+        assert history["key"] == "config/debug" and [v["version"] for v in history["versions"]] == [2, 1]
+        assert history["versions"][1]["value"] == {"enabled": False} and history["versions"][0]["updated_at"]
+        coverage.passed(SEED, "context_history")
+        missing = await c.call_tool("context_get", {"key": "nope"})  # Cortex's error shape
+        assert missing.is_error and missing.structured_content is not None
+        assert missing.structured_content["error"]["code"] == "not_found"
+        assert missing.structured_content["error"]["details"] == {}
+        bad = await c.call_tool("context_merge", {"key": "config/debug", "value": 1, "strategy": "append"})
+        assert bad.is_error and bad.structured_content is not None
+        assert bad.structured_content["error"]["code"] == "invalid_input"
 
 
 @pytest.mark.parametrize("tool", list(MISSING))

@@ -39,6 +39,7 @@ KINDS: dict[str, Kind] = {
     "hash": Kind("knowledge", "system"),
     "extid": Kind("knowledge", "system"),
     "fence": Kind("knowledge", "system"),
+    "ctxkey": Kind("context", "scoped"),
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),

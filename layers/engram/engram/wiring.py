@@ -33,6 +33,7 @@ class Engram:
         from engram.services.causantic import CausanticService
         from engram.services.documents import DocumentService
         from engram.services.memory import MemoryService
+        from engram.services.workctx import WorkingContext
 
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
@@ -48,6 +49,7 @@ class Engram:
             self.queue,
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)
+        self.workctx = WorkingContext(self.records, self.clock, self.identity)
         self.documents = DocumentService(
             self.records,
             self.blobs,
