@@ -70,6 +70,17 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
                 res = mcp_call(http, url, "memory_recall", {"query": q, "k": 10})
                 recall_ms.append((time.perf_counter() - t) * 1000)
                 server_ms.append(res["structuredContent"]["queryMs"])
+            # Cortex's working context, over MCP: a key per sample among 1,000, values of ~200 bytes
+            ctx_set_ms, ctx_get_ms = [], []
+            for i in range(1000):
+                mcp_call(http, url, "context_set", {"key": f"agent/state/{i}", "value": {"step": i, "note": "x" * 180}})
+            for i in range(samples):
+                t = time.perf_counter()
+                mcp_call(http, url, "context_set", {"key": f"agent/state/{i % 1000}", "value": {"step": i}})
+                ctx_set_ms.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                mcp_call(http, url, "context_get", {"key": f"agent/state/{(i * 7) % 1000}"})
+                ctx_get_ms.append((time.perf_counter() - t) * 1000)
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             listed = http.post(url + "/mcp", json=body, headers=MCP_HEADERS).text
             per_family = {}
@@ -106,6 +117,8 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
             "mean": round(statistics.mean(recall_ms), 2),
         },
         "recall_server_ms": {"p50": pct(server_ms, 50), "p99": pct(server_ms, 99)},
+        "context_set_ms": {"p50": pct(ctx_set_ms, 50), "p99": pct(ctx_set_ms, 99)},
+        "context_get_ms": {"p50": pct(ctx_get_ms, 50), "p99": pct(ctx_get_ms, 99)},
         "tools_list": {
             "all": size(tools),
             **{f: size(t) for f, t in per_family.items()},

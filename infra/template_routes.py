@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT / "layers" / "engram"))
 
 from engram.operations.registry import families, select  # noqa: E402
 
-FUNCTIONS = ["Authorizer", "Gateway", "Memory", "Knowledge", "Identity", "Worker"]
+# every family's function (from the registry) besides these, each with its two alarms
+FIXED = ["Authorizer", "Gateway", "Worker"]
 
 
 def camel(text: str) -> str:
@@ -44,7 +45,7 @@ def routes(family: str) -> list[str]:
 
 def alarms() -> list[str]:
     lines = []
-    for fn in FUNCTIONS:
+    for fn in [*FIXED[:2], *(camel(f) for f in families()), *FIXED[2:]]:
         for metric, threshold in (("Errors", 1), ("Throttles", 1)):
             lines += [
                 f"  {fn}{metric}Alarm:",

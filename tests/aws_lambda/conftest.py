@@ -24,6 +24,7 @@ from tests.aws_lambda.apigw import ROOT, ApiGateway, Handler, invoke
 from tests.conftest import Keys, make_keys
 
 FAMILIES = {
+    "conversation": "ConversationFunction",
     "memory": "MemoryFunction",
     "knowledge": "KnowledgeFunction",
     "identity": "IdentityFunction",

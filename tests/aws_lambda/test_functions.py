@@ -146,6 +146,23 @@ def test_the_context_family_through_its_function(stack: Stack) -> None:
     assert [i.data["key"] for i in stack.engram.records.query("acme", "ctxkey").items] == ["run/plan"]
 
 
+def test_the_conversation_family_through_its_function(stack: Stack) -> None:
+    """Cortex's conversation tools on the Lambda path: MCP through the gateway and REST; messages in
+    DynamoDB, searchable in OpenSearch at once."""
+    for text in ("My order 1234 never arrived.", "Sorry! I will resend order 1234 today."):
+        sent = call(stack, "conversation_append", {"thread_id": "order-1234", "role": "user", "content": text},
+                    stack.keys.agent)  # fmt: skip
+        assert not sent.get("isError"), sent
+    history = stack.api.request("GET", "/api/v1/acme/threads/messages?thread_id=order-1234", None, stack.keys.agent)
+    assert history.status == 200 and len(history.json()["messages"]) == 2, history.body
+    found = call(stack, "conversation_search", {"query": "resend order"}, stack.keys.agent, "/mcp/conversation")
+    assert found["structuredContent"]["results"][0]["content"].startswith("Sorry!")
+    assert (
+        len([i for i in stack.engram.records.query("acme", "message").items if i.data["thread_id"] == "order-1234"])
+        == 2
+    )
+
+
 def test_the_recorded_rest_event(stack: Stack) -> None:
     event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
     answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up

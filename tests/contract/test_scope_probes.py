@@ -172,6 +172,15 @@ def test_context_keys(world: dict[str, Any]) -> None:
     assert e.workctx.get(bob, "vault", None)["value"] == {"code": 1234}
 
 
+def test_threads_and_messages(world: dict[str, Any]) -> None:
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    e.conversation.append(bob, "bob-thread", "user", "The vault code is in the blue binder.", None)
+    hidden(lambda: e.conversation.history(alice, "bob-thread", 50, None, None))
+    hidden(lambda: e.conversation.summarize(alice, "bob-thread", 0))
+    hidden(lambda: e.conversation.search(alice, "vault", "bob-thread", None, 5))
+    assert e.conversation.search(alice, "vault code blue binder", None, None, 10)["results"] == []
+
+
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
     from engram.kinds import KINDS, scoped
@@ -204,5 +213,8 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
     e.queue.join()
     e.workctx.set(bob, "plan", {"a": 1}, 60, "run-1")
     e.workctx.merge(bob, "plan", {"b": 2}, "merge_deep", "run-1")
+    for text in ("One.", "Two.", "Three."):
+        e.conversation.append(bob, "thread-1", "user", text, None)
+    e.conversation.summarize(bob, "thread-1", 1)
     kinds = {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"}
-    assert kinds | {"ctxkey"} <= seen
+    assert kinds | {"ctxkey", "thread", "message"} <= seen

@@ -29,6 +29,14 @@ def _folder(live: Live) -> str:
     return str(live.engram.documents.folder_create(caller, "f", None, None, None)["id"])
 
 
+def _thread(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    thread = f"ticket-{uuid.uuid4().hex[:8]}"
+    for text in ("My login fails.", "Which browser do you use?", "Firefox, latest."):
+        live.engram.conversation.append(caller, thread, "user", text, None)
+    return thread
+
+
 def _ctxkey(live: Live) -> str:
     caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
     key = f"notes/{uuid.uuid4().hex[:8]}"
@@ -76,6 +84,10 @@ SAMPLES: dict[str, Any] = {
     "context_merge": {"key": "notes/plan", "value": {"done": True}},
     "context_list": {"prefix": "notes/"},
     "context_history": lambda live: {"key": _ctxkey(live)},
+    "conversation_append": {"thread_id": "support-ticket-456", "role": "user", "content": "I can't access my account"},
+    "conversation_history": lambda live: {"thread_id": _thread(live)},
+    "conversation_search": {"query": "login fails"},
+    "conversation_summarize": lambda live: {"thread_id": _thread(live), "keep_recent": 1},
 }
 OPS = select()
 

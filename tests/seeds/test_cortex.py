@@ -25,12 +25,12 @@ PRESENT = [
     "context_merge",
     "context_list",
     "context_history",
+    "conversation_append",
+    "conversation_history",
+    "conversation_search",
+    "conversation_summarize",
 ]
 MISSING = {  # tool -> the example call the document gives (or its required parameters)
-    "conversation_append": {"thread_id": "support-ticket-456", "role": "user", "content": "I can't access my account"},
-    "conversation_history": {"thread_id": "support-ticket-456"},
-    "conversation_search": {"query": "password reset"},
-    "conversation_summarize": {"thread_id": "support-ticket-456", "keep_recent": 5},
     "entity_query": {"name": "Acme Corporation"},
     "entity_search": {"query": "software engineer"},
     "entity_relationships": {"entity_id": "ent_123"},
@@ -131,6 +131,39 @@ async def test_knowledge_tools(live: Live, key: str) -> None:
         assert missing.is_error and missing.structured_content is not None
         error = missing.structured_content["error"]
         assert error["code"] == "not_found" and error["message"] and error["details"] == {}
+
+
+async def test_conversation_tools(live: Live, key: str) -> None:
+    """The document's example append, then history, search and summarize with its parameters."""
+    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
+        example = {"thread_id": "support-ticket-456", "role": "user", "content": "I can't access my account"}
+        first = await call(c, "conversation_append", example)
+        assert first["thread_id"] == "support-ticket-456" and first["message_id"] and first["created_at"]
+        coverage.passed(SEED, "conversation_append")
+        said = [
+            ("assistant", "I'd be happy to help. Can you provide your email?"),
+            ("user", "It is jane@example.com, and I can't access my account after password reset."),
+            ("assistant", "Thanks. I verified your identity and initiated a manual unlock."),
+            ("user", "It works now, thank you!"),
+        ]
+        for role, content in said:
+            await call(c, "conversation_append", {"thread_id": "support-ticket-456", "role": role, "content": content})
+        history = await call(c, "conversation_history", {"thread_id": "support-ticket-456"})
+        assert history["thread_id"] == "support-ticket-456" and history["has_more"] is False
+        assert [m["content"] for m in history["messages"]] == [example["content"], *(t for _, t in said)]
+        assert {"id", "role", "content", "created_at"} <= set(history["messages"][0])
+        coverage.passed(SEED, "conversation_history")
+        found = await call(c, "conversation_search", {"query": "password reset"})
+        top = found["results"][0]
+        assert "password reset" in top["content"] and 0 < top["score"] <= 1
+        assert {"message_id", "thread_id", "role", "content", "score", "created_at"} <= set(top)
+        coverage.passed(SEED, "conversation_search")
+        summary = await call(c, "conversation_summarize", {"thread_id": "support-ticket-456", "keep_recent": 2})
+        assert summary["thread_id"] == "support-ticket-456" and summary["summary"]
+        assert summary["original_count"] == 5 and summary["compressed_count"] == 3  # the summary + 2 kept
+        after = await call(c, "conversation_history", {"thread_id": "support-ticket-456"})
+        assert [m["role"] for m in after["messages"]] == ["system", "assistant", "user"]
+        coverage.passed(SEED, "conversation_summarize")
 
 
 async def test_context_tools(live: Live, key: str) -> None:

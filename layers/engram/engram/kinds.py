@@ -40,6 +40,8 @@ KINDS: dict[str, Kind] = {
     "extid": Kind("knowledge", "system"),
     "fence": Kind("knowledge", "system"),
     "ctxkey": Kind("context", "scoped"),
+    "thread": Kind("conversation", "scoped"),
+    "message": Kind("conversation", "scoped"),
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),

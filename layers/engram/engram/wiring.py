@@ -31,6 +31,7 @@ class Engram:
     def __post_init__(self) -> None:
         # imported here: a function that needs keys alone (the authorizer) does not load them
         from engram.services.causantic import CausanticService
+        from engram.services.conversation import ConversationService
         from engram.services.documents import DocumentService
         from engram.services.memory import MemoryService
         from engram.services.workctx import WorkingContext
@@ -50,6 +51,9 @@ class Engram:
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)
         self.workctx = WorkingContext(self.records, self.clock, self.identity)
+        self.conversation = ConversationService(
+            self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
+        )
         self.documents = DocumentService(
             self.records,
             self.blobs,
