@@ -25,6 +25,7 @@ from tests.conftest import Keys, make_keys
 
 FAMILIES = {
     "conversation": "ConversationFunction",
+    "entities": "EntitiesFunction",
     "memory": "MemoryFunction",
     "knowledge": "KnowledgeFunction",
     "identity": "IdentityFunction",

@@ -163,6 +163,21 @@ def test_the_conversation_family_through_its_function(stack: Stack) -> None:
     )
 
 
+def test_the_entities_family_through_its_function(stack: Stack) -> None:
+    """Entities that the memory function extracts, read and changed through the entities function."""
+    stored = call(stack, "memory_store", {"content": "My manager is Ingrid Berg."}, stack.keys.agent)
+    assert not stored.get("isError"), stored
+    found = call(stack, "entity_query", {"name": "ingrid berg"}, stack.keys.agent, "/mcp/entities")
+    ingrid = found["structuredContent"]["entity"]
+    assert ingrid["name"] == "Ingrid Berg" and ingrid["type"] == "Person"
+    changed = stack.api.request("PATCH", "/api/v1/acme/entities", {"entity_id": ingrid["id"], "description": "Manager"},
+                                stack.keys.agent)  # fmt: skip
+    assert changed.status == 200 and changed.json()["updated_fields"] == ["description"], changed.body
+    rels = stack.api.request("GET", f"/api/v1/acme/entities/relationships?entity_id={ingrid['id']}", None,
+                             stack.keys.agent)  # fmt: skip
+    assert rels.status == 200 and rels.json()["relationships"][0]["type"] == "manager", rels.body
+
+
 def test_the_recorded_rest_event(stack: Stack) -> None:
     event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
     answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up

@@ -76,6 +76,15 @@ def test_entities_and_edges(world: dict[str, Any]) -> None:
     e.memory.store(alice, Turn("I met Carol at the conference."), None)
     assert e.documents.node(alice, "Person", "alice")["edges"] == []
     hidden(lambda: e.documents.node(alice, "Person", "bob"))
+    # the entity tools: Bob's entities stay unseen; Carol, whom both mention, counts Alice's mentions only
+    hidden(lambda: e.entities.query(alice, "bob", None))
+    hidden(lambda: e.entities.relationships(alice, "Person:bob", "both", None))
+    e.memory.store(alice, Turn("My sister is Carol."), None)
+    assert e.entities.query(alice, "carol", None)["entity"]["mention_count"] == 1
+    assert e.entities.query(bob, "carol", None)["entity"]["mention_count"] == 1
+    edges = e.entities.relationships(alice, "Person:carol", "both", None)["relationships"]
+    assert [r["type"] for r in edges] == ["sister"]  # hers; Bob's "wife" edge stays unseen
+    assert "mentions" not in e.documents.node(alice, "Person", "carol")["node"]
 
 
 def test_memories_attributes_and_profile(world: dict[str, Any]) -> None:
@@ -217,4 +226,4 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
         e.conversation.append(bob, "thread-1", "user", text, None)
     e.conversation.summarize(bob, "thread-1", 1)
     kinds = {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"}
-    assert kinds | {"ctxkey", "thread", "message"} <= seen
+    assert kinds | {"ctxkey", "thread", "message", "ealias"} <= seen

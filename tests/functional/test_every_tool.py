@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 from engram.operations.registry import select
 from engram.services.documents import NewDocument
 from engram.services.identity import ANY
+from engram.services.memory import Turn
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -35,6 +36,13 @@ def _thread(live: Live) -> str:
     for text in ("My login fails.", "Which browser do you use?", "Firefox, latest."):
         live.engram.conversation.append(caller, thread, "user", text, None)
     return thread
+
+
+def _entity(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    name = f"Name{uuid.uuid4().hex[:6]}"
+    live.engram.memory.store(caller, Turn(f"My sister is {name}.", metadata={"speaker": "Tester"}), None)
+    return f"Person:{name.lower()}"
 
 
 def _ctxkey(live: Live) -> str:
@@ -88,6 +96,12 @@ SAMPLES: dict[str, Any] = {
     "conversation_history": lambda live: {"thread_id": _thread(live)},
     "conversation_search": {"query": "login fails"},
     "conversation_summarize": lambda live: {"thread_id": _thread(live), "keep_recent": 1},
+    "entity_query": lambda live: {"name": _entity(live).split(":")[1]},
+    "entity_search": {"query": "sister"},
+    "entity_relationships": lambda live: {"entity_id": _entity(live)},
+    "entity_update": lambda live: {"entity_id": _entity(live), "description": "A sister."},
+    "entity_merge": lambda live: {"keep_id": _entity(live), "remove_id": _entity(live)},
+    "entity_list": {"type": "Person", "sort": "mention_count"},
 }
 OPS = select()
 

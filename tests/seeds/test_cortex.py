@@ -1,6 +1,6 @@
 """Cortex's document (../shared/seeds/cortex-mcp-tools.txt), replayed: the tools Engram has, with the
 arguments the document names, checked against its response fields; the tools Engram does not have yet
-are expected failures naming issue #13, which adds them (calling them with the document's example)."""
+were expected failures naming issue #13, which added them: none is left."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from mcp.client import Client
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 from tests.seeds import coverage
-from tests.seeds.replay import refusal
 
 SEED = "cortex"
 PRESENT = [
@@ -29,16 +28,14 @@ PRESENT = [
     "conversation_history",
     "conversation_search",
     "conversation_summarize",
+    "entity_query",
+    "entity_search",
+    "entity_relationships",
+    "entity_update",
+    "entity_merge",
+    "entity_list",
 ]
-MISSING = {  # tool -> the example call the document gives (or its required parameters)
-    "entity_query": {"name": "Acme Corporation"},
-    "entity_search": {"query": "software engineer"},
-    "entity_relationships": {"entity_id": "ent_123"},
-    "entity_update": {"entity_id": "ent_123", "attributes": {"industry": "software"}},
-    "entity_merge": {"source_id": "ent_456", "target_id": "ent_123"},
-    "entity_list": {"type": "organization"},
-}
-coverage.declare(SEED, PRESENT + list(MISSING))
+coverage.declare(SEED, PRESENT)  # every tool of the document (issue #13 added the last fifteen)
 COLL = "docs"
 
 
@@ -166,6 +163,46 @@ async def test_conversation_tools(live: Live, key: str) -> None:
         coverage.passed(SEED, "conversation_summarize")
 
 
+async def test_entity_tools(live: Live, key: str) -> None:
+    """The entity tools with the document's parameters and its examples' names, over entities that memory
+    extracts (the same graph)."""
+    async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
+        for text in ("I work at Acme Corporation.", "My colleague is Jane Smith.", "My colleague is Jane."):
+            await call(c, "memory_store", {"content": text})
+        acme = (await call(c, "entity_query", {"name": "Acme Corporation"}))["entity"]
+        assert {"id", "name", "type", "aliases", "description", "mention_count", "metadata"} <= set(acme)
+        coverage.passed(SEED, "entity_query")
+        description = "Technology company founded in 2010"
+        args = {"entity_id": acme["id"], "description": description, "metadata": {"industry": "software"}}
+        update = await call(c, "entity_update", args)
+        assert update == {"entity_id": acme["id"], "updated_fields": ["description", "metadata"]}
+        coverage.passed(SEED, "entity_update")
+        found = await call(c, "entity_search", {"query": "technology company", "limit": 5})
+        assert found["results"][0]["id"] == acme["id"] and 0 < found["results"][0]["score"] <= 1
+        assert {"id", "name", "type", "score", "description"} <= set(found["results"][0])
+        coverage.passed(SEED, "entity_search")
+        jane = (await call(c, "entity_query", {"name": "jane smith", "type": "Person"}))["entity"]
+        short = (await call(c, "entity_query", {"name": "Jane"}))["entity"]
+        rels = await call(c, "entity_relationships", {"entity_id": jane["id"], "direction": "incoming"})
+        assert rels["entity_id"] == jane["id"] and rels["relationships"][0]["type"] == "colleague"
+        assert {"id", "type", "direction", "target"} <= set(rels["relationships"][0])
+        coverage.passed(SEED, "entity_relationships")
+        merged = await call(c, "entity_merge", {"keep_id": jane["id"], "remove_id": short["id"]})
+        assert merged["kept_entity_id"] == jane["id"] and merged["removed_entity_id"] == short["id"]
+        assert merged["aliases_merged"] == 1 and merged["relationships_transferred"] == 0  # the same edge
+        coverage.passed(SEED, "entity_merge")
+        listed = await call(c, "entity_list", {"type": "Person", "sort": "mention_count", "limit": 1})
+        assert listed["total"] == 2 and listed["has_more"] is True  # the speaker ("user", 3) and Jane (1 + 1)
+        page = await call(c, "entity_list", {"type": "Person", "sort": "mention_count", "limit": 1, "offset": 1})
+        assert page["entities"] == [{"id": jane["id"], "name": "Jane Smith", "type": "Person", "mention_count": 2}]
+        coverage.passed(SEED, "entity_list")
+        missing = await c.call_tool("entity_relationships", {"entity_id": "ent_999"})
+        assert missing.is_error and missing.structured_content is not None
+        assert missing.structured_content["error"] == {
+            "status": 404, "code": "not_found", "message": "Entity with ID 'ent_999' not found", "details": {}
+        }  # fmt: skip
+
+
 async def test_context_tools(live: Live, key: str) -> None:
     """The context tools with the document's parameters and its examples' keys and values."""
     async with connect(live.url, key, extra_headers={"X-Engram-Context": "cortex-seed"}) as c:
@@ -201,11 +238,3 @@ async def test_context_tools(live: Live, key: str) -> None:
         bad = await c.call_tool("context_merge", {"key": "config/debug", "value": 1, "strategy": "append"})
         assert bad.is_error and bad.structured_content is not None
         assert bad.structured_content["error"]["code"] == "invalid_input"
-
-
-@pytest.mark.parametrize("tool", list(MISSING))
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #13 adds Cortex's other tools")
-async def test_tools_issue_13_adds(live: Live, key: str, tool: str) -> None:
-    refused = await refusal(live.url, key, tool, MISSING[tool], **{"X-Engram-Context": "cortex-seed"})
-    assert refused is None, f"{tool}: {refused}"
-    coverage.passed(SEED, tool)

@@ -27,8 +27,9 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "turn": Kind("memory", "scoped"),
     "attribute": Kind("memory", "scoped"),
-    "entity": Kind("memory", "scoped"),
-    "relation": Kind("memory", "scoped"),
+    "entity": Kind("entities", "scoped"),  # memory records mentions through engram.services.entities
+    "relation": Kind("entities", "scoped"),
+    "ealias": Kind("entities", "via", "entity"),
     "session": Kind("memory", "scoped"),
     "slot": Kind("memory", "via", "attribute"),
     "document": Kind("knowledge", "scoped"),

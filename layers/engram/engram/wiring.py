@@ -33,6 +33,7 @@ class Engram:
         from engram.services.causantic import CausanticService
         from engram.services.conversation import ConversationService
         from engram.services.documents import DocumentService
+        from engram.services.entities import EntityService
         from engram.services.memory import MemoryService
         from engram.services.workctx import WorkingContext
 
@@ -51,6 +52,7 @@ class Engram:
         )
         self.causantic = CausanticService(self.memory, self.settings.token_budget)
         self.workctx = WorkingContext(self.records, self.clock, self.identity)
+        self.entities = EntityService(self.records, self.index, self.embedder, self.clock, self.identity)
         self.conversation = ConversationService(
             self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
         )

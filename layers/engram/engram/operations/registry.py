@@ -111,7 +111,7 @@ def families() -> list[str]:
 
 def _load() -> None:
     # Each family module declares its operations on import; a new family is one new module here.
-    from engram.operations import context, conversation, identity, knowledge, memory  # noqa: F401
+    from engram.operations import context, conversation, entities, identity, knowledge, memory  # noqa: F401
 
 
 def all_names(ops: Iterable[Operation]) -> list[str]:

@@ -43,6 +43,7 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
+from engram.services.memory import turn_text
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
@@ -115,7 +116,8 @@ class ConversationService:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
         if not content.strip():
             raise InvalidInput("content is empty")
-        vector = self._embed([content])[0]  # before the commit: the slow part, and nothing written yet
+        speaker = (metadata or {}).get("speaker")
+        vector = self._embed([turn_text(content, speaker)])[0]  # before the commit: the slow part
         for attempt in range(APPEND_ATTEMPTS):
             rid, scopes, thread = self._thread(caller, thread_id, namespace)
             now = self.clock.now()
@@ -243,7 +245,10 @@ class ConversationService:
             meta["thread"] = rid
         vector = query_vector(self.embedder, query, ranks=True)
         mode: SearchMode = "hybrid" if vector is not None else "bm25"
-        q = SearchQuery(caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta)
+        # what was said ranks as memory ranks turns (the convex fusion measured on LoCoMo)
+        q = SearchQuery(
+            caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta, fusion="convex"
+        )
         hits = self.index.search(q, self.clock.now())
         results = []
         for h in hits:
@@ -342,8 +347,11 @@ def extractive_summary(messages: list[dict[str, Any]], embed: Any, n: int = SUMM
 
 
 def _index_doc(ctx: str, mid: str, d: dict[str, Any]) -> IndexDoc:
+    """What the index holds for a message: its text as memory indexes a turn (a `speaker` in its metadata
+    leads), so both doors to what was said search alike."""
     meta = {"thread": d["thread"], "role": d["role"], "created_at": d["created_at"]}
-    return IndexDoc(ctx, "message", mid, d["content"], None, d["scopes"], None, None, meta)
+    text = turn_text(d["content"], (d.get("metadata") or {}).get("speaker"))
+    return IndexDoc(ctx, "message", mid, text, None, d["scopes"], None, None, meta)
 
 
 def _public(d: dict[str, Any]) -> dict[str, Any]:

@@ -749,16 +749,19 @@ class DocumentService:
         visibility = self.identity.read_lens(caller, None)
         wanted = f"{kind}:{slug}".lower()
         item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() == wanted), None)
+        if item is not None and item.data.get("merged_into"):  # merged away: the entity it went into
+            item = self.records.get(ctx, "entity", item.data["merged_into"])
         if item is None or not can_see(item.data.get("scopes"), visibility):
             raise NotFound(f"node {kind}/{slug} not found")
         edges = [
             {k: v for k, v in i.data.items() if k != "scopes"}
             for i in scan(self.records, ctx, "relation")
-            if [str(x).lower() for x in i.data.get("from", [])] == [kind.lower(), slug.lower()]
+            if not i.data.get("merged_into")
+            and [str(x).lower() for x in i.data.get("from", [])] == item.id.lower().split(":", 1)
             and can_see(i.data.get("scopes"), visibility)
         ]
         # no version: it counts the mentions of every scope, some of which the caller may not see
-        node = {k: v for k, v in item.data.items() if k != "scopes"}
+        node = {k: v for k, v in item.data.items() if k not in ("scopes", "mentions")}
         return {"kind": "node", "node": dict(node, id=item.id), "edges": edges}
 
     # -- collections and folders ----------------------------------------------------------

@@ -40,6 +40,7 @@ from engram.ports import (
 from engram.queue import Queue
 from engram.scopes import tags_key
 from engram.search_rules import query_terms, query_vector, semantic_evidence
+from engram.services import entities
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
 
@@ -301,16 +302,9 @@ class MemoryService:
         }
 
     def _entity(self, plan: _Plan, etype: str, name: str, touched: bool, tags: list[str]) -> str:
-        """An entity carries the scopes of everything that mentioned it: a caller sees it when it may see
-        one of those (engram.scopes.can_see), and its edges and attributes by their own scopes."""
-        eid = f"{etype}:{name.lower()}"
-        current = plan.get("entity", eid)
-        if current is None:
-            plan.put("entity", eid, {"type": etype, "name": name, "scopes": sorted(tags)})
-            return "created"
-        if not set(tags) <= set(current.get("scopes") or []):
-            plan.put("entity", eid, dict(current, scopes=sorted(set(current.get("scopes") or []) | set(tags))))
-        return "updated" if touched else "unchanged"
+        """Entities belong to the entities family: memory records a mention through it. An entity carries
+        the scopes of everything that mentioned it (engram.scopes.can_see decides who sees it)."""
+        return entities.mention(plan, etype, name, touched, tags)
 
     def _set_attribute(
         self,
@@ -653,8 +647,10 @@ class _Plan:
 
 
 def index_doc_of(item: Item) -> IndexDoc:
-    """What the index holds for a turn or an attribute record (as `_plan` indexes them)."""
+    """What the index holds for a turn, an attribute or an entity record (as `_plan` indexes them)."""
     d = item.data
+    if item.kind == "entity":
+        return entities.index_doc(item.context_id, item.id, d)
     if item.kind == "turn":
         meta = dict(d.get("metadata") or {}) | {
             "session_id": d["session_id"],
