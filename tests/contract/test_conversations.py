@@ -110,3 +110,14 @@ def test_namespaces_and_scopes(both: Engram) -> None:
     assert info.value.code == "namespace_error"
     c.append(alice, "t", "user", "in my own namespace", None, namespace=ALICE)
     assert c.search(alice, "own namespace", None, ALICE, 10)["results"]
+
+
+def test_a_thread_can_feed_memory_with_what_the_user_says(both: Engram) -> None:
+    c, (alice, _) = both.conversation, callers(both)
+    c.append(alice, "chat", "user", "I live in Oslo.", None, extract_facts=True)
+    c.append(alice, "chat", "assistant", "I work at Initech.", None)  # the assistant's words are not facts
+    c.append(alice, "chat", "user", "My favorite color is teal.", None)  # the thread keeps asking
+    c.append(alice, "quiet", "user", "I live in Rome.", None)  # another thread did not ask
+    texts = {h["text"] for h in both.memory.recall(alice, "where do I live, what do I like", k=20)["results"]}
+    assert any("Oslo" in t for t in texts) and any("teal" in t for t in texts)
+    assert not any("Rome" in t or "Initech" in t for t in texts), texts

@@ -54,7 +54,7 @@ class Engram:
         self.workctx = WorkingContext(self.records, self.clock, self.identity)
         self.entities = EntityService(self.records, self.index, self.embedder, self.clock, self.identity)
         self.conversation = ConversationService(
-            self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
+            self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator, self.memory
         )
         self.documents = DocumentService(
             self.records,

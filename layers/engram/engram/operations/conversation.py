@@ -20,6 +20,7 @@ class AppendIn(OpInput):
     content: str = Field(..., min_length=1, max_length=32_000)
     metadata: dict[str, Any] | None = None
     namespace: str | None = NAMESPACE
+    extract_facts: bool | None = Field(None, description="user messages also feed memory (kept per thread)")
 
 
 class AppendOut(BaseModel):
@@ -29,7 +30,9 @@ class AppendOut(BaseModel):
 
 
 def _append(e: Any, c: Caller, a: AppendIn, p: Progress) -> dict[str, Any]:
-    return e.conversation.append(c, a.thread_id, a.role, a.content, a.metadata, a.namespace)  # type: ignore[no-any-return]
+    return e.conversation.append(  # type: ignore[no-any-return]
+        c, a.thread_id, a.role, a.content, a.metadata, a.namespace, extract_facts=a.extract_facts
+    )
 
 
 declare(

@@ -43,7 +43,7 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
-from engram.services.memory import turn_text
+from engram.services.memory import MemoryService, Turn, turn_text
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
@@ -63,9 +63,10 @@ class ConversationService:
         identity: IdentityService,
         queue: Queue,
         generator: Generator | None = None,
+        memory: MemoryService | None = None,
     ) -> None:
         self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
-        self.identity, self.queue, self.generator = identity, queue, generator
+        self.identity, self.queue, self.generator, self.memory = identity, queue, generator, memory
         self.sleep = time.sleep
         queue.register(INDEX_JOB, self._index_job)
 
@@ -110,8 +111,11 @@ class ConversationService:
         metadata: dict[str, Any] | None,
         namespace: str | None = None,
         extra: dict[str, Any] | None = None,
+        extract_facts: bool | None = None,
     ) -> dict[str, Any]:
-        """`extra`: further fields of the message record (a summary's place in the thread, `at`)."""
+        """`extract_facts`: the thread's user messages also go through `memory_store` (facts, entities);
+        said once, the thread keeps it. `extra`: further fields of the message record (a summary's place in
+        the thread, `at`)."""
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
         if not content.strip():
@@ -139,6 +143,8 @@ class ConversationService:
             head = {"thread_id": thread_id, "scopes": scopes, "count": n, "created_at": iso(now)}
             if thread is not None:
                 head["created_at"] = thread.data["created_at"]
+            facts = bool(thread.data.get("extract_facts")) if extract_facts is None and thread else bool(extract_facts)
+            head["extract_facts"] = facts
             job = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [mid]}, now, delay=SAFETY_NET)
             writes = [
                 Write(caller.context_id, "thread", rid, head, caller.actor, thread.version if thread else 0),
@@ -158,6 +164,10 @@ class ConversationService:
                 self.queue.done(job)
             except Exception:
                 log.exception("indexing a committed message failed; the queued job will do it")
+            if facts and role == "user" and self.memory is not None:
+                flat = {k: v for k, v in (metadata or {}).items() if isinstance(v, str | int | float | bool)}
+                turn = Turn(content, "user", session_id=thread_id, said_at=now, metadata=flat or None)
+                self.memory.store(caller, turn, [[namespace]] if namespace else None)
             return {"message_id": message["message_id"], "thread_id": thread_id, "created_at": message["created_at"]}
         raise Conflict(f"thread {thread_id!r} kept changing; try again")  # pragma: no cover
 
