@@ -1,4 +1,5 @@
-"""LoCoMo through Cortex's conversation tools (`BENCH=conversations`): each conversation one thread, every
+"""LoCoMo through Cortex's conversation tools (`BENCH=conversations`): each conversation one thread (in a
+context of its own, as `BENCH=locomo` stores it), every
 turn appended (`conversation_append`, the speaker in its metadata); evidence recall@10 of each question
 through `conversation_search` in its thread — beside `memory_recall`'s on the same data (`BENCH=locomo`:
 the same retrieval through the other door) — then again after `conversation_summarize` with keep_recent 10
@@ -27,8 +28,10 @@ def run() -> dict[str, Any]:
     assert append and search and summarize
     with tempfile.TemporaryDirectory() as tmp:
         engram = build_local(Settings(data_dir=Path(tmp), recall_cache_size=0))
-        _, principal = engram.identity.create_key(["locomo"], "agent", ["locomo"])
-        caller = engram.identity.enter(principal, "locomo", ANY, "bench")
+        # one context per conversation, as BENCH=locomo stores them, so the two doors see the same data
+        contexts = [f"locomo-{n}" for n in range(len(convs))]
+        _, principal = engram.identity.create_key(contexts, "agent", ["locomo"])
+        callers = [engram.identity.enter(principal, ctx, ANY, "bench") for ctx in contexts]
         dia_of: dict[str, str] = {}
         append_ms: list[float] = []
         t0 = time.perf_counter()
@@ -39,7 +42,7 @@ def run() -> dict[str, Any]:
                     args = {"thread_id": f"conv-{n}", "role": "user", "content": t["text"],
                             "metadata": {"speaker": t["speaker"], "dia_id": t["dia_id"]}}  # fmt: skip
                     started = time.perf_counter()
-                    out = append.run(engram, caller, append.input.model_validate(args), lambda *_: None)
+                    out = append.run(engram, callers[n], append.input.model_validate(args), lambda *_: None)
                     append_ms.append((time.perf_counter() - started) * 1000)
                     assert isinstance(out, dict)
                     dia_of[out["message_id"]] = t["dia_id"]
@@ -62,7 +65,7 @@ def run() -> dict[str, Any]:
                         continue
                     args = {"query": qa["question"], "thread_id": f"conv-{n}", "limit": 10}
                     started = time.perf_counter()
-                    out = search.run(engram, caller, search.input.model_validate(args), lambda *_: None)
+                    out = search.run(engram, callers[n], search.input.model_validate(args), lambda *_: None)
                     times.append((time.perf_counter() - started) * 1000)
                     assert isinstance(out, dict)
                     seen = {dia_of.get(r["message_id"]) for r in out["results"]}
@@ -73,7 +76,7 @@ def run() -> dict[str, Any]:
         print(f"  conversation_search recall@10 {result['recall@10']}", file=sys.stderr, flush=True)
         for n in range(len(convs)):
             args = {"thread_id": f"conv-{n}", "keep_recent": 10}
-            summarize.run(engram, caller, summarize.input.model_validate(args), lambda *_: None)
+            summarize.run(engram, callers[n], summarize.input.model_validate(args), lambda *_: None)
         result["recall@10_after_summarize"], _ = recall_at_10()
         print(f"  after summarize: {result['recall@10_after_summarize']}", file=sys.stderr, flush=True)
     return result

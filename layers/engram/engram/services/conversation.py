@@ -43,7 +43,7 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
-from engram.services.memory import MemoryService, Turn, turn_text
+from engram.services.memory import CONTEXT_EMBEDDING, MemoryService, Turn, turn_text
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
@@ -120,10 +120,17 @@ class ConversationService:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
         if not content.strip():
             raise InvalidInput("content is empty")
-        speaker = (metadata or {}).get("speaker")
-        vector = self._embed([turn_text(content, speaker)])[0]  # before the commit: the slow part
+        text = turn_text(content, (metadata or {}).get("speaker"))
+        embedded: tuple[str, Any] | None = None
         for attempt in range(APPEND_ATTEMPTS):
             rid, scopes, thread = self._thread(caller, thread_id, namespace)
+            # As memory embeds a turn: with the message before it, since replies are often elliptic ("Yes,
+            # last Friday!"). Before the commit (the slow part); again only if another writer came between.
+            previous = thread.data.get("last_text", "") if thread is not None else ""
+            embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
+            if embedded is None or embedded[0] != embed_text:
+                embedded = (embed_text, self._embed([embed_text])[0])
+            vector = embedded[1]
             now = self.clock.now()
             n = (thread.data["count"] if thread is not None else 0) + 1
             message = {
@@ -140,7 +147,7 @@ class ConversationService:
                 **(extra or {}),
             }
             mid = f"{rid}|{n:010d}"
-            head = {"thread_id": thread_id, "scopes": scopes, "count": n, "created_at": iso(now)}
+            head = {"thread_id": thread_id, "scopes": scopes, "count": n, "created_at": iso(now), "last_text": text}
             if thread is not None:
                 head["created_at"] = thread.data["created_at"]
             facts = bool(thread.data.get("extract_facts")) if extract_facts is None and thread else bool(extract_facts)
