@@ -81,6 +81,8 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
                 t = time.perf_counter()
                 mcp_call(http, url, "context_get", {"key": f"agent/state/{(i * 7) % 1000}"})
                 ctx_get_ms.append((time.perf_counter() - t) * 1000)
+            conversation = _conversations(http, url, turns, questions, samples)
+            entity_ms = _entities(http, url, samples)
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             listed = http.post(url + "/mcp", json=body, headers=MCP_HEADERS).text
             per_family = {}
@@ -119,12 +121,53 @@ def run(memories: int = 10_000, samples: int = 300) -> dict[str, Any]:
         "recall_server_ms": {"p50": pct(server_ms, 50), "p99": pct(server_ms, 99)},
         "context_set_ms": {"p50": pct(ctx_set_ms, 50), "p99": pct(ctx_set_ms, 99)},
         "context_get_ms": {"p50": pct(ctx_get_ms, 50), "p99": pct(ctx_get_ms, 99)},
+        **conversation,
+        "entity_query_ms_at_10k_entities": {"p50": pct(entity_ms, 50), "p99": pct(entity_ms, 99)},
         "tools_list": {
             "all": size(tools),
             **{f: size(t) for f, t in per_family.items()},
             "all, a key with two contexts": size(multi),
         },
     }
+
+
+def _conversations(
+    http: httpx.Client, url: str, turns: list[str], questions: list[str], samples: int, messages: int = 10_000
+) -> dict[str, Any]:
+    """Cortex's conversations over MCP: 10,000 messages in 100 threads (the timed appends among them), then
+    `conversation_search` in a thread and across all."""
+    append_ms, search_ms = [], []
+    for i in range(messages):
+        args = {"thread_id": f"t{i % 100}", "role": ("user", "assistant")[i % 2], "content": turns[i % len(turns)]}
+        t = time.perf_counter()
+        mcp_call(http, url, "conversation_append", args)
+        append_ms.append((time.perf_counter() - t) * 1000)
+        if i % 2000 == 1999:
+            print(f"  appended {i + 1}/{messages} messages", file=sys.stderr, flush=True)
+    for i in range(samples):
+        args: dict[str, Any] = {"query": questions[i % len(questions)] + f" #{i}", "limit": 10}
+        if i % 2:
+            args["thread_id"] = f"t{i % 100}"
+        t = time.perf_counter()
+        mcp_call(http, url, "conversation_search", args)
+        search_ms.append((time.perf_counter() - t) * 1000)
+    return {
+        "conversation_append_ms": {"p50": pct(append_ms, 50), "p99": pct(append_ms, 99)},
+        "conversation_search_ms_at_10k_messages": {"p50": pct(search_ms, 50), "p99": pct(search_ms, 99)},
+    }
+
+
+def _entities(http: httpx.Client, url: str, samples: int, entities: int = 10_000) -> list[float]:
+    """10,000 people, each named in a stored turn (memory extracts them), then `entity_query` by name."""
+    for start in range(0, entities, 100):
+        batch = [{"content": f"My colleague is Person{n:05d} Example."} for n in range(start, start + 100)]
+        http.post(url + "/api/v1/bench/facts/batch", json={"turns": batch}).raise_for_status()
+    times = []
+    for i in range(samples):
+        t = time.perf_counter()
+        mcp_call(http, url, "entity_query", {"name": f"person{(i * 37) % entities:05d} example"})
+        times.append((time.perf_counter() - t) * 1000)
+    return times
 
 
 if __name__ == "__main__":
