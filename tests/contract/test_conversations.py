@@ -121,3 +121,24 @@ def test_a_thread_can_feed_memory_with_what_the_user_says(both: Engram) -> None:
     texts = {h["text"] for h in both.memory.recall(alice, "where do I live, what do I like", k=20)["results"]}
     assert any("Oslo" in t for t in texts) and any("teal" in t for t in texts)
     assert not any("Rome" in t or "Initech" in t for t in texts), texts
+
+
+def test_a_failing_embedder_is_an_embedding_error_and_writes_nothing(both: Engram) -> None:
+    c, (alice, _) = both.conversation, callers(both)
+
+    class Broken:
+        model_id = "broken"
+
+        def embed(self, texts: list[str]) -> list[object]:
+            raise RuntimeError("model crashed")
+
+    c.embedder = Broken()  # type: ignore[assignment]
+    for call in (
+        lambda: c.append(alice, "t", "user", "Hello there, anyone?", None),
+        lambda: c.search(alice, "hello", None, None, 5),
+    ):
+        with pytest.raises(EngramError) as info:
+            call()
+        assert info.value.code == "embedding_error" and info.value.status == 503
+    with pytest.raises(NotFound):
+        c.history(alice, "t", 50, None, None)  # the failed append left no thread behind

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class EngramError(Exception):
     """Base of every error an operation may raise on purpose."""
@@ -58,3 +62,16 @@ class RateLimited(EngramError):
 class Unavailable(EngramError):
     status = 503
     code = "unavailable"
+
+
+@contextmanager
+def embedding_errors() -> Iterator[None]:
+    """A failing embedder (a model that would not load, Bedrock refusing) is Cortex's `embedding_error`:
+    nothing was written, and the caller may try again."""
+    try:
+        yield
+    except EngramError:
+        raise
+    except Exception as exc:
+        logging.getLogger("engram").exception("embedding failed")
+        raise Unavailable(f"embedding failed: {type(exc).__name__}", code="embedding_error") from exc

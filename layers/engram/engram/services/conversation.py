@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from engram.clock import Clock, iso, new_id, parse_time
-from engram.errors import Conflict, EngramError, Forbidden, InvalidInput, NotFound
+from engram.errors import Conflict, EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
 from engram.ports import (
     Embedder,
     Generator,
@@ -181,7 +181,8 @@ class ConversationService:
     def _embed(self, texts: Sequence[str]) -> list[Any]:
         if self.embedder is None or not texts:
             return [None] * len(texts)
-        return list(self.embedder.embed(list(texts)))
+        with embedding_errors():
+            return list(self.embedder.embed(list(texts)))
 
     def _index_job(self, payload: dict[str, Any]) -> None:
         ctx = payload["context_id"]
@@ -260,7 +261,8 @@ class ConversationService:
         if thread_id is not None:
             rid, _ = self._existing(caller, thread_id, namespace)
             meta["thread"] = rid
-        vector = query_vector(self.embedder, query, ranks=True)
+        with embedding_errors():
+            vector = query_vector(self.embedder, query, ranks=True)
         mode: SearchMode = "hybrid" if vector is not None else "bm25"
         # what was said ranks as memory ranks turns (the convex fusion measured on LoCoMo)
         q = SearchQuery(

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from engram.clock import Clock, iso
-from engram.errors import InvalidInput, NotFound
+from engram.errors import InvalidInput, NotFound, embedding_errors
 from engram.ports import IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write, scan
 from engram.scopes import can_see
 from engram.search_rules import query_vector
@@ -164,7 +164,8 @@ class EntityService:
 
     def search(self, caller: Caller, query: str, etype: str | None, limit: int) -> dict[str, Any]:
         lens = self._lens(caller)
-        vector = query_vector(self.embedder, query, ranks=True)
+        with embedding_errors():
+            vector = query_vector(self.embedder, query, ranks=True)
         meta = {"type": etype} if etype else {}
         q = SearchQuery(
             caller.context_id,
