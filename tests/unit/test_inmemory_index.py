@@ -94,3 +94,27 @@ def test_bm25_matches_a_from_scratch_computation_after_random_writes(tmp_path, s
             found = index.search(SearchQuery("c", vector=np.ones(4, dtype=np.float32) / 2, mode="vector", k=100), now)
             assert {h.id for h in found} == vectors
     assert index.count("c") == len(live)
+
+
+def test_kind_and_metadata_filters_see_every_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The embedded index keeps a slot mask per kind / metadata filter until the next write: a filtered
+    search after a write (new, replaced, deleted) answers as a search that filters afterwards would."""
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    now = datetime.now(UTC)
+
+    def put(i: str, thread: str, kind: str = "message") -> None:
+        index.upsert([IndexDoc("c", kind, i, f"valve {i} is leaking", None, ["org"], None, None, {"thread": thread})])
+
+    def found(thread: str) -> set[str]:
+        q = SearchQuery("c", "valve leaking", mode="bm25", k=100, kinds=["message"], metadata={"thread": thread})
+        return {h.id for h in index.search(q, now)}
+
+    for n in range(30):
+        put(f"m{n}", f"t{n % 3}")
+    put("chunk", "t0", kind="chunk")
+    assert found("t0") == {f"m{n}" for n in range(0, 30, 3)}
+    put("m99", "t0")  # new
+    put("m3", "t1")  # moved to another thread
+    index.delete("c", ["m6"])
+    assert found("t0") == {f"m{n}" for n in range(0, 30, 3)} - {"m3", "m6"} | {"m99"}
+    assert "m3" in found("t1") and "chunk" not in found("t0")

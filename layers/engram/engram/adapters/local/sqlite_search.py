@@ -49,6 +49,9 @@ class _Row:
     metadata: dict[str, MetaValue]
 
 
+Mask = np.ndarray[tuple[int], np.dtype[np.bool_]]
+
+
 @dataclass
 class _Context:
     """One context's documents in memory: slot i holds `rows[i]` (None when free), its vector (if any),
@@ -65,6 +68,8 @@ class _Context:
     arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
     total_length: float = 0.0
     seq: int = 0  # the last change (table `changes`) this copy includes
+    # slot masks of the kind and metadata filters queries use (`matching`), until the next write
+    masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
 
     @property
     def live(self) -> int:
@@ -78,6 +83,7 @@ class _Context:
             self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
 
     def put(self, row: _Row, vec: Vector | None) -> None:
+        self.masks.clear()
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
         if i is not None and old is not None and old.text == row.text:  # same text (vectors added): keep terms
@@ -115,6 +121,7 @@ class _Context:
                 self.has_vec[i] = True
 
     def remove(self, id_: str) -> None:
+        self.masks.clear()
         i = self.pos.pop(id_, None)
         if i is None:
             return
@@ -161,6 +168,29 @@ class _Context:
             matched[slots] += 1
         need = len(terms) if match_all else 1
         return np.where(matched >= need, scores, -np.inf).astype(np.float32)
+
+    def matching(self, q: SearchQuery) -> Mask | None:
+        """Which slots a query's kind and metadata-equality filters keep (None: no such filter), so ranking
+        skips the rest at once instead of walking past them (a thread's messages among many threads). Kept
+        per filter until the next write."""
+        if q.kinds is None and not q.metadata:
+            return None
+        cap = len(self.rows)
+        keep = np.ones(cap, dtype=bool)
+        wanted: list[tuple[str, frozenset[Any]]] = []
+        if q.kinds is not None:
+            wanted.append(("", frozenset(q.kinds)))
+        for key, want in q.metadata.items():
+            wanted.append((key, frozenset(want) if isinstance(want, list | tuple) else frozenset([want])))
+        for key, values in wanted:
+            mask = self.masks.get((key, values))
+            if mask is None or mask.shape[0] != cap:
+                if len(self.masks) > 64:
+                    self.masks.clear()
+                mask = np.fromiter((_among(_field(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
+                self.masks[(key, values)] = mask
+            keep &= mask
+        return keep
 
     def cosine(self, qv: Vector) -> Vector:
         cap = len(self.rows)
@@ -381,6 +411,9 @@ class SqliteSearchIndex:
         self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
     ) -> Iterator[tuple[_Row, float]]:
         """Best rows first that pass every filter; widens the candidate window until `limit` pass."""
+        keep = cache.matching(q)
+        if keep is not None:
+            scores = np.where(keep, scores, -np.inf).astype(np.float32)
         n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
         order = np.argsort(-scores, kind="stable") if n <= window else None
         while start < n and found < limit:
@@ -413,6 +446,23 @@ class SqliteSearchIndex:
             lambda ids: self.vectors(query.context_id, ids),
             self.term_counts,
         )
+
+
+def _field(row: _Row | None, key: str) -> Any:
+    """A row's kind (key "") or metadata value, for `_Context.matching`; a free slot has none."""
+    if row is None:
+        return _FREE
+    return row.kind if key == "" else row.metadata.get(key)
+
+
+_FREE = object()
+
+
+def _among(value: Any, values: frozenset[Any]) -> bool:
+    try:
+        return value in values
+    except TypeError:  # an unhashable value: compared one by one, as `search_rules.metadata_matches` does
+        return any(value == v for v in values)
 
 
 def _hit(row: _Row, score: float) -> Hit:
