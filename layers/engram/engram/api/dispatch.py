@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from engram.errors import EngramError
+from engram.errors import EngramError, Unavailable
 from engram.operations import Operation, OpInput
 from engram.services.identity import Principal
 from engram.services.memory import Progress
@@ -31,14 +31,33 @@ async def run(
         result = await anyio.to_thread.run_sync(work)
     except EngramError:
         raise
-    except Exception as exc:  # a fault of ours: log it whole, tell the caller little
+    except Exception as exc:  # a fault of ours, or a store's: log it whole, tell the caller little
         log.exception("operation %s failed (trace %s)", op.name, trace)
+        if storage_fault(exc):
+            raise Unavailable(f"storage failed (trace {trace}); try again", code="storage_error") from exc
         raise EngramError(f"internal error (trace {trace})") from exc
     if op.output is None:
         return result
     if "traceId" in op.output.model_fields:
         result = dict(result, traceId=trace)
     return op.output.model_validate(result).model_dump(mode="json", by_alias=True)
+
+
+# The packages whose exceptions mean a store failed (SQLite, DynamoDB / S3 through botocore, OpenSearch, the
+# HTTP beneath them): named, not imported, so the API layer stays free of every adapter's SDK.
+STORAGE_PACKAGES = ("sqlite3", "botocore", "boto3", "s3transfer", "opensearchpy", "urllib3")
+
+
+def storage_fault(exc: BaseException) -> bool:
+    """Whether `exc` (or what it was raised from) came from a storage client: Cortex's `storage_error`."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # a chain is short; never follow a long (or looping) one
+        if seen is None:
+            return False
+        if type(seen).__module__.split(".")[0] in STORAGE_PACKAGES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def error_body(exc: EngramError) -> dict[str, Any]:

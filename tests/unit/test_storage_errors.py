@@ -1,0 +1,50 @@
+"""A store's failure is Cortex's `storage_error` (503, try again); any other fault stays `internal`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import anyio
+import pytest
+
+from engram.api import dispatch
+from engram.api.dispatch import storage_fault
+from engram.errors import EngramError, Unavailable
+
+
+def test_storage_faults_are_told_from_other_faults() -> None:
+    assert storage_fault(sqlite3.OperationalError("database is locked"))
+    try:
+        try:
+            raise sqlite3.DatabaseError("disk I/O error")
+        except sqlite3.DatabaseError as inner:
+            raise ValueError("while reading a record") from inner
+    except ValueError as outer:
+        assert storage_fault(outer)  # what it was raised from counts
+    assert not storage_fault(ValueError("a bug of ours"))
+    assert not storage_fault(KeyError("x"))
+
+
+def test_dispatch_answers_storage_error_or_internal(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from engram.operations.registry import find
+    from engram.settings import Settings
+    from engram.wiring import build_local
+
+    engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    op = find("context_get")
+    assert op is not None
+    args = op.input.model_validate({"key": "k", "context_id": "acme"})
+    for fault, expected in (
+        (sqlite3.OperationalError("database is locked"), "storage_error"),
+        (ZeroDivisionError(), "internal"),
+    ):
+
+        def failing(*_: object, fault: BaseException = fault) -> None:
+            raise fault
+
+        monkeypatch.setattr(engram.workctx, "get", failing)
+        with pytest.raises(EngramError) as info:
+            anyio.run(dispatch.run, engram, op, principal, args, lambda *_: None)
+        assert info.value.code == expected and "trace" in info.value.message
+        assert isinstance(info.value, Unavailable) == (expected == "storage_error")
