@@ -5,13 +5,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from engram.clock import Clock, SystemClock
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
 from engram.services.identity import IdentityService
 from engram.settings import Settings
+
+if TYPE_CHECKING:
+    from engram.services.causantic import CausanticService
+    from engram.services.conversation import ConversationService
+    from engram.services.documents import DocumentService
+    from engram.services.entities import EntityService
+    from engram.services.memory import MemoryService
+    from engram.services.workctx import WorkingContext
 
 
 @dataclass
@@ -29,18 +38,30 @@ class Engram:
     queue: Queue = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        # imported here: a function that needs keys alone (the authorizer) does not load them
-        from engram.services.causantic import CausanticService
-        from engram.services.conversation import ConversationService
-        from engram.services.documents import DocumentService
-        from engram.services.entities import EntityService
-        from engram.services.memory import MemoryService
-        from engram.services.workctx import WorkingContext
-
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)
-        self.memory = MemoryService(
+        # Each family's services are built when first used, so a family's Lambda builds only its own (the
+        # context function never loads memory's or documents'). Their queued jobs may arrive first (a
+        # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
+        from engram.queue import BLOB_CREATED_JOB
+        from engram.services import conversation, documents, memory
+
+        def lazy(service: str, method: str) -> Callable[[Any], None]:
+            return lambda payload: getattr(getattr(self, service), method)(payload)
+
+        self.queue.register(memory.INDEX_JOB, lazy("memory", "_index_job"))
+        self.queue.register(conversation.INDEX_JOB, lazy("conversation", "_index_job"))
+        self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
+        self.queue.register(
+            documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
+        )
+
+    @cached_property
+    def memory(self) -> MemoryService:
+        from engram.services.memory import MemoryService
+
+        return MemoryService(
             self.records,
             self.index,
             self.embedder,
@@ -50,13 +71,38 @@ class Engram:
             self.settings.recall_cache_size,
             self.queue,
         )
-        self.causantic = CausanticService(self.memory, self.settings.token_budget)
-        self.workctx = WorkingContext(self.records, self.clock, self.identity)
-        self.entities = EntityService(self.records, self.index, self.embedder, self.clock, self.identity)
-        self.conversation = ConversationService(
+
+    @cached_property
+    def causantic(self) -> CausanticService:
+        from engram.services.causantic import CausanticService
+
+        return CausanticService(self.memory, self.settings.token_budget)
+
+    @cached_property
+    def workctx(self) -> WorkingContext:
+        from engram.services.workctx import WorkingContext
+
+        return WorkingContext(self.records, self.clock, self.identity)
+
+    @cached_property
+    def entities(self) -> EntityService:
+        from engram.services.entities import EntityService
+
+        return EntityService(self.records, self.index, self.embedder, self.clock, self.identity)
+
+    @cached_property
+    def conversation(self) -> ConversationService:
+        from engram.services.conversation import ConversationService
+
+        return ConversationService(
             self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator, self.memory
         )
-        self.documents = DocumentService(
+
+    @cached_property
+    def documents(self) -> DocumentService:
+        from engram.services.documents import DocumentService
+
+        return DocumentService(
             self.records,
             self.blobs,
             self.index,

@@ -1,4 +1,5 @@
-"""A store's failure is Cortex's `storage_error` (503, try again); any other fault stays `internal`."""
+"""Dispatch: a store's failure is Cortex's `storage_error` (503, try again), any other fault stays `internal`;
+and an operation builds only the services its family uses."""
 
 from __future__ import annotations
 
@@ -48,3 +49,22 @@ def test_dispatch_answers_storage_error_or_internal(tmp_path, monkeypatch) -> No
             anyio.run(dispatch.run, engram, op, principal, args, lambda *_: None)
         assert info.value.code == expected and "trace" in info.value.message
         assert isinstance(info.value, Unavailable) == (expected == "storage_error")
+
+
+def test_a_family_builds_only_the_services_it_uses(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue #13: each family's Lambda builds only its own services (they are built on first use)."""
+    from engram.operations.registry import find
+    from engram.settings import Settings
+    from engram.wiring import build_local
+
+    engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    op = find("context_set")
+    assert op is not None
+    args = op.input.model_validate({"key": "k", "value": 1, "context_id": "acme"})
+    anyio.run(dispatch.run, engram, op, principal, args, lambda *_: None)
+    built = {name for name in ("memory", "causantic", "documents", "conversation", "entities", "workctx")
+             if name in vars(engram)}  # fmt: skip
+    assert built == {"workctx"}
+    engram.queue.submit("memory.index", {"context_id": "acme", "items": []})  # a job of another family
+    assert engram.queue.join(30) and "memory" in vars(engram)  # builds its service when it runs
