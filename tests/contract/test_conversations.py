@@ -3,13 +3,12 @@ appends, read-your-writes history, search, summaries that lose nothing, namespac
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from engram.errors import EngramError, InvalidInput, NotFound
 from engram.services.identity import ANY, Caller
 from engram.wiring import Engram
+from tests.concurrency import together
 
 ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
 
@@ -44,21 +43,7 @@ def test_append_history_and_read_your_writes(both: Engram) -> None:
 
 def test_concurrent_appends_are_numbered_without_gaps(both: Engram) -> None:
     c, (alice, _) = both.conversation, callers(both)
-    errors: list[BaseException] = []
-    start = threading.Barrier(20)
-
-    def writer(n: int) -> None:
-        try:
-            start.wait()
-            c.append(alice, "busy", "user", f"message number {n}", None)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = together(20, lambda n: c.append(alice, "busy", "user", f"message number {n}", None))
     assert errors == []
     history = c.history(alice, "busy", 100, None, None)["messages"]
     assert sorted(m["content"] for m in history) == sorted(f"message number {n}" for n in range(20))

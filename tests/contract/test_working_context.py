@@ -3,7 +3,6 @@ runs, merge strategies, optimistic concurrency, many concurrent merges, bad inpu
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +12,7 @@ from engram.errors import Conflict, InvalidInput, NotFound
 from engram.services.identity import ANY, Caller
 from engram.services.workctx import MAX_VALUE_BYTES
 from engram.wiring import Engram
+from tests.concurrency import together
 
 ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
 
@@ -123,21 +123,7 @@ def test_fifty_concurrent_merges_each_land(both: Engram) -> None:
     """Fifty writers each add their own field to one key at once: all fifty fields, version 51."""
     w, (alice, _) = both.workctx, callers(both)
     w.set(alice, "shared", {}, None, None)
-    errors: list[BaseException] = []
-    start = threading.Barrier(50)
-
-    def writer(n: int) -> None:
-        try:
-            start.wait()
-            w.merge(alice, "shared", {f"field{n}": n}, "merge_shallow", None)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = together(50, lambda n: w.merge(alice, "shared", {f"field{n}": n}, "merge_shallow", None))
     assert errors == []
     got: dict[str, Any] = w.get(alice, "shared", None)
     assert got["value"] == {f"field{n}": n for n in range(50)} and got["version"] == 51

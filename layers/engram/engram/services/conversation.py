@@ -17,7 +17,6 @@ again if this process dies first (DESIGN §9).
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -26,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from engram.clock import Clock, iso, new_id, parse_time
-from engram.errors import Conflict, EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
+from engram.errors import EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
 from engram.ports import (
     Embedder,
     Generator,
@@ -39,6 +38,7 @@ from engram.ports import (
     Write,
 )
 from engram.queue import Queue
+from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services.chunking import sentences
@@ -49,7 +49,6 @@ log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
 INDEX_JOB = "conversation.index"
 SAFETY_NET = timedelta(seconds=30)
-APPEND_ATTEMPTS = 200
 SUMMARY_SENTENCES = 6
 
 
@@ -122,7 +121,10 @@ class ConversationService:
             raise InvalidInput("content is empty")
         text = turn_text(content, (metadata or {}).get("speaker"))
         embedded: tuple[str, Any] | None = None
-        for attempt in range(APPEND_ATTEMPTS):
+
+        def commit() -> tuple[dict[str, Any], str, Write, Any, bool]:
+            """One numbered message and its thread, version-checked; a loser reads again (`on_conflict`)."""
+            nonlocal embedded
             rid, scopes, thread = self._thread(caller, thread_id, namespace)
             # As memory embeds a turn: with the message before it, since replies are often elliptic ("Yes,
             # last Friday!"). Before the commit (the slow part); again only if another writer came between.
@@ -130,7 +132,6 @@ class ConversationService:
             embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
             if embedded is None or embedded[0] != embed_text:
                 embedded = (embed_text, self._embed([embed_text])[0])
-            vector = embedded[1]
             now = self.clock.now()
             n = (thread.data["count"] if thread is not None else 0) + 1
             message = {
@@ -158,25 +159,22 @@ class ConversationService:
                 Write(caller.context_id, "message", mid, message, caller.actor, 0),
                 job,
             ]
-            try:
-                self.records.transact(writes, now)
-            except Conflict:
-                if attempt == APPEND_ATTEMPTS - 1:
-                    raise
-                self.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
-                continue
-            self.queue.started([job])
-            try:
-                self.index.upsert([_index_doc(caller.context_id, mid, message).with_vector(vector)])
-                self.queue.done(job)
-            except Exception:
-                log.exception("indexing a committed message failed; the queued job will do it")
-            if facts and role == "user" and self.memory is not None:
-                flat = {k: v for k, v in (metadata or {}).items() if isinstance(v, str | int | float | bool)}
-                turn = Turn(content, "user", session_id=thread_id, said_at=now, metadata=flat or None)
-                self.memory.store(caller, turn, [[namespace]] if namespace else None)
-            return {"message_id": message["message_id"], "thread_id": thread_id, "created_at": message["created_at"]}
-        raise Conflict(f"thread {thread_id!r} kept changing; try again")  # pragma: no cover
+            self.records.transact(writes, now)
+            return message, mid, job, embedded[1], facts
+
+        message, mid, job, vector, facts = on_conflict(commit, sleep=self.sleep)
+        self.queue.started([job])
+        try:
+            self.index.upsert([_index_doc(caller.context_id, mid, message).with_vector(vector)])
+            self.queue.done(job)
+        except Exception:
+            log.exception("indexing a committed message failed; the queued job will do it")
+        if facts and role == "user" and self.memory is not None:
+            flat = {k: v for k, v in (metadata or {}).items() if isinstance(v, str | int | float | bool)}
+            turn = Turn(content, "user", session_id=thread_id, said_at=parse_time(message["created_at"]),
+                        metadata=flat or None)  # fmt: skip
+            self.memory.store(caller, turn, [[namespace]] if namespace else None)
+        return {"message_id": message["message_id"], "thread_id": thread_id, "created_at": message["created_at"]}
 
     def _embed(self, texts: Sequence[str]) -> list[Any]:
         if self.embedder is None or not texts:

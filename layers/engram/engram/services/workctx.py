@@ -13,7 +13,6 @@ other.
 from __future__ import annotations
 
 import json
-import random
 import time
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from urllib.parse import quote
 from engram.clock import Clock, iso
 from engram.errors import Conflict, InvalidInput, NotFound
 from engram.ports import Item, RecordStore, Write
+from engram.retry import ATTEMPTS, on_conflict
 from engram.scopes import can_see, tags_key
 from engram.services.identity import Caller, IdentityService
 
@@ -30,7 +30,6 @@ MAX_VALUE_BYTES = 256 * 1024  # a value as JSON (DynamoDB's item limit is 400 KB
 MAX_KEY = 512
 MAX_RUN = 128
 MAX_TTL = 10 * 365 * 24 * 3600
-MERGE_ATTEMPTS = 200  # concurrent merges of one key land one at a time; each retry waits a little
 Strategy = Literal["replace", "merge_shallow", "merge_deep", "append"]
 
 
@@ -155,22 +154,18 @@ class WorkingContext:
         self._encoded(value)
         if strategy in ("merge_shallow", "merge_deep") and not isinstance(value, dict):
             raise InvalidInput(f"{strategy} takes an object value")
-        for attempt in range(MERGE_ATTEMPTS):
+
+        def attempt() -> dict[str, Any]:
             rid, scopes, item = self._current(caller, key, run_id)
             old = item.data["value"] if item is not None else None
             combined, merged = combine(old, value, strategy, key)
             self._encoded(combined)
             now = self.clock.now()
             expires = item.expires_at if item is not None else None
-            try:
-                written = self._write(caller, rid, scopes, key, run_id, combined, item, expires, expected_version, now)
-            except Conflict:
-                if expected_version is not None or attempt == MERGE_ATTEMPTS - 1:
-                    raise
-                self.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
-                continue
+            written = self._write(caller, rid, scopes, key, run_id, combined, item, expires, expected_version, now)
             return {"key": key, "version": written.version, "merged_keys": merged}
-        raise Conflict(f"context key {key!r} kept changing; try again")  # pragma: no cover (loop returns)
+
+        return on_conflict(attempt, 1 if expected_version is not None else ATTEMPTS, self.sleep)
 
     def _write(
         self,
