@@ -92,3 +92,21 @@ def test_another_scope_set_sees_no_entity(both: Engram) -> None:
         with pytest.raises(NotFound):
             call()
     assert ent.query(bob, "carol", None)["entity"]["description"] == ""  # untouched
+
+
+def test_concurrent_updates_each_land(both: Engram) -> None:
+    """Twenty writers add their own metadata field to one entity at once (while memory mentions it too)."""
+    from tests.concurrency import together
+
+    e, (_, bob) = both, callers(both)
+    said(e, bob, "My wife is Carol.")
+
+    def work(n: int) -> None:
+        if n == 0:
+            said(e, bob, "My wife is Carol.")
+        else:
+            e.entities.update(bob, "Person:carol", None, None, {f"field{n}": n})
+
+    assert together(20, work) == []
+    carol = e.entities.query(bob, "carol", None)["entity"]
+    assert carol["metadata"] == {f"field{n}": n for n in range(1, 20)} and carol["mention_count"] == 2

@@ -127,3 +127,14 @@ def test_fifty_concurrent_merges_each_land(both: Engram) -> None:
     assert errors == []
     got: dict[str, Any] = w.get(alice, "shared", None)
     assert got["value"] == {f"field{n}": n for n in range(50)} and got["version"] == 51
+
+
+def test_concurrent_sets_each_land_and_the_last_wins(both: Engram) -> None:
+    """Twenty writers set one key at once, none naming a version: each gets a version of its own."""
+    w, (alice, _) = both.workctx, callers(both)
+    versions: list[int] = []
+    errors = together(20, lambda n: versions.append(w.set(alice, "status", {"writer": n}, None, None)["version"]))
+    assert errors == [] and sorted(versions) == list(range(1, 21))
+    got = w.get(alice, "status", None)
+    assert got["version"] == 20 and got["value"] == {"writer": got["value"]["writer"]}
+    assert len(w.history(alice, "status", None, 100)["versions"]) == 20

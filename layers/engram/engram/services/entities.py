@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from engram.clock import Clock, iso
 from engram.errors import InvalidInput, NotFound, embedding_errors
 from engram.ports import IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write, scan
+from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.search_rules import query_vector
 from engram.services.identity import Caller, IdentityService
@@ -242,35 +243,32 @@ class EntityService:
     ) -> dict[str, Any]:
         """Name, description, metadata (merged into what is there); a new name keeps the old one as an
         alias, so lookups by either find the entity. One version-checked transaction."""
-        item = self._get(caller, eid)
-        d = dict(item.data)
-        changed, writes = [], []
-        now = self.clock.now()
-        if name is not None and name.strip() and name != d["name"]:
-            if fold(name) not in {fold(a) for a in [d["name"], *d.get("aliases", [])]}:
-                writes.append(
-                    Write(
-                        caller.context_id,
-                        "ealias",
-                        f"{fold(name)}|{item.id}",
-                        {"entity": item.id, "alias": name},
-                        caller.actor,
-                    )
-                )
-            d["aliases"] = _unique([*d.get("aliases", []), d["name"]], name)
-            d["name"] = name
-            changed.append("name")
-        if description is not None and description != d.get("description"):
-            d["description"] = description
-            changed.append("description")
-        if metadata:
-            d["metadata"] = {**(d.get("metadata") or {}), **metadata}
-            changed.append("metadata")
-        if changed:
-            writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
-            self.records.transact(writes, now)
-            self._reindex(caller.context_id, item.id, d)
-        return {"entity_id": item.id, "updated_fields": changed}
+
+        def attempt() -> dict[str, Any]:
+            item = self._get(caller, eid)
+            d = dict(item.data)
+            changed, writes = [], []
+            now = self.clock.now()
+            if name is not None and name.strip() and name != d["name"]:
+                if fold(name) not in {fold(a) for a in [d["name"], *d.get("aliases", [])]}:
+                    alias = {"entity": item.id, "alias": name}
+                    writes.append(Write(caller.context_id, "ealias", f"{fold(name)}|{item.id}", alias, caller.actor))
+                d["aliases"] = _unique([*d.get("aliases", []), d["name"]], name)
+                d["name"] = name
+                changed.append("name")
+            if description is not None and description != d.get("description"):
+                d["description"] = description
+                changed.append("description")
+            if metadata:
+                d["metadata"] = {**(d.get("metadata") or {}), **metadata}
+                changed.append("metadata")
+            if changed:
+                writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
+                self.records.transact(writes, now)
+                self._reindex(caller.context_id, item.id, d)
+            return {"entity_id": item.id, "updated_fields": changed}
+
+        return on_conflict(attempt)  # a mention or another update came between: apply this one to it
 
     def merge(self, caller: Caller, keep_id: str, remove_id: str) -> dict[str, Any]:
         """The removed entity's name and aliases become the kept one's aliases, its mentions add up, its

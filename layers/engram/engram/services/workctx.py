@@ -134,11 +134,16 @@ class WorkingContext:
         self._encoded(value)
         if ttl_seconds is not None and not 1 <= ttl_seconds <= MAX_TTL:
             raise InvalidInput(f"ttl_seconds must be 1 to {MAX_TTL}")
-        rid, scopes, item = self._current(caller, key, run_id)
-        now = self.clock.now()
-        expires = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
-        written = self._write(caller, rid, scopes, key, run_id, value, item, expires, expected_version, now)
-        return {"key": key, "version": written.version, "expires_at": iso(expires) if expires else None}
+
+        def attempt() -> dict[str, Any]:
+            rid, scopes, item = self._current(caller, key, run_id)
+            now = self.clock.now()
+            expires = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
+            written = self._write(caller, rid, scopes, key, run_id, value, item, expires, expected_version, now)
+            return {"key": key, "version": written.version, "expires_at": iso(expires) if expires else None}
+
+        # concurrent sets: the last one wins, each gets its own version (unless the caller named one)
+        return on_conflict(attempt, 1 if expected_version is not None else ATTEMPTS, self.sleep)
 
     def merge(
         self,
