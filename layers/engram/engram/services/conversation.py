@@ -135,7 +135,7 @@ class ConversationService:
             now = self.clock.now()
             n = (thread.data["count"] if thread is not None else 0) + 1
             message = {
-                "message_id": new_id("msg_"),
+                "message_id": "msg_" + new_id("msg").partition(":")[2],  # Cortex's shape: msg_<id>
                 "thread_id": thread_id,
                 "thread": rid,
                 "n": n,
