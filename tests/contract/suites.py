@@ -109,6 +109,37 @@ class RecordStoreContract:
         store.transact([Write("c1", "tmp", "live", {}, "x", expires_at=datetime.now(UTC) + timedelta(hours=1))], T0)
         assert store.get("c1", "tmp", "live") is not None
 
+    def test_key_ranges_batched_reads_and_history_pages(self, store: RecordStore) -> None:
+        ids = [f"t\x1fn\x1f{v}\x1fr{i}" for i, v in enumerate(["a", "b", "ba", "bb", "c", "d"])]
+        store.transact([Write("c1", "lk", i, {"n": n}, "a", 0) for n, i in enumerate(ids)], T0)
+        store.transact([Write("c2", "lk", ids[1], {}, "a", 0)], T0)  # another tenant, same id
+        page = store.query("c1", "lk", prefix="t\x1fn\x1f", start="t\x1fn\x1fb", end="t\x1fn\x1fc\U0010ffff")
+        assert [i.id for i in page.items] == ids[1:5] and page.cursor is None
+        down = store.query("c1", "lk", start="t\x1fn\x1fb", end="t\x1fn\x1fbb\U0010ffff", descending=True, limit=2)
+        rest = store.query(
+            "c1", "lk", start="t\x1fn\x1fb", end="t\x1fn\x1fbb\U0010ffff", descending=True, cursor=down.cursor
+        )
+        assert [i.id for i in down.items + rest.items] == [ids[3], ids[2], ids[1]]
+        many = store.get_many("c1", "lk", [ids[0], ids[4], "missing", ids[0]])
+        assert sorted(many) == sorted([ids[0], ids[4]]) and many[ids[4]].data == {"n": 4}
+        assert store.get_many("c2", "lk", ids).keys() == {ids[1]}
+        for v in range(2, 8):
+            store.transact([Write("c1", "lk", ids[0], {"n": v}, "a", v - 1)], T0)
+        newest = store.history_page("c1", "lk", ids[0], None, 3)
+        older = store.history_page("c1", "lk", ids[0], newest[-1].version, 10)
+        assert [h.version for h in newest] == [7, 6, 5] and [h.version for h in older] == [4, 3, 2, 1]
+
+    def test_remove_takes_an_item_out_in_the_transaction(self, store: RecordStore) -> None:
+        store.transact([Write("c1", "lk", "x", {}, "a", 0), Write("c1", "lk", "y", {}, "a", 0)], T0)
+        with pytest.raises(Conflict):  # a removal is version-checked like any write, and all-or-nothing
+            store.transact([Write("c1", "lk", "x", {}, "a", 1, remove=True), Write("c1", "lk", "y", {}, "a", 5)], T0)
+        assert store.get("c1", "lk", "x") is not None
+        store.transact([Write("c1", "lk", "x", {}, "a", 1, remove=True), Write("c1", "lk", "z", {}, "a", 0)], T0)
+        assert store.get("c1", "lk", "x") is None and store.history("c1", "lk", "x") == []
+        assert [i.id for i in store.query("c1", "lk").items] == ["y", "z"]
+        again = store.transact([Write("c1", "lk", "x", {"back": True}, "a", 0)], T0)[0]
+        assert again.version == 1  # it starts again
+
     def test_purge_removes_item_and_history(self, store: RecordStore) -> None:
         store.transact([Write("c1", "rec", "p", {}, "x")], T0)
         assert store.purge("c1", "rec", "p")

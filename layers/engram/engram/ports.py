@@ -41,7 +41,10 @@ class Write:
 
     With `check`, nothing is written: the transaction only requires the item to be at `expected_version`
     (DynamoDB's ConditionCheck), so many writers can depend on one item without conflicting with each
-    other, only with a writer that changes it."""
+    other, only with a writer that changes it.
+
+    With `remove`, the item leaves in the transaction, with its history: for items written once and never
+    changed (index entries such as a record's lookup keys), whose history is that one version."""
 
     context_id: str
     kind: str
@@ -51,6 +54,7 @@ class Write:
     expected_version: int | None = None
     expires_at: datetime | None = None
     check: bool = False
+    remove: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,8 @@ class RecordStore(Protocol):
       It returns the items written, in order (a `check` writes nothing and returns nothing).
     - Each write stores a new version (previous + 1) and keeps every earlier version in `history`.
     - `query` returns latest versions of one kind in one context, ordered by id (ascending unless
-      `descending`), optionally restricted to ids starting with `prefix`; `cursor` continues a page.
+      `descending`), optionally restricted to ids starting with `prefix` and to ids between `start` and
+      `end` (both inclusive; a key range, never a scan); `cursor` continues a page.
     - Items whose `expires_at` has passed are invisible to `get` and `query` (TTL at read time; `now`
       defaults to the present).
     - `get` and `history` are consistent: they see every committed write (DynamoDB: strongly consistent
@@ -79,12 +84,20 @@ class RecordStore(Protocol):
 
     def get(self, context_id: str, kind: str, id: str, now: datetime | None = None) -> Item | None: ...
 
+    def get_many(self, context_id: str, kind: str, ids: Sequence[str], now: datetime | None = None) -> dict[str, Item]:
+        """The live items among `ids` (one batched read where the store has one), by id."""
+        ...
+
     max_writes: int
     """The most writes one `transact` call takes (DynamoDB: 50); callers split larger work."""
 
     def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]: ...
 
     def history(self, context_id: str, kind: str, id: str) -> list[Item]: ...
+
+    def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
+        """Up to `limit` versions below `before` (None: from the latest), newest first: one key range."""
+        ...
 
     def query(
         self,
@@ -96,6 +109,8 @@ class RecordStore(Protocol):
         cursor: str | None = None,
         descending: bool = False,
         now: datetime | None = None,
+        start: str | None = None,
+        end: str | None = None,
     ) -> Page: ...
 
     def purge(self, context_id: str, kind: str, id: str) -> bool:

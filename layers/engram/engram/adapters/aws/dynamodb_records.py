@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -131,6 +132,12 @@ class DynamoRecordStore:
             if w.check:
                 ops.append({"ConditionCheck": {"TableName": self._table, "Key": _latest_key(pk), **_at(version)}})
                 continue
+            if w.remove:  # an item written once: its latest and its one version leave together
+                if version:
+                    ops.append({"Delete": {"TableName": self._table, "Key": _latest_key(pk), **_at(version)}})
+                    key = {"PK": {"S": pk}, "SK": {"S": _version_sk(version)}}
+                    ops.append({"Delete": {"TableName": self._table, "Key": key}})
+                continue
             created = current["created_at"]["S"] if current else stamp
             attrs: dict[str, Any] = {
                 "ctx": {"S": w.context_id},
@@ -175,6 +182,38 @@ class DynamoRecordStore:
             ) from exc
         return out
 
+    def get_many(self, context_id: str, kind: str, ids: Sequence[str], now: datetime | None = None) -> dict[str, Item]:
+        out: dict[str, Item] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 100):  # BatchGetItem's limit
+            keys = [_latest_key(_pk(context_id, kind, i)) for i in wanted[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            for attempt in range(8):
+                got = self._db.batch_get_item(RequestItems=request)
+                for raw in got.get("Responses", {}).get(self._table, []):
+                    item = self._live(self._item(raw), now)
+                    if item is not None:
+                        out[item.id] = item
+                request = got.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(0.05 * 2**attempt)  # throttled: what was not read is asked again
+        return out
+
+    def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
+        low, high = _version_sk(0), _version_sk(before - 1 if before is not None else 9_999_999_999)
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": {"S": _pk(context_id, kind, id)}, ":lo": {"S": low}, ":hi": {"S": high}
+            },
+            ScanIndexForward=False,
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        return [self._item(r) for r in page["Items"]]
+
     def history(self, context_id: str, kind: str, id: str) -> list[Item]:
         items: list[Item] = []
         kwargs: dict[str, Any] = {
@@ -200,13 +239,25 @@ class DynamoRecordStore:
         cursor: str | None = None,
         descending: bool = False,
         now: datetime | None = None,
+        start: str | None = None,
+        end: str | None = None,
     ) -> Page:
+        values: dict[str, Any] = {":p": {"S": f"{context_id}#{kind}"}}
+        if start is not None or end is not None:  # a key range: the prefix narrows its ends
+            low = max(prefix, start or "")
+            high = min(prefix + "\U0010ffff", end) if end is not None else prefix + "\U0010ffff"
+            condition = "GSI1PK = :p AND GSI1SK BETWEEN :lo AND :hi"
+            values |= {":lo": {"S": low}, ":hi": {"S": high}}
+        elif prefix:
+            condition = "GSI1PK = :p AND begins_with(GSI1SK, :s)"
+            values[":s"] = {"S": prefix}
+        else:
+            condition = "GSI1PK = :p"
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": "GSI1",
-            "KeyConditionExpression": "GSI1PK = :p" + (" AND begins_with(GSI1SK, :s)" if prefix else ""),
-            "ExpressionAttributeValues": {":p": {"S": f"{context_id}#{kind}"}}
-            | ({":s": {"S": prefix}} if prefix else {}),
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
             "ScanIndexForward": not descending,
             "Limit": limit,
         }

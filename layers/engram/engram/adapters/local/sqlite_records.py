@@ -61,6 +61,22 @@ class SqliteRecordStore:
             ).fetchone()
         return self._live(self._item(row) if row else None, now)
 
+    def get_many(self, context_id: str, kind: str, ids: Sequence[str], now: datetime | None = None) -> dict[str, Item]:
+        out: dict[str, Item] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            with self._lock:
+                rows = self._conn.execute(
+                    f"SELECT * FROM items WHERE context_id=? AND kind=? AND id IN ({','.join('?' * len(part))})",
+                    (context_id, kind, *part),
+                ).fetchall()
+            for row in rows:
+                item = self._live(self._item(row), now)
+                if item is not None:
+                    out[item.id] = item
+        return out
+
     def transact(self, writes: Sequence[Write], now: datetime) -> list[Item]:
         out: list[Item] = []
         stamp = iso(now)
@@ -79,6 +95,13 @@ class SqliteRecordStore:
                             code="version_conflict",
                         )
                     if w.check:
+                        continue
+                    if w.remove:
+                        for table in ("items", "history"):
+                            self._conn.execute(
+                                f"DELETE FROM {table} WHERE context_id=? AND kind=? AND id=?",
+                                (w.context_id, w.kind, w.id),
+                            )
                         continue
                     version = current + 1
                     created = row[1] if row else stamp
@@ -112,6 +135,16 @@ class SqliteRecordStore:
             ).fetchall()
         return [self._item(r) for r in rows]
 
+    def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT h.context_id, h.kind, h.id, h.version, h.data, h.actor, i.created_at, h.at, NULL "
+                "FROM history h LEFT JOIN items i USING (context_id, kind, id) "
+                "WHERE h.context_id=? AND h.kind=? AND h.id=? AND h.version < ? ORDER BY h.version DESC LIMIT ?",
+                (context_id, kind, id, before if before is not None else 2**62, limit),
+            ).fetchall()
+        return [self._item(r) for r in rows]
+
     def query(
         self,
         context_id: str,
@@ -122,10 +155,18 @@ class SqliteRecordStore:
         cursor: str | None = None,
         descending: bool = False,
         now: datetime | None = None,
+        start: str | None = None,
+        end: str | None = None,
     ) -> Page:
         op, order = ("<", "DESC") if descending else (">", "ASC")
         sql = "SELECT * FROM items WHERE context_id=? AND kind=? AND id >= ? AND id < ?"
         args: list[Any] = [context_id, kind, prefix, prefix + "\U0010ffff"]
+        if start is not None:
+            sql += " AND id >= ?"
+            args.append(start)
+        if end is not None:
+            sql += " AND id <= ?"
+            args.append(end)
         if cursor is not None:
             sql += f" AND id {op} ?"
             args.append(cursor)
