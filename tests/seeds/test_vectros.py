@@ -1,10 +1,12 @@
 """Vectros' document (../shared/seeds/vectros-mcp-server.md), replayed: what it says of each tool Engram
 has (the MCP caps, dual-mode ingest, idempotency by externalId, PENDING_INDEX -> INDEXED, asks with
-progress), over HTTP; the tools and the two resources Engram lacks are expected failures naming issue #14."""
+progress, records, schemas, principals, version history, the two read-only resources and the tool filter
+that fails fast), over HTTP, every one of the 21 tools."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -32,18 +34,16 @@ PRESENT = [
     "folder_delete",
     "folder_query",
     "rag_ask",
+    "list_schemas",
+    "lookup_principal",
+    "record_create",
+    "record_get",
+    "record_update",
+    "record_delete",
+    "record_query",
+    "version_history",
 ]
-MISSING = {
-    "list_schemas": {},
-    "lookup_principal": {"externalId": "user-123"},
-    "record_create": {"type": "ticket", "payload": {"title": "Printer jam"}, "externalId": "t-1"},
-    "record_get": {"id": "rec_1"},
-    "record_update": {"id": "rec_1", "payload": {"title": "Printer fixed"}},
-    "record_delete": {"id": "rec_1"},
-    "record_query": {"type": "ticket"},
-    "version_history": {"id": "rec_1"},
-}
-coverage.declare(SEED, PRESENT + list(MISSING))
+coverage.declare(SEED, PRESENT)
 TAG = uuid.uuid4().hex[:8]
 
 
@@ -139,18 +139,132 @@ async def test_documents_folders_search_and_asks(live: Live) -> None:
         coverage.passed(SEED, "folder_delete")
 
 
-@pytest.mark.parametrize("tool", list(MISSING))
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue #14 adds Vectros' records, schemas and principals")
-async def test_tools_issue_14_adds(live: Live, tool: str) -> None:
-    refused = await refusal(live.url, live.keys.agent, tool, MISSING[tool])
-    assert refused is None, f"{tool}: {refused}"
-    coverage.passed(SEED, tool)
+TICKET = {
+    "type": f"ticket{TAG}",
+    "jsonSchema": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1},
+            "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["title", "priority"],
+    },
+    "lookupFields": [{"field": "title", "ops": ["exact", "prefix"]}, {"field": "priority", "ops": ["exact", "range"]}],
+    "indexMode": "hybrid",
+}
+USER = {
+    "type": f"user{TAG}",
+    "surface": "identity",
+    "principalType": "user",
+    "jsonSchema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+    "lookupFields": [{"field": "email"}],
+    "indexMode": "none",
+}
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="issue #14 adds the schema catalog and identity resources"
-)
+async def test_records_schemas_principals_and_history(live: Live) -> None:
+    ticket = TICKET["type"]
+    async with connect(live.url, live.keys.management) as m:
+        assert (await ok(m, "schemas_create", **TICKET))["version"] >= 1
+        await ok(m, "schemas_create", **USER)
+        await ok(m, "scopes_create", paths=[f"org/acme/user/u-{TAG}"])
+        # an identity record names the principal whose scope path it is written under
+        await ok(m, "record_create", type=USER["type"], payload={"email": f"ann-{TAG}@example.com"},
+                 externalId=f"ann-{TAG}", scopes=[[f"org/acme/user/u-{TAG}"]])  # fmt: skip
+    async with connect(live.url, live.keys.agent) as c:
+        listed = await ok(c, "list_schemas", surface="record")
+        assert ticket in [s["type"] for s in listed["schemas"]]
+        assert USER["type"] not in [s["type"] for s in listed["schemas"]]
+        one = await ok(c, "list_schemas", type=USER["type"])
+        assert [s["surface"] for s in one["schemas"]] == ["identity"]
+        coverage.passed(SEED, "list_schemas")
+
+        first = await ok(c, "record_create", type=ticket, payload={"title": "Printer jam", "priority": 2},
+                         externalId=f"t-{TAG}")  # fmt: skip
+        again = await ok(c, "record_create", type=ticket, payload={"title": "Printer jam", "priority": 2},
+                         externalId=f"t-{TAG}")  # fmt: skip
+        assert again["id"] == first["id"] and first["created"] is True and again["created"] is False
+        clash = await c.call_tool("record_create", {"type": ticket, "payload": {"title": "Other", "priority": 1},
+                                                    "externalId": f"t-{TAG}"})  # fmt: skip
+        assert clash.is_error and clash.structured_content["error"]["code"] == "external_id_conflict"  # type: ignore[index]
+        bad = await c.call_tool("record_create", {"type": ticket, "payload": {"title": "x", "priority": 9}})
+        assert bad.is_error and "payload.priority" in bad.structured_content["error"]["message"]  # type: ignore[index]
+        for n, title in enumerate(["Printer toner", "Projector bulb", "Printer cable"], start=3):
+            await ok(c, "record_create", type=ticket, payload={"title": title, "priority": n})
+        coverage.passed(SEED, "record_create")
+
+        got = await ok(c, "record_get", id=first["id"])
+        assert got["payload"] == {"title": "Printer jam", "priority": 2} and got["version"] == 1
+        coverage.passed(SEED, "record_get")
+        changed = await ok(c, "record_update", id=first["id"], payload={"title": "Printer fixed", "priority": 1},
+                           expectedVersion=1)  # fmt: skip
+        assert changed["version"] == 2
+        stale = await c.call_tool("record_update", {"id": first["id"], "payload": {"title": "x", "priority": 1},
+                                                    "expectedVersion": 1})  # fmt: skip
+        assert stale.is_error and stale.structured_content["error"]["code"] == "version_conflict"  # type: ignore[index]
+        coverage.passed(SEED, "record_update")
+
+        listed3 = await ok(c, "record_query", type=ticket)  # MCP default: 3
+        assert len(listed3["items"]) == 3 and listed3["nextPageToken"]
+        rest = await ok(c, "record_query", type=ticket, pageToken=listed3["nextPageToken"])
+        assert len(rest["items"]) == 1 and rest["nextPageToken"] is None
+        prefix = await ok(c, "record_query", type=ticket, field="title", op="prefix", value="Printer", limit=10)
+        assert sorted(r["payload"]["title"] for r in prefix["items"]) == ["Printer cable", "Printer fixed",
+                                                                         "Printer toner"]  # fmt: skip
+        ranged = await ok(c, "record_query", type=ticket, field="priority", **{"from": 3, "to": 5}, order="desc")
+        assert [r["payload"]["priority"] for r in ranged["items"]] == [5, 4, 3]
+        exact = await ok(c, "record_query", type=ticket, field="title", value="Printer jam")
+        assert exact["items"] == []  # its title changed: the old value no longer finds it
+        coverage.passed(SEED, "record_query")
+
+        found = await ok(c, "hybrid_search", query="projector bulb replacement")
+        assert any(r.get("record_id") for r in found["results"])
+
+        gone = await ok(c, "record_delete", id=first["id"])
+        assert gone["deleted"] is True and gone["version"] == 3
+        assert (await c.call_tool("record_get", {"id": first["id"]})).is_error
+        coverage.passed(SEED, "record_delete")
+
+        history = await ok(c, "version_history", id=first["id"])
+        assert [(v["version"], v["operation"]) for v in history["versions"]] == [
+            (3, "delete"), (2, "update"), (1, "create")
+        ]  # fmt: skip
+        update = history["versions"][1]
+        assert update["actor"]["principal"] == "agent" and update["actor"]["keyId"]
+        assert {"op": "replace", "path": "/payload/title", "value": "Printer fixed"} in update["diff"]
+        page = await ok(c, "version_history", id=first["id"], limit=1)
+        older = await ok(c, "version_history", id=first["id"], limit=2, pageToken=page["nextPageToken"])
+        assert [v["version"] for v in older["versions"]] == [2, 1] and older["nextPageToken"] is None
+        coverage.passed(SEED, "version_history")
+
+        who = await ok(c, "lookup_principal", externalId=f"u-{TAG}")
+        assert who["id"] == f"org/acme/user/u-{TAG}" and who["type"] == "user"
+        by_email = await ok(c, "lookup_principal", type=USER["type"], field="email", value=f"ann-{TAG}@example.com")
+        assert by_email["id"] == f"org/acme/user/u-{TAG}" and by_email["externalId"] == f"ann-{TAG}"
+        nobody = await c.call_tool("lookup_principal", {"externalId": f"nobody-{TAG}"})
+        assert nobody.is_error and nobody.structured_content["error"]["status"] == 404  # type: ignore[index]
+        coverage.passed(SEED, "lookup_principal")
+
+
 async def test_the_two_resources(live: Live) -> None:
     async with connect(live.url, live.keys.agent) as c:
-        resources = (await c.list_resources()).resources
-    assert len(resources) == 2, "the schema catalog and identity resources"
+        resources = {str(r.uri): r for r in (await c.list_resources()).resources}
+        assert set(resources) == {"engram://schemas", "engram://identity"}
+        catalog = await c.read_resource("engram://schemas")
+        identity = await c.read_resource("engram://identity")
+        assert json.loads(catalog.contents[0].text) == await ok(c, "list_schemas")  # type: ignore[union-attr]
+        assert json.loads(identity.contents[0].text) == await ok(c, "current_identity")  # type: ignore[union-attr]
+        assert (await c.list_prompts()).prompts == []
+
+
+def test_unknown_tool_names_fail_fast_at_startup(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """"Narrow the catalog ... with VECTROS_MCP_TOOLS ... (e.g. "hybrid_search,rag_ask") ... Unknown tool names
+    fail fast at startup with a clear error." Engram's variable is ENGRAM_MCP_TOOLS."""
+    from engram.cli import main
+    from engram.operations import select
+
+    assert [op.name for op in select({"hybrid_search", "rag_ask"})] == ["hybrid_search", "rag_ask"]
+    monkeypatch.setenv("ENGRAM_MCP_TOOLS", "hybrid_search,rag_ask,web_search")
+    assert main(["serve", "--data-dir", str(tmp_path), "--port", "1"]) == 2
+    assert "unknown tools: web_search" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`engram` command line: serve, stdio, keys, scopes."""
+"""`engram` command line: serve, stdio, keys, scopes, schemas."""
 
 from __future__ import annotations
 
@@ -115,6 +115,34 @@ def cmd_scopes(args: argparse.Namespace) -> int:
     else:
         for p in engram.identity.registered(args.context):
             print(p)
+    return 0
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    """Register a schema from a JSON file (the body `schemas_create` takes), or list a context's schemas."""
+    from pydantic import ValidationError
+
+    from engram.operations.records import SchemaIn
+    from engram.services.identity import check_context
+    from engram.wiring import build
+
+    engram = build(_settings(args).model_copy(update={"embedder": "none"}))
+    context = check_context(args.context)
+    if args.schemas_cmd == "list":
+        for schema in engram.schemas.all(context):
+            print(json.dumps(schema.public()))
+        return 0
+    try:
+        spec = SchemaIn.model_validate_json(Path(args.file).read_bytes())
+    except (OSError, ValidationError) as exc:
+        print(f"error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    lookups = [f.model_dump() for f in spec.lookupFields]
+    done = engram.schemas.create(
+        context, "cli", spec.type, spec.surface, spec.jsonSchema, lookups, spec.indexMode, spec.principalType,
+        spec.description,
+    )  # fmt: skip
+    print(f"registered {done['surface']} schema {done['type']} (version {done['version']}) in {context}")
     return 0
 
 
@@ -244,6 +272,18 @@ def parser() -> argparse.ArgumentParser:
     scl.add_argument("--context", required=True)
     for sp in (scc, scl):
         sp.set_defaults(fn=cmd_scopes)
+
+    sh = sub.add_parser("schemas", help="register record / document / identity schemas")
+    shs = sh.add_subparsers(dest="schemas_cmd", required=True)
+    shc = shs.add_parser("create", help="register (or replace) the schema a JSON file describes")
+    common(shc)
+    shc.add_argument("--context", required=True)
+    shc.add_argument("file", help='JSON: {"type", "surface", "jsonSchema", "lookupFields", "indexMode", ...}')
+    shl = shs.add_parser("list")
+    common(shl)
+    shl.add_argument("--context", required=True)
+    for sp in (shc, shl):
+        sp.set_defaults(fn=cmd_schemas)
 
     ad = sub.add_parser("admin", help="operate a deployment")
     ads = ad.add_subparsers(dest="admin_cmd", required=True)

@@ -13,15 +13,16 @@ class EngramError(Exception):
     status = 500
     code = "internal"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.details = details or {}
         if code is not None:
             self.code = code
 
     def to_dict(self) -> dict[str, object]:
         # status: Spectron's field; code, message and details: Cortex's error shape
-        return {"status": self.status, "code": self.code, "message": self.message, "details": {}}
+        return {"status": self.status, "code": self.code, "message": self.message, "details": dict(self.details)}
 
 
 class InvalidInput(EngramError):

@@ -4,6 +4,8 @@
   decides who sees it.
 - `via`: the record is seen through another kind (a chunk through its document, a slot through its
   attribute, a document's processing state through the document).
+- `context`: read by every caller of its context, written by its management principal only (a schema:
+  the context's type definitions, as a database's callers read its tables' definitions).
 - `system`: not an object any caller reads (keys, registered scope paths, queue jobs, dedup pointers
   that only ever lead to a record checked with `can_see`).
 
@@ -20,7 +22,7 @@ from typing import Literal
 @dataclass(frozen=True)
 class Kind:
     family: str
-    access: Literal["scoped", "via", "system"]
+    access: Literal["scoped", "via", "context", "system"]
     via: str | None = None
 
 
@@ -43,6 +45,10 @@ KINDS: dict[str, Kind] = {
     "ctxkey": Kind("context", "scoped"),
     "thread": Kind("conversation", "scoped"),
     "message": Kind("conversation", "scoped"),
+    "schema": Kind("records", "context"),
+    "record": Kind("records", "scoped"),
+    "rlookup": Kind("records", "via", "record"),
+    "rextid": Kind("records", "system"),  # an externalId's record, seen only through can_see
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),

@@ -19,7 +19,11 @@ if TYPE_CHECKING:
     from engram.services.conversation import ConversationService
     from engram.services.documents import DocumentService
     from engram.services.entities import EntityService
+    from engram.services.history import History
     from engram.services.memory import MemoryService
+    from engram.services.principals import Principals
+    from engram.services.records import RecordService
+    from engram.services.schemas import SchemaService
     from engram.services.workctx import WorkingContext
 
 
@@ -45,13 +49,14 @@ class Engram:
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
         # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
         from engram.queue import BLOB_CREATED_JOB
-        from engram.services import conversation, documents, memory
+        from engram.services import conversation, documents, memory, records
 
         def lazy(service: str, method: str) -> Callable[[Any], None]:
             return lambda payload: getattr(getattr(self, service), method)(payload)
 
         self.queue.register(memory.INDEX_JOB, lazy("memory", "_index_job"))
         self.queue.register(conversation.INDEX_JOB, lazy("conversation", "_index_job"))
+        self.queue.register(records.INDEX_JOB, lazy("typed", "_index_job"))
         self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
         self.queue.register(
             documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
@@ -83,6 +88,33 @@ class Engram:
         from engram.services.workctx import WorkingContext
 
         return WorkingContext(self.records, self.clock, self.identity)
+
+    @cached_property
+    def schemas(self) -> SchemaService:
+        from engram.services.schemas import SchemaService
+
+        return SchemaService(self.records, self.clock)
+
+    @cached_property
+    def typed(self) -> RecordService:
+        """Typed records (Vectros' `record_*` tools); `records` is the record store they live in."""
+        from engram.services.records import RecordService
+
+        return RecordService(
+            self.records, self.index, self.embedder, self.clock, self.identity, self.schemas, self.queue
+        )
+
+    @cached_property
+    def principals(self) -> Principals:
+        from engram.services.principals import Principals
+
+        return Principals(self.identity, self.schemas, self.typed)
+
+    @cached_property
+    def history(self) -> History:
+        from engram.services.history import History
+
+        return History(self.records, self.identity)
 
     @cached_property
     def entities(self) -> EntityService:

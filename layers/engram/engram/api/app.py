@@ -19,7 +19,7 @@ from engram import __version__
 from engram.api import dispatch
 from engram.api.auth import principal_for
 from engram.api.edge import Edge
-from engram.api.mcp import LOG_LEVELS, build_server
+from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
 from engram.observability import metrics
@@ -67,15 +67,21 @@ Forward = Callable[[str, Scope, bytes], Awaitable[Reply]]
 
 
 def _tool_family(body: bytes) -> str | None:
-    """The family of the tool a `tools/call` body names; None for any other message (or an unknown tool)."""
+    """The family of the tool a `tools/call` body names, or of the tool behind the resource a
+    `resources/read` names; None for any other message (or an unknown tool or resource)."""
     try:
         message = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
+    method = message.get("method") if isinstance(message, dict) else None
+    params = message.get("params") if isinstance(message, dict) else None
+    if method not in ("tools/call", "resources/read") or not isinstance(params, dict):
         return None
-    params = message.get("params")
-    name = params.get("name") if isinstance(params, dict) else None
+    if method == "resources/read":
+        resource = RESOURCES.get(str(params.get("uri")))
+        name = resource.operation if resource is not None else None
+    else:
+        name = params.get("name")
     op = find(name) if isinstance(name, str) else None
     return op.family if op is not None else None
 

@@ -12,6 +12,7 @@ import json
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, get_args
 
 import anyio
@@ -213,6 +214,21 @@ async def _log(ctx: ServerRequestContext[Any, Any], key_id: str, level: types.Lo
 RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource
 
 
+@dataclass(frozen=True)
+class Resource:
+    name: str
+    description: str
+    operation: str  # the tool whose payload the resource is
+
+
+RESOURCES = {
+    "engram://schemas": Resource("schema catalog", "The record, document and identity types (list_schemas).",
+                                 "list_schemas"),
+    "engram://identity": Resource("identity", "The calling key: principal, contexts, grant (current_identity).",
+                                  "current_identity"),
+}  # fmt: skip
+
+
 def build_server(
     engram: Engram,
     ops: Sequence[Operation],
@@ -280,10 +296,17 @@ def build_server(
         LOG_LEVELS.set(principal.key_id, params.level)
         return types.EmptyResult()
 
-    # No resources or prompts yet (the Vectros issue adds resources): the lists answer, empty, instead of
-    # "method not found", as clients that list them on connect expect.
-    async def no_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[])
+    # Read-only resources (Vectros' schema catalog and identity): the same payloads as their tools, run by
+    # the same path. Prompts: none, listed as an empty list rather than "method not found".
+    offered = {uri: r for uri, r in RESOURCES.items() if r.operation in by_name}
+
+    async def list_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(uri=uri, name=r.name, description=r.description, mime_type="application/json")
+                for uri, r in offered.items()
+            ]
+        )
 
     async def no_templates(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[])
@@ -294,7 +317,20 @@ def build_server(
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {params.uri}")
+        resource = offered.get(str(params.uri))
+        if resource is None:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {params.uri}")
+        op = by_name[resource.operation]
+        try:
+            principal, default_context = principal_of(ctx)
+            args = op.input.model_validate({"context_id": default_context} if default_context else {})
+            result = await dispatch.run(engram, op, principal, args, lambda *_: None, transport)
+        except EngramError as exc:
+            raise MCPError(code=types.INVALID_REQUEST, message=exc.message, data=exc.to_dict()) from None
+        text = json.dumps(result)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=params.uri, mime_type="application/json", text=text)]
+        )
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
@@ -305,7 +341,7 @@ def build_server(
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_list_resources=no_resources,
+        on_list_resources=list_resources,
         on_list_resource_templates=no_templates,
         on_read_resource=read_resource,
         on_list_prompts=no_prompts,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.operations.registry import Operation, OpInput, declare
 from engram.services.identity import ANY, MANAGEMENT, Caller
@@ -68,6 +68,50 @@ declare(
         "GET",
         "/identity",
         _whoami,
+        read_only=True,
+    )
+)
+
+
+class PrincipalIn(OpInput):
+    externalId: str | None = Field(None, min_length=1, max_length=256, description="your id of the principal")
+    type: str | None = Field(None, max_length=64, description="user / org / client, or an identity schema")
+    field: str | None = Field(None, max_length=64, description="a lookup field of that identity schema")
+    value: str | int | float | bool | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> PrincipalIn:
+        by_field = self.field is not None or self.value is not None
+        if (self.externalId is not None) == by_field:
+            raise ValueError("give externalId, or type + field + value")
+        if by_field and (self.type is None or self.field is None or self.value is None):
+            raise ValueError("a lookup by field takes type, field and value")
+        return self
+
+
+class PrincipalOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    type: str | None
+    externalId: str | None
+    path: str
+
+
+def _principal(e: Any, c: Caller, a: PrincipalIn, p: Progress) -> dict[str, Any]:
+    return e.principals.lookup(c, a.externalId, a.type, a.field, a.value)  # type: ignore[no-any-return]
+
+
+declare(
+    Operation(
+        "lookup_principal",
+        "identity",
+        "Resolve a user / org / client by your externalId or an identity lookup field, to its ownership id.",
+        PrincipalIn,
+        PrincipalOut,
+        ANY,
+        "POST",
+        "/principals/lookup",
+        _principal,
         read_only=True,
     )
 )

@@ -555,6 +555,7 @@ class VectrosFilters(OpInput):
             metadata=self.metadataFilters or {},
             created_from=self.dateFrom,
             created_to=self.dateTo,
+            kinds=("chunk", "record"),  # "across indexed documents and records"
             **extra,
         )
 

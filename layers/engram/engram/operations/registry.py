@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engram.errors import InvalidInput
 from engram.services.identity import Caller, Role
 from engram.services.memory import Progress
 
@@ -92,8 +93,16 @@ def find(name: str) -> Operation | None:
 
 
 def select(tool_filter: set[str] | None = None, family: str | None = None) -> list[Operation]:
-    """Distinct operations, declaration order, narrowed by a filter of names or families."""
+    """Distinct operations, declaration order, narrowed by a filter of names or families. A filter that
+    names a tool nobody declared is refused (Vectros: "unknown tool names fail fast at startup")."""
     _load()
+    if tool_filter is not None:
+        unknown = sorted(tool_filter - set(REGISTRY) - set(families()))
+        if unknown:
+            raise InvalidInput(
+                f"ENGRAM_MCP_TOOLS names unknown tools: {', '.join(unknown)} (tool or family names)",
+                code="unknown_tool",
+            )
     seen: dict[str, Operation] = {}
     for op in REGISTRY.values():
         if family is not None and op.family != family:
@@ -111,7 +120,7 @@ def families() -> list[str]:
 
 def _load() -> None:
     # Each family module declares its operations on import; a new family is one new module here.
-    from engram.operations import context, conversation, entities, identity, knowledge, memory  # noqa: F401
+    from engram.operations import context, conversation, entities, identity, knowledge, memory, records  # noqa: F401
 
 
 def all_names(ops: Iterable[Operation]) -> list[str]:

@@ -39,6 +39,7 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services import answering
 from engram.services.chunking import Chunk, Strategy, chunk
+from engram.services.history import PRIVATE_DOCUMENT_FIELDS
 from engram.services.identity import Caller, IdentityService, Principal
 from engram.services.memory import Progress, _no_progress
 from engram.services.parsing import TEXT, detect, parse
@@ -89,6 +90,7 @@ class Search:
     created_to: str | None = None
     lens: list[list[str]] | None = None
     match_all: bool = False
+    kinds: tuple[str, ...] = ("chunk",)  # Vectros' searches add "record": records whose indexMode is not none
 
 
 def _flat(value: Any) -> str | int | float | bool:
@@ -496,8 +498,7 @@ class DocumentService:
 
     @staticmethod
     def _public(d: dict[str, Any], version: int) -> dict[str, Any]:
-        hidden = {"blob_key", "scopes", "hash_key", "extid_key", "chunk_prefix"}
-        return {k: v for k, v in d.items() if k not in hidden} | {"version": version}
+        return {k: v for k, v in d.items() if k not in PRIVATE_DOCUMENT_FIELDS} | {"version": version}
 
     def chunks(self, caller: Caller, doc_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
         item = self.visible(caller, "document", doc_id)
@@ -645,7 +646,7 @@ class DocumentService:
                 vector,
                 mode,
                 s.k + s.offset,
-                ("chunk",),
+                s.kinds,
                 visibility,
                 None,
                 meta,
@@ -665,6 +666,19 @@ class DocumentService:
 
     def _result(self, caller: Caller, h: Hit) -> dict[str, Any]:
         m = h.metadata
+        if h.kind == "record":  # a typed record (engram.services.records), in the same fields
+            return {
+                "kind": "record",
+                "record": {"id": h.id, "type": m.get("type"), "externalId": m.get("external_id") or None},
+                "chunk": {"id": h.id, "text": h.text, "section": "", "position": 0, "page": None},
+                "score": round(h.score, 6),
+                "chunk_id": h.id,
+                "record_id": h.id,
+                "document_id": None,
+                "title": m.get("title"),
+                "content": h.text,
+                "metadata": {k[2:]: v for k, v in m.items() if k.startswith("m.")},
+            }
         item = self.records.get(caller.context_id, "chunk", h.id)
         text = item.data["text"] if item is not None else h.text
         page = int(m.get("page", 0) or 0) or None

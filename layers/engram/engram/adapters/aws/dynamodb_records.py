@@ -205,9 +205,7 @@ class DynamoRecordStore:
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={
-                ":pk": {"S": _pk(context_id, kind, id)}, ":lo": {"S": low}, ":hi": {"S": high}
-            },
+            ExpressionAttributeValues={":pk": {"S": _pk(context_id, kind, id)}, ":lo": {"S": low}, ":hi": {"S": high}},
             ScanIndexForward=False,
             Limit=limit,
             ConsistentRead=True,
