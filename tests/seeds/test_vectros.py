@@ -17,7 +17,6 @@ from mcp.shared.exceptions import MCPError
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 from tests.seeds import coverage
-from tests.seeds.replay import refusal
 
 SEED = "vectros"
 PRESENT = [
@@ -259,7 +258,7 @@ async def test_the_two_resources(live: Live) -> None:
 
 
 def test_unknown_tool_names_fail_fast_at_startup(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    """"Narrow the catalog ... with VECTROS_MCP_TOOLS ... (e.g. "hybrid_search,rag_ask") ... Unknown tool names
+    """ "Narrow the catalog ... with VECTROS_MCP_TOOLS ... (e.g. "hybrid_search,rag_ask") ... Unknown tool names
     fail fast at startup with a clear error." Engram's variable is ENGRAM_MCP_TOOLS."""
     from engram.cli import main
     from engram.operations import select
