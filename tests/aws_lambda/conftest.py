@@ -30,6 +30,7 @@ FAMILIES = {
     "knowledge": "KnowledgeFunction",
     "identity": "IdentityFunction",
     "context": "ContextFunction",
+    "records": "RecordsFunction",
 }
 
 

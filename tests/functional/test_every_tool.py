@@ -52,6 +52,25 @@ def _ctxkey(live: Live) -> str:
     return key
 
 
+SAMPLE_SCHEMA = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "email": {"type": "string"}},
+    "required": ["title"],
+}
+
+
+def _type(live: Live) -> str:
+    lookups = [{"field": "title", "ops": ["exact", "prefix"], "kind": "string"}]
+    live.engram.schemas.create("acme", "t", "sample", "record", SAMPLE_SCHEMA, lookups, "keyword", None, "")
+    return "sample"
+
+
+def _record(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    out = live.engram.typed.create(caller, _type(live), {"title": "Printer jam"}, None, None, None, None)
+    return str(out["id"])
+
+
 B64 = base64.b64encode(b"Flaps increase lift at low speed.").decode()
 SAMPLES: dict[str, Any] = {
     "document_upload": lambda live: {"bytes_base64": B64, "filename": f"flaps-{uuid.uuid4().hex}.txt"},
@@ -102,6 +121,15 @@ SAMPLES: dict[str, Any] = {
     "entity_update": lambda live: {"entity_id": _entity(live), "description": "A sister."},
     "entity_merge": lambda live: {"keep_id": _entity(live), "remove_id": _entity(live)},
     "entity_list": {"type": "Person", "sort": "mention_count"},
+    "schemas_create": {"type": "memo", "jsonSchema": SAMPLE_SCHEMA, "lookupFields": [{"field": "title"}]},
+    "list_schemas": {},
+    "record_create": lambda live: {"type": _type(live), "payload": {"title": "Printer jam"}},
+    "record_get": lambda live: {"id": _record(live)},
+    "record_update": lambda live: {"id": _record(live), "payload": {"title": "Printer fixed"}},
+    "record_delete": lambda live: {"id": _record(live)},
+    "record_query": lambda live: {"type": _type(live), "field": "title", "op": "prefix", "value": "Printer"},
+    "version_history": lambda live: {"id": _record(live)},
+    "lookup_principal": {"externalId": "acme"},
 }
 OPS = select()
 
