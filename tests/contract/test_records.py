@@ -123,11 +123,11 @@ def test_bad_payloads_name_the_path_and_write_nothing(both: Engram) -> None:
         e.typed.create(alice, "order", big, None, None, None, None)
     with pytest.raises(InvalidInput, match="control characters"):
         e.typed.create(alice, "order", {"sku": "ABC-1", "qty": 1}, "bad\x00id", None, None, None)
-    with pytest.raises(NotFound, match="unknown|no schema"):
+    with pytest.raises(NotFound, match="no schema"):
         e.typed.create(alice, "invoice", {"sku": "ABC-1", "qty": 1}, None, None, None, None)
     assert e.records.query("acme", KIND).items == [] and e.records.query("acme", LOOKUP).items == []
     r = make(e, alice, "ABC-1", 1)
-    with pytest.raises(InvalidInput, match="payload.qty"):
+    with pytest.raises(InvalidInput, match=r"payload\.qty"):
         e.typed.update(alice, r["id"], {"sku": "ABC-1", "qty": "one"}, None, None, None)
     assert e.typed.get(alice, r["id"])["version"] == 1
     with pytest.raises(Conflict):
