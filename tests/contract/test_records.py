@@ -215,3 +215,37 @@ def test_index_mode_decides_what_search_finds(both: Engram) -> None:
     assert hidden["id"] in hits("ZEP-2 order") and found["id"] not in hits("ZEP-1 order")
     e.typed.delete(alice, hidden["id"], None)
     assert hidden["id"] not in hits("ZEP-2 order")
+
+
+def test_typed_documents_use_the_schemas_and_their_lookups_and_indexing_keeps_the_version(both: Engram) -> None:
+    from engram.services.documents import NewDocument
+
+    e, (alice, _, _) = both, setup(both)
+    invoice = {"type": "object", "properties": {"invoice": {"type": "string"}, "amount": {"type": "number"}},
+               "required": ["invoice"]}  # fmt: skip
+    lookups = [{"field": "invoice", "ops": ["exact", "prefix"]}, {"field": "amount", "ops": ["range"]}]
+    e.schemas.create("acme", "cli", "invoice", "document", invoice, lookups, "none", None, "")
+
+    def ingest(n: int, payload: dict[str, Any], schema: str = "invoice") -> dict[str, Any]:
+        text = f"Invoice {n}: {n * 3} rivets for the wing panels.".encode()
+        return e.documents.ingest(alice, NewDocument(text, f"Invoice {n}", schema_id=schema, payload=payload))
+
+    with pytest.raises(InvalidInput, match=r"payload\.amount"):
+        ingest(0, {"invoice": "INV-0", "amount": "ten"})
+    with pytest.raises(InvalidInput, match="not a document type"):
+        ingest(0, {"sku": "ABC-1", "qty": 1}, "order")
+    docs = [ingest(n, {"invoice": f"INV-{n}", "amount": n * 10}) for n in (1, 2, 3)]
+    items, _ = e.documents.lookup(alice, "invoice", "invoice", "prefix", "INV-", None, None, False, 10, None)
+    assert [d["payload"]["invoice"] for d in items] == ["INV-1", "INV-2", "INV-3"]
+    ranged, _ = e.documents.lookup(alice, "invoice", "amount", "range", None, 15, 30, True, 10, None)
+    assert [d["payload"]["invoice"] for d in ranged] == ["INV-3", "INV-2"]
+    e.queue.join()  # indexing finishes: the version a client was given still holds
+    first = e.documents.get(alice, docs[0]["id"])
+    assert first["version"] == docs[0]["version"] == 1 and first["status"] == "indexed"
+    assert e.documents.update(alice, docs[0]["id"], {"title": "Invoice one"}, 1)["version"] == 2
+    history = e.history.versions(alice, docs[0]["id"], 10, None)
+    assert [v["operation"] for v in history["versions"]] == ["update", "create"]
+    assert {"op": "replace", "path": "/title", "value": "Invoice one"} in history["versions"][0]["diff"]
+    e.documents.delete(alice, docs[1]["id"])
+    left, _ = e.documents.lookup(alice, "invoice", "invoice", "prefix", "INV-", None, None, False, 10, None)
+    assert [d["payload"]["invoice"] for d in left] == ["INV-1", "INV-3"]

@@ -39,6 +39,7 @@ KINDS: dict[str, Kind] = {
     "collection": Kind("knowledge", "scoped"),
     "chunk": Kind("knowledge", "via", "document"),
     "docstate": Kind("knowledge", "via", "document"),
+    "dlookup": Kind("knowledge", "via", "document"),
     "hash": Kind("knowledge", "system"),
     "extid": Kind("knowledge", "system"),
     "fence": Kind("knowledge", "system"),

@@ -143,6 +143,7 @@ class Engram:
             self.identity,
             self.queue,
             self.generator,
+            self.schemas,
         )
 
 

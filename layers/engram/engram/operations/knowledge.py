@@ -429,7 +429,30 @@ def _field(doc: dict[str, Any], name: str) -> Any:
     return doc.get({"externalId": "external_id", "folderId": "folder_id"}.get(name, name))
 
 
+def _typed_lookup(e: Any, c: Caller, a: DocQueryIn) -> dict[str, Any] | None:
+    """A lookup on a typed document's lookup field (payload.<f> of its schema): a key range, not a scan."""
+    if a.type is None or a.op == "list" or a.collection is not None or a.folderId is not None:
+        return None
+    schema = e.schemas.find(c.context_id, a.type)
+    name = a.field[8:] if a.field.startswith("payload.") else None
+    if schema is None or schema.surface != "document" or not any(lk.field == name for lk in schema.lookups):
+        return None
+    items, _ = e.documents.lookup(
+        c, a.type, name, a.op, a.value, a.from_, a.to, a.order == "desc", a.offset + a.limit + 1, None
+    )
+    page = items[a.offset : a.offset + a.limit]
+    more = len(items) > a.offset + a.limit
+    return {
+        "items": page,
+        "total": len(items) if not more else None,
+        "nextOffset": a.offset + a.limit if more else None,
+    }
+
+
 def _doc_query(e: Any, c: Caller, a: DocQueryIn, p: Progress) -> dict[str, Any]:
+    typed = _typed_lookup(e, c, a)
+    if typed is not None:
+        return typed
     docs = e.documents.all_documents(c)
     for key, want in (("collection", a.collection), ("folder_id", a.folderId), ("type", a.type)):
         if want is not None:

@@ -37,17 +37,19 @@ from engram.ports import (
 from engram.queue import BLOB_CREATED_JOB, Queue
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
-from engram.services import answering
+from engram.services import answering, lookups
 from engram.services.chunking import Chunk, Strategy, chunk
 from engram.services.history import PRIVATE_DOCUMENT_FIELDS
 from engram.services.identity import Caller, IdentityService, Principal
 from engram.services.memory import Progress, _no_progress
 from engram.services.parsing import TEXT, detect, parse
+from engram.services.schemas import Schema, SchemaService
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 EMBED_JOB = "documents.embed"
 INBOX = "inbox/"
 DEFAULT_COLLECTION = "default"
+LOOKUP = "dlookup"  # a typed document's lookup entries (engram.services.lookups)
 _RETRIES = 3
 
 
@@ -108,9 +110,11 @@ class DocumentService:
         identity: IdentityService,
         queue: Queue,
         generator: Generator | None = None,
+        schemas: SchemaService | None = None,
     ) -> None:
         self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
         self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
+        self.schemas = schemas or SchemaService(records, clock)
         queue.register(EMBED_JOB, self._embed_job, batch=self._embed_jobs)
         queue.register(BLOB_CREATED_JOB, self._blob_created_job)
 
@@ -132,6 +136,7 @@ class DocumentService:
             raise InvalidInput(f"{name}: over {MAX_DOCUMENT_BYTES} bytes", code="payload_too_large")
         tags = self.identity.write_scopes(caller, new.scopes)
         visibility = self.identity.read_lens(caller, None)
+        schema = self._typed(ctx, new.schema_id, new.payload)
         collection = new.collection or DEFAULT_COLLECTION
         if new.folder_id is not None:
             self._folder(caller, new.folder_id)
@@ -199,6 +204,9 @@ class DocumentService:
             if new.folder_id is not None:
                 writes.append(self._fence(ctx, "folder", new.folder_id, caller.actor))
             writes += [Write(ctx, "chunk", _chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
+            if schema is not None:  # its lookup fields, queryable by document_query like a record's
+                keys = lookups.entries(schema, new.payload or {}, str(data["created_at"]), new.external_id, doc_id)
+                writes += lookups.changes(ctx, LOOKUP, caller.actor, set(), keys, "document", doc_id)
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             try:
                 self.records.transact([*writes, job], now)
@@ -219,6 +227,51 @@ class DocumentService:
         self._index_now(ctx, data, chunk_data, [])
         self.queue.started([job])
         return self._ingest_result(data, 1, deduplicated=False)
+
+    def _typed(self, ctx: str, schema_id: str | None, payload: dict[str, Any] | None) -> Schema | None:
+        """The document schema a typed document names, its payload checked against it."""
+        if schema_id is None:
+            return None
+        schema = self.schemas.get(ctx, schema_id)
+        if schema.surface != "document":
+            raise InvalidInput(f"schemaId {schema_id!r} is a {schema.surface} schema, not a document type")
+        schema.validate(payload or {})
+        for lk in schema.lookups:
+            lookups.check_value(lk.field, (payload or {}).get(lk.field))
+        return schema
+
+    def _lookup_entries(self, item: Item) -> set[str]:
+        d = item.data
+        schema = self.schemas.find(item.context_id, d["schema_id"]) if d.get("schema_id") else None
+        if schema is None or d.get("status") == "deleted":
+            return set()
+        return lookups.entries(schema, d.get("payload") or {}, d["created_at"], d.get("external_id"), item.id)
+
+    def lookup(
+        self,
+        caller: Caller,
+        type_: str,
+        field: str,
+        op: Any,
+        value: Any,
+        low: Any,
+        high: Any,
+        descending: bool,
+        limit: int,
+        token: str | None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Typed documents of `type_` by a lookup field of its schema: key ranges, as records'."""
+        schema = self.schemas.get(caller.context_id, type_)
+        if schema.surface != "document":
+            raise InvalidInput(f"type {type_!r} is a {schema.surface} schema, not a document type")
+        grant = self.identity.read_lens(caller, None)
+        found, next_token = lookups.find(
+            self.records, caller.context_id, LOOKUP, "document", schema, field, op, value, low, high, descending,
+            limit, token,
+            keep=lambda i: i.data["status"] != "deleted" and can_see(i.data["scopes"], grant),
+            current=self._lookup_entries,
+        )  # fmt: skip
+        return [self._public(self._with_state(i), i.version) for i in found], next_token
 
     def _pointer(self, ctx: str, kind: str, key: str, doc_id: str, actor: str) -> Write:
         """A `hash` or `extid` record naming `doc_id`, replacing a stale one (its document deleted or
@@ -591,7 +644,8 @@ class DocumentService:
             {"context_id": ctx, "document_id": doc_id, "version": item.version + 1, "retire": {"chunks": chunk_ids}},
             now,
         )
-        self.records.transact([Write(ctx, "document", doc_id, data, caller.actor, item.version), job], now)
+        gone = lookups.changes(ctx, LOOKUP, caller.actor, self._lookup_entries(item), set(), "document", doc_id)
+        self.records.transact([Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone, job], now)
         self.index.delete(ctx, chunk_ids)  # gone from search at once; the job purges the chunk records
         for kind, key in (("hash", data.get("hash_key")), ("extid", data.get("extid_key"))):
             pointer = self.records.get(ctx, kind, key) if key else None
