@@ -1,5 +1,5 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-cranfield-opensearch, coldstart, lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md
+records, cranfield-opensearch, coldstart, lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md
 keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 
 def main(names: list[str]) -> None:
-    from bench import coldstart, conversations, cranfield, lambda_latency, latency, locomo, scores
+    from bench import coldstart, conversations, cranfield, lambda_latency, latency, locomo, records, scores
 
     benches = {
         "locomo": locomo.run,
@@ -22,6 +22,7 @@ def main(names: list[str]) -> None:
         "cisi": cranfield.run_cisi,
         "scores": scores.run,
         "conversations": conversations.run,
+        "records": records.run,
         "cranfield-opensearch": cranfield.run_opensearch,
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,

@@ -178,6 +178,44 @@ def test_the_entities_family_through_its_function(stack: Stack) -> None:
     assert rels.status == 200 and rels.json()["relationships"][0]["type"] == "manager", rels.body
 
 
+def test_the_records_family_through_its_function(stack: Stack) -> None:
+    """Vectros' records on the Lambda path: a schema registered over REST by management, records written
+    through the gateway (MCP) and the records function (REST), looked up by key range in DynamoDB, found in
+    OpenSearch, their history read; the two resources read through the gateway."""
+    schema = {"type": "ticket", "jsonSchema": {"type": "object", "properties": {"title": {"type": "string"}},
+              "required": ["title"]}, "lookupFields": [{"field": "title", "ops": ["exact", "prefix"]}],
+              "indexMode": "keyword"}  # fmt: skip
+    made = stack.api.request("POST", "/api/v1/acme/schemas", schema, stack.keys.management)
+    assert made.status == 200 and made.json()["version"] >= 1, made.body
+    refused = stack.api.request("POST", "/api/v1/acme/schemas", schema, stack.keys.agent)
+    assert refused.status == 403, refused.body
+    first = call(stack, "record_create", {"type": "ticket", "payload": {"title": "Lambda printer jam"}},
+                 stack.keys.agent)["structuredContent"]  # fmt: skip
+    rest = stack.api.request("POST", "/api/v1/acme/records", {"type": "ticket", "payload": {"title": "Lambda toner"}},
+                             stack.keys.agent)  # fmt: skip
+    assert rest.status == 200 and rest.json()["version"] == 1, rest.body
+    bad = stack.api.request("POST", "/api/v1/acme/records", {"type": "ticket", "payload": {"title": 5}},
+                            stack.keys.agent)  # fmt: skip
+    assert bad.status == 400 and bad.json()["error"]["code"] == "schema_violation", bad.body
+    lookup = {"type": "ticket", "field": "title", "op": "prefix", "value": "Lambda"}
+    found = stack.api.request("POST", "/api/v1/acme/records/lookup", lookup, stack.keys.agent)
+    assert [r["payload"]["title"] for r in found.json()["items"]] == ["Lambda printer jam", "Lambda toner"]
+    changed = stack.api.request("PATCH", f"/api/v1/acme/records/{first['id']}",
+                                {"payload": {"title": "Lambda printer fixed"}, "expectedVersion": 1},
+                                stack.keys.agent)  # fmt: skip
+    assert changed.status == 200 and changed.json()["version"] == 2, changed.body
+    history = call(stack, "version_history", {"id": first["id"]}, stack.keys.agent, "/mcp/records")
+    assert [v["operation"] for v in history["structuredContent"]["versions"]] == ["update", "create"]
+    searched = call(stack, "hybrid_search", {"query": "printer fixed"}, stack.keys.agent)
+    assert first["id"] in [r.get("record_id") for r in searched["structuredContent"]["results"]]
+    listed = rpc(stack, "/mcp", "resources/list", {}, stack.keys.agent).json()["result"]["resources"]
+    assert {r["uri"] for r in listed} == {"engram://schemas", "engram://identity"}
+    catalog = rpc(stack, "/mcp", "resources/read", {"uri": "engram://schemas"}, stack.keys.agent).json()
+    assert json.loads(catalog["result"]["contents"][0]["text"])["schemas"][0]["type"] == "ticket"
+    me = rpc(stack, "/mcp", "resources/read", {"uri": "engram://identity"}, stack.keys.agent).json()
+    assert json.loads(me["result"]["contents"][0]["text"])["principal"] == "agent"
+
+
 def test_the_recorded_rest_event(stack: Stack) -> None:
     event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
     answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up
