@@ -190,6 +190,29 @@ def test_threads_and_messages(world: dict[str, Any]) -> None:
     assert e.conversation.search(alice, "vault code blue binder", None, None, 10)["results"] == []
 
 
+def test_records_schemas_history_and_principals(world: dict[str, Any]) -> None:
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    note = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+    e.schemas.create("acme", "cli", "note", "record", note, [{"field": "code", "ops": ["exact", "prefix"]}],
+                     "keyword", None, "")  # fmt: skip
+    rec = e.typed.create(bob, "note", {"code": "vault-1234"}, "bob-note", None, None, None)
+    hidden(lambda: e.typed.get(alice, rec["id"]))
+    hidden(lambda: e.typed.update(alice, rec["id"], {"code": "x"}, None, None, None))
+    hidden(lambda: e.typed.delete(alice, rec["id"], None))
+    hidden(lambda: e.history.versions(alice, rec["id"], 10, None))
+    hidden(lambda: e.history.versions(alice, world["doc"], 10, None))
+    assert e.typed.query(alice, "note", "code", "prefix", "vault", None, None, False, 10, None)["items"] == []
+    assert e.typed.query(alice, "note", None, "list", None, None, None, False, 10, None)["items"] == []
+    mine = e.typed.create(alice, "note", {"code": "vault-1234"}, "bob-note", None, None, None)
+    assert mine["created"] is True and mine["id"] != rec["id"]  # Bob's externalId is not matched, nor confirmed
+    found = e.documents.search(alice, Search("vault 1234", kinds=("chunk", "record")))["results"]
+    assert rec["id"] not in {r.get("record_id") for r in found}
+    e.identity.register_scopes("acme", ["org/acme/user/bob"])
+    hidden(lambda: e.principals.lookup(alice, "bob", None, None, None))  # another user's principal
+    assert e.principals.lookup(bob, "bob", None, None, None)["id"] == "org/acme/user/bob"
+    assert e.schemas.catalog(alice)["schemas"][0]["type"] == "note"  # type definitions: the context's
+
+
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
     from engram.kinds import KINDS, scoped
@@ -225,5 +248,9 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
     for text in ("One.", "Two.", "Three."):
         e.conversation.append(bob, "thread-1", "user", text, None)
     e.conversation.summarize(bob, "thread-1", 1)
+    e.schemas.create("acme", "cli", "note", "record", {"type": "object"}, [], "keyword", None, "")
+    rec = e.typed.create(bob, "note", {"a": 1}, "ext", None, None, None)
+    e.typed.update(bob, rec["id"], {"a": 2}, None, None, None)
+    e.typed.delete(bob, rec["id"], None)
     kinds = {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"}
-    assert kinds | {"ctxkey", "thread", "message", "ealias"} <= seen
+    assert kinds | {"ctxkey", "thread", "message", "ealias", "schema", "record", "rlookup", "rextid"} <= seen
