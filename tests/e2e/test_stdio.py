@@ -26,6 +26,11 @@ async def test_stdio_serves_the_same_tools(tmp_path: Path) -> None:
         assert {"memory_store", "memory_recall", "reconstruct"} <= names
         r = await c.call_tool("memory_store", {"content": "My name is Alice."})
         assert r.structured_content is not None and r.structured_content["attributes"][0]["value"] == "Alice"
+        # Vectros' two read-only resources, and an empty prompt list, on stdio as over HTTP
+        assert {str(x.uri) for x in (await c.list_resources()).resources} == {"engram://schemas", "engram://identity"}
+        me = await c.read_resource("engram://identity")
+        assert '"principal": "agent"' in me.contents[0].text  # type: ignore[union-attr]
+        assert (await c.list_prompts()).prompts == []
 
 
 async def test_stdio_uses_engram_context_for_multi_context_keys(tmp_path: Path) -> None:
