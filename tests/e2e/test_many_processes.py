@@ -14,8 +14,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -38,6 +39,44 @@ def api(url: str, key: str) -> httpx.Client:
 
 def doc_text(n: int) -> str:
     return f"Report {n}: the pump station number {n} in district {n % 7} needs its valves checked. " * 4
+
+
+def killed_mid_writes(
+    folder: Path, key: str, path: str, body_of: Callable[[int, int], dict[str, Any]], at_least: int = 40
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Four REST clients POST `body_of(writer, n)` to `path` on a server that is killed with -9 once at least
+    `at_least` writes were acknowledged: the (body, answer) pairs acknowledged before the kill."""
+    proc, url = start(folder)
+    acknowledged: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    lock, stop_sending = threading.Lock(), threading.Event()
+
+    def send(writer: int) -> None:
+        with api(url, key) as c:
+            for n in range(100):
+                if stop_sending.is_set():
+                    return
+                body = body_of(writer, n)
+                try:
+                    r = c.post(path, json=body)
+                except httpx.TransportError:
+                    return  # the server died mid-request: not acknowledged
+                if r.status_code == 200:
+                    with lock:
+                        acknowledged.append((body, r.json()))
+
+    senders = [threading.Thread(target=send, args=(w,)) for w in range(4)]
+    for t in senders:
+        t.start()
+    deadline = time.monotonic() + 120
+    while len(acknowledged) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    stop_sending.set()
+    for t in senders:
+        t.join(30)
+    assert len(acknowledged) >= at_least
+    return acknowledged
 
 
 def test_kill_9_mid_ingest_then_every_acknowledged_document_is_indexed(data: tuple[Path, str]) -> None:
@@ -141,36 +180,8 @@ def test_kill_9_mid_conversation_then_every_acknowledged_message_is_there_and_fo
     every acknowledged message is in the thread's history, numbered without gaps or repeats, and found by
     a search; the thread takes new messages."""
     folder, key = data
-    proc, url = start(folder)
-    acknowledged: list[str] = []
-    lock, stop_sending = threading.Lock(), threading.Event()
-
-    def append(writer: int) -> None:
-        with api(url, key) as c:
-            for n in range(100):
-                if stop_sending.is_set():
-                    return
-                body = {"thread_id": "ops", "role": "user", "content": f"Writer {writer} reports valve {n} leaking."}
-                try:
-                    r = c.post("/threads/messages", json=body)
-                except httpx.TransportError:
-                    return
-                if r.status_code == 200:
-                    with lock:
-                        acknowledged.append(r.json()["message_id"])
-
-    senders = [threading.Thread(target=append, args=(w,)) for w in range(4)]
-    for t in senders:
-        t.start()
-    deadline = time.monotonic() + 120
-    while len(acknowledged) < 40 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    stop_sending.set()
-    for t in senders:
-        t.join(30)
-    assert len(acknowledged) >= 40
+    body = lambda w, n: {"thread_id": "ops", "role": "user", "content": f"Writer {w} reports valve {n} leaking."}  # noqa: E731
+    acknowledged = [a["message_id"] for _, a in killed_mid_writes(folder, key, "/threads/messages", body)]
     proc, url = start(folder)
     try:
         with api(url, key) as c:
@@ -209,36 +220,8 @@ def test_kill_9_mid_record_writes_then_every_acknowledged_record_is_read_looked_
     (folder / "asset.json").write_text(json.dumps(spec))
     assert "registered record schema asset" in cli("schemas", "create", "--context", CTX, str(folder / "asset.json"),
                                                    data_dir=folder)  # fmt: skip
-    proc, url = start(folder)
-    acknowledged: dict[str, str] = {}
-    lock, stop_sending = threading.Lock(), threading.Event()
-
-    def create(writer: int) -> None:
-        with api(url, key) as c:
-            for n in range(100):
-                if stop_sending.is_set():
-                    return
-                tag = f"pump{writer}x{n}"
-                try:
-                    r = c.post("/records", json={"type": "asset", "payload": {"tag": tag}, "externalId": tag})
-                except httpx.TransportError:
-                    return
-                if r.status_code == 200:
-                    with lock:
-                        acknowledged[r.json()["id"]] = tag
-
-    senders = [threading.Thread(target=create, args=(w,)) for w in range(4)]
-    for t in senders:
-        t.start()
-    deadline = time.monotonic() + 120
-    while len(acknowledged) < 40 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    stop_sending.set()
-    for t in senders:
-        t.join(30)
-    assert len(acknowledged) >= 40
+    body = lambda w, n: {"type": "asset", "payload": {"tag": f"pump{w}x{n}"}, "externalId": f"pump{w}x{n}"}  # noqa: E731
+    acknowledged = {a["id"]: b["payload"]["tag"] for b, a in killed_mid_writes(folder, key, "/records", body)}
     proc, url = start(folder)
     try:
         with api(url, key) as c:

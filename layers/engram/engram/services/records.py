@@ -109,6 +109,16 @@ class RecordService:
             raise NotFound(f"record {record_id!r} not found")
         return item
 
+    def _at(self, caller: Caller, record_id: str, expected_version: int | None) -> Item:
+        """The visible record, at the version the caller expects (when it names one)."""
+        item = self._visible(caller, record_id)
+        if expected_version is not None and item.version != expected_version:
+            raise Conflict(
+                f"record {record_id!r} is at version {item.version}, expected {expected_version}",
+                code="version_conflict",
+            )
+        return item
+
     def get(self, caller: Caller, record_id: str) -> dict[str, Any]:
         return self.public(self._visible(caller, record_id))
 
@@ -229,12 +239,7 @@ class RecordService:
         ctx = caller.context_id
 
         def attempt() -> dict[str, Any]:
-            item = self._visible(caller, record_id)
-            if expected_version is not None and item.version != expected_version:
-                raise Conflict(
-                    f"record {record_id!r} is at version {item.version}, expected {expected_version}",
-                    code="version_conflict",
-                )
+            item = self._at(caller, record_id, expected_version)
             schema = self._schema(ctx, item.data["type"])
             data = dict(item.data)
             if payload is not None:
@@ -259,12 +264,7 @@ class RecordService:
         ctx = caller.context_id
 
         def attempt() -> dict[str, Any]:
-            item = self._visible(caller, record_id)
-            if expected_version is not None and item.version != expected_version:
-                raise Conflict(
-                    f"record {record_id!r} is at version {item.version}, expected {expected_version}",
-                    code="version_conflict",
-                )
+            item = self._at(caller, record_id, expected_version)
             now = self.clock.now()
             data = dict(item.data, status="deleted", deleted_at=iso(now))
             schema = self.schemas.find(ctx, item.data["type"])
