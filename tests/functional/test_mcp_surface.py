@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
@@ -14,9 +15,18 @@ from tests.functional.mcpclient import connect
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_resources_templates_and_prompts_answer(live: Live, mode: str) -> None:
     async with connect(live.url, live.keys.agent, mode=mode) as c:
-        assert (await c.list_resources()).resources == []
+        resources = (await c.list_resources()).resources
+        assert {str(r.uri) for r in resources} == {"engram://schemas", "engram://identity"}
+        me = await c.read_resource("engram://identity")
+        assert '"context_id": "acme"' in me.contents[0].text  # type: ignore[union-attr]
         assert (await c.list_resource_templates()).resource_templates == []
         assert (await c.list_prompts()).prompts == []
+        unknown: MCPError | None = None
+        try:
+            await c.read_resource("engram://nothing")
+        except MCPError as exc:
+            unknown = exc
+        assert unknown is not None and unknown.error.code == -32002
 
 
 async def test_logging_set_level_then_log_notifications_at_or_above_it(live: Live) -> None:

@@ -17,6 +17,8 @@ from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 
 Meta = dict[str, Any]
+MetaFilter = dict[str, str | int | float | bool | list[str | int | float | bool]]
+"""A metadata filter: each key's value, or any of a list of values (scalars: what metadata is matched on)."""
 MAX_TEXT = 2_000_000
 Strategy = Literal["fixed", "sentence", "paragraph", "semantic"]
 SENSITIVE = (
@@ -500,7 +502,7 @@ class SearchIn(OpInput):
     limit: int | None = Field(None, ge=1, le=100, description="Cortex: results")
     threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
     filter: dict[str, list[str]] | None = Field(None, description="by mime_type, type, collection")
-    metadata_filter: Meta | None = None
+    metadata_filter: MetaFilter | None = None
     collection: str | None = None
     lens: Selector | None = None
 
@@ -563,7 +565,7 @@ class VectrosFilters(OpInput):
 
     folderId: str | None = None
     type: str | None = None
-    metadataFilters: Meta | None = None
+    metadataFilters: MetaFilter | None = None
     dateFrom: str | None = Field(None, description="ISO 8601")
     dateTo: str | None = Field(None, description="ISO 8601")
     collection: str | None = None
