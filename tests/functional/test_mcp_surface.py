@@ -27,6 +27,10 @@ async def test_resources_templates_and_prompts_answer(live: Live, mode: str) -> 
         except MCPError as exc:
             unknown = exc
         assert unknown is not None and unknown.error.code == -32002
+    async with connect(live.url, live.keys.agent, mode=mode, path="/mcp/memory") as family:  # on every endpoint
+        assert len((await family.list_resources()).resources) == 2
+        catalog = await family.read_resource("engram://schemas")
+        assert '"schemas"' in catalog.contents[0].text  # type: ignore[union-attr]
 
 
 async def test_logging_set_level_then_log_notifications_at_or_above_it(live: Live) -> None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from engram import __version__
 from engram.api import dispatch
 from engram.errors import EngramError
-from engram.operations import Operation
+from engram.operations import Operation, find
 from engram.services.identity import Principal
 from engram.wiring import Engram
 
@@ -296,9 +296,9 @@ def build_server(
         LOG_LEVELS.set(principal.key_id, params.level)
         return types.EmptyResult()
 
-    # Read-only resources (Vectros' schema catalog and identity): the same payloads as their tools, run by
-    # the same path. Prompts: none, listed as an empty list rather than "method not found".
-    offered = {uri: r for uri, r in RESOURCES.items() if r.operation in by_name}
+    # Read-only resources (Vectros' schema catalog and identity) on every endpoint, whatever its tools: the
+    # same payloads as their tools, run by the same path. Prompts: none, an empty list, not "method not found".
+    offered = RESOURCES
 
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(
@@ -320,7 +320,8 @@ def build_server(
         resource = offered.get(str(params.uri))
         if resource is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {params.uri}")
-        op = by_name[resource.operation]
+        op = find(resource.operation)
+        assert op is not None, resource.operation
         try:
             principal, default_context = principal_of(ctx)
             args = op.input.model_validate({"context_id": default_context} if default_context else {})
