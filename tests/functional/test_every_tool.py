@@ -121,7 +121,7 @@ SAMPLES: dict[str, Any] = {
     "entity_update": lambda live: {"entity_id": _entity(live), "description": "A sister."},
     "entity_merge": lambda live: {"keep_id": _entity(live), "remove_id": _entity(live)},
     "entity_list": {"type": "Person", "sort": "mention_count"},
-    "schemas_create": {"type": "memo", "jsonSchema": SAMPLE_SCHEMA, "lookupFields": [{"field": "title"}]},
+    "schemas_create": {"type": "sample_note", "jsonSchema": SAMPLE_SCHEMA, "lookupFields": [{"field": "title"}]},
     "list_schemas": {},
     "record_create": lambda live: {"type": _type(live), "payload": {"title": "Printer jam"}},
     "record_get": lambda live: {"id": _record(live)},

@@ -280,6 +280,9 @@ async def test_folders_tree_and_query(live: Live) -> None:
 
 async def test_document_query_and_knowledge_get(live: Live) -> None:
     tag = uuid.uuid4().hex[:6]
+    memo = {"type": "object", "properties": {"rank": {"type": "integer"}}, "required": ["rank"]}
+    lookups = [{"field": "rank", "ops": ["exact", "range"]}]
+    live.engram.schemas.create("acme", "t", f"memo{tag}", "document", memo, lookups, "none", None, "")
     async with connect(live.url, live.keys.agent) as c:
         ids = []
         for name in ("alpha", "bravo", "charlie"):
@@ -288,7 +291,7 @@ async def test_document_query_and_knowledge_get(live: Live) -> None:
                 "document_ingest",
                 text=f"{name} text",
                 title=f"{tag}-{name}",
-                schemaId="memo",
+                schemaId=f"memo{tag}",
                 payload={"rank": len(name)},
             )
             ids.append(d["id"])
@@ -298,6 +301,10 @@ async def test_document_query_and_knowledge_get(live: Live) -> None:
         assert [d["title"] for d in exact["items"]] == [f"{tag}-charlie"]
         rng = await ok(c, "document_query", field="payload.rank", op="range", **{"from": 5, "to": 5})
         assert {d["title"] for d in rng["items"]} == {f"{tag}-alpha", f"{tag}-bravo"}
+        typed = await ok(c, "document_query", type=f"memo{tag}", field="payload.rank", op="range", to=5, order="desc")
+        assert {d["title"] for d in typed["items"]} == {f"{tag}-alpha", f"{tag}-bravo"}  # a key range, typed
+        wrong = await c.call_tool("document_ingest", {"text": "x", "schemaId": f"memo{tag}", "payload": {"rank": "a"}})
+        assert wrong.is_error and "payload.rank" in wrong.structured_content["error"]["message"]  # type: ignore[index]
         chunks = await ok(c, "knowledge_get", kind="chunks", id=ids[0])
         assert chunks["chunks"][0]["text"] == "alpha text"
         one = await ok(c, "knowledge_get", kind="chunk", id=chunks["chunks"][0]["id"])

@@ -222,7 +222,7 @@ class RecordService:
                 writes.append(Write(ctx, EXTID, ext_key, {"record_id": record_id}, caller.actor, expected_version=at))
             writes += lookups.changes(ctx, LOOKUP, caller.actor, set(), self._entries(schema, record_id, data),
                                       KIND, record_id)  # fmt: skip
-            item = self._commit(ctx, writes, data, now)
+            item = self._commit(ctx, writes, data, now, data["index_mode"] != "none")
             return dict(self.public(item), created=True)
 
         return on_conflict(attempt, 3, self.sleep)
@@ -256,7 +256,8 @@ class RecordService:
             writes = [Write(ctx, KIND, record_id, data, caller.actor, expected_version=item.version)]
             old, new = self._entries(schema, record_id, item.data), self._entries(schema, record_id, data)
             writes += lookups.changes(ctx, LOOKUP, caller.actor, old, new, KIND, record_id)
-            return self.public(self._commit(ctx, writes, data, self.clock.now()))
+            indexed = data["index_mode"] != "none" or item.data["index_mode"] != "none"
+            return self.public(self._commit(ctx, writes, data, self.clock.now(), indexed))
 
         return on_conflict(attempt, 1 if expected_version is not None else ATTEMPTS, self.sleep)
 
@@ -279,15 +280,18 @@ class RecordService:
                 if pointer is not None and pointer.data["record_id"] == record_id:
                     gone = Write(ctx, EXTID, key, {}, caller.actor, expected_version=pointer.version, remove=True)
                     writes.append(gone)
-            written = self._commit(ctx, writes, data, now)
+            written = self._commit(ctx, writes, data, now, item.data["index_mode"] != "none")
             return {"id": record_id, "deleted": True, "version": written.version}
 
         return on_conflict(attempt, 1 if expected_version is not None else ATTEMPTS, self.sleep)
 
     # -- the search index -------------------------------------------------------------------
 
-    def _commit(self, ctx: str, writes: list[Write], data: dict[str, Any], now: Any) -> Item:
-        """The writes, with the index job that finishes them after a crash; then the index, at once."""
+    def _commit(self, ctx: str, writes: list[Write], data: dict[str, Any], now: Any, indexed: bool) -> Item:
+        """The writes, with the index job that finishes them after a crash; then the index, at once. A record
+        that neither was nor becomes searchable (`indexMode` none) has no index work, and no job."""
+        if not indexed:
+            return self.records.transact(writes, now)[0]
         job = self.queue.job(INDEX_JOB, {"context_id": ctx, "ids": [data["id"]]}, now, delay=SAFETY_NET)
         item = self.records.transact([*writes, job], now)[0]
         self.queue.started([job])
