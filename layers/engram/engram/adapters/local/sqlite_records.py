@@ -159,14 +159,12 @@ class SqliteRecordStore:
         end: str | None = None,
     ) -> Page:
         op, order = ("<", "DESC") if descending else (">", "ASC")
-        sql = "SELECT * FROM items WHERE context_id=? AND kind=? AND id >= ? AND id < ?"
-        args: list[Any] = [context_id, kind, prefix, prefix + "\U0010ffff"]
-        if start is not None:
-            sql += " AND id >= ?"
-            args.append(start)
-        if end is not None:
-            sql += " AND id <= ?"
-            args.append(end)
+        # One lower and one upper bound on the key (SQLite's planner ranges over one pair, and would filter
+        # a second pair row by row): the prefix narrowed by start and end.
+        top = prefix + "\U0010ffff"
+        inclusive = end is not None and end < top
+        sql = f"SELECT * FROM items WHERE context_id=? AND kind=? AND id >= ? AND id {'<=' if inclusive else '<'} ?"
+        args: list[Any] = [context_id, kind, max(prefix, start or ""), end if inclusive else top]
         if cursor is not None:
             sql += f" AND id {op} ?"
             args.append(cursor)
