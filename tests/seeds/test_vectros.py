@@ -219,6 +219,8 @@ async def test_records_schemas_principals_and_history(live: Live) -> None:
 
         found = await ok(c, "hybrid_search", query="projector bulb replacement")
         assert any(r.get("record_id") for r in found["results"])
+        typed = await ok(c, "hybrid_search", query="printer", type=ticket, limit=10)  # the type filter
+        assert typed["results"] and all(r["record"]["type"] == ticket for r in typed["results"])
 
         gone = await ok(c, "record_delete", id=first["id"])
         assert gone["deleted"] is True and gone["version"] == 3
