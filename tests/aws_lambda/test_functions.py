@@ -216,6 +216,34 @@ def test_the_records_family_through_its_function(stack: Stack) -> None:
     assert json.loads(me["result"]["contents"][0]["text"])["principal"] == "agent"
 
 
+def test_the_workspace_family_through_its_function(stack: Stack) -> None:
+    """Agrama's tools on the Lambda path: files written through the gateway (MCP) and the workspace function
+    (REST), versions in DynamoDB, content in S3, code search in OpenSearch; Agrama's hybrid_search through
+    the knowledge function; a syntax error as Agrama's JSON-RPC error."""
+    util = {"path": "lam/util.py", "content": "def checksum(data):\n    return sum(data) % 255\n",
+            "reason": "helper", "agent_id": "lambda-test"}  # fmt: skip
+    wrote = call(stack, "write_code", util, stack.keys.agent)
+    assert wrote["structuredContent"]["success"] and wrote["structuredContent"]["version"] == 1
+    main = {"path": "lam/main.py", "content": "from lam import util\n\nprint(util.checksum(b'abc'))\n",
+            "reason": "entry point"}  # fmt: skip
+    rest = stack.api.request("POST", "/api/v1/acme/code/write", main, stack.keys.agent)
+    assert rest.status == 200 and rest.json()["version"] == 1, rest.body
+    deps = call(stack, "analyze_dependencies", {"file_path": "lam/util.py"}, stack.keys.agent, "/mcp/workspace")
+    assert deps["structuredContent"]["dependents"] == [{"path": "lam/main.py", "depth": 1}]
+    bad = rpc(stack, "/mcp", "tools/call", {"name": "write_code", "arguments": {
+        "path": "lam/bad.py", "content": "def f(:\n", "reason": "broken"}}, stack.keys.agent).json()  # fmt: skip
+    assert bad["error"]["code"] == -32003 and bad["error"]["data"]["line"] == 1, bad
+    found = call(stack, "hybrid_search", {"query": "checksum of data", "context_files": ["lam/main.py"],
+                                          "max_results": 5}, stack.keys.agent)  # fmt: skip
+    top = found["structuredContent"]["results"][0]
+    assert top["path"] == "lam/util.py" and top["graph_distance"] == 1, found
+    read = call(stack, "read_code", {"path": "lam/util.py", "include_history": True}, stack.keys.agent)
+    assert read["structuredContent"]["history"][0]["agent_id"] == "lambda-test"
+    files = [i for i in stack.engram.records.query("acme", "wfile").items if i.data["path"].startswith("lam/")]
+    assert sorted(i.data["path"] for i in files) == ["lam/main.py", "lam/util.py"]
+    assert stack.engram.blobs.get(files[1].data["blob_key"]).decode().startswith("def checksum")
+
+
 def test_the_recorded_rest_event(stack: Stack) -> None:
     event = event_file("rest_memory_store.json", KEY=stack.keys.agent)
     answer = invoke(stack.handlers["MemoryFunction"], "memory", event)  # no authorizer context: key looked up

@@ -213,6 +213,23 @@ def test_records_schemas_history_and_principals(world: dict[str, Any]) -> None:
     assert e.schemas.catalog(alice)["schemas"][0]["type"] == "note"  # type definitions: the context's
 
 
+def test_workspace_files_sessions_and_decisions(world: dict[str, Any]) -> None:
+    from engram.services.collab import Edit
+    from engram.services.workspace import NewFile
+
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    e.workspace.write(bob, NewFile("vault/code.py", "CODE = 1234  # the vault\n", "bob's"))
+    hidden(lambda: e.workspace.file(alice, "vault/code.py"))
+    assert e.workspace.paths(alice) == [] and e.workspace.search_chunks(alice, "vault code", "bm25", 10) == []
+    assert e.workspace.dependents_of(alice, "vault/code.py") == []
+    session = e.collab.create_session(bob, "s", ["b"], ["vault/code.py"], "editing", True)["session_id"]
+    hidden(lambda: e.collab.sync(alice, "vault/code.py", [Edit("insert", 0, "#")], None, "a", session))
+    assert e.collab.sessions(alice) == []
+    decision = e.collab.record_decision(bob, {"decision": "Move the vault", "reasoning": "Safer.", "context": {},
+                                             "confidence": 0.5, "alternatives": [], "impact": "low"})  # fmt: skip
+    hidden(lambda: e.collab.decision(alice, decision["decision_id"]))
+
+
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
     from engram.kinds import KINDS, scoped
@@ -252,5 +269,14 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
     rec = e.typed.create(bob, "note", {"a": 1}, "ext", None, None, None)
     e.typed.update(bob, rec["id"], {"a": 2}, None, None, None)
     e.typed.delete(bob, rec["id"], None)
+    from engram.services.collab import Edit
+    from engram.services.workspace import NewFile
+
+    e.workspace.write(bob, NewFile("a.py", "X = 1\n", "r"))
+    e.workspace.write(bob, NewFile("b.py", "import a\n", "r"))
+    e.collab.sync(bob, "a.py", [Edit("insert", 0, "# hi\n")], None, "agent-1", None)
+    e.collab.record_decision(bob, {"decision": "d", "reasoning": "r", "context": {}, "confidence": 0.5,
+                                   "alternatives": [], "impact": "low"})  # fmt: skip
     kinds = {"turn", "attribute", "entity", "relation", "session", "document", "folder", "collection", "chunk"}
     assert kinds | {"ctxkey", "thread", "message", "ealias", "schema", "record", "rlookup", "rextid"} <= seen
+    assert {"wfile", "wdep", "wsession", "wop", "wclock", "decision"} <= seen

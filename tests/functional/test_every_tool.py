@@ -15,6 +15,7 @@ from engram.operations.registry import select
 from engram.services.documents import NewDocument
 from engram.services.identity import ANY
 from engram.services.memory import Turn
+from engram.services.workspace import NewFile
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -69,6 +70,13 @@ def _record(live: Live) -> str:
     caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
     out = live.engram.typed.create(caller, _type(live), {"title": "Printer jam"}, None, None, None, None)
     return str(out["id"])
+
+
+def _code(live: Live) -> str:
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
+    path = f"pkg/mod_{uuid.uuid4().hex[:6]}.py"
+    live.engram.workspace.write(caller, NewFile(path, "import os\n\ndef f():\n    return os.sep\n", "sample"))
+    return path
 
 
 B64 = base64.b64encode(b"Flaps increase lift at low speed.").decode()
@@ -130,6 +138,20 @@ SAMPLES: dict[str, Any] = {
     "record_query": lambda live: {"type": _type(live), "field": "title", "op": "prefix", "value": "Printer"},
     "version_history": lambda live: {"id": _record(live)},
     "lookup_principal": {"externalId": "acme"},
+    "write_code": {"path": "pkg/util.py", "content": "def g():\n    return 1\n", "reason": "sample"},
+    "read_code": lambda live: {"path": _code(live)},
+    "semantic_search": {"query": "separator of paths", "similarity_threshold": 0.1},
+    "analyze_dependencies": lambda live: {"file_path": _code(live)},
+    "get_context": {"context_types": ["project", "recent_changes", "errors"]},
+    "record_decision": {"decision": "Use pools", "reasoning": "Fewer allocations."},
+    "query_history": lambda live: {"entity_id": _code(live), "include_diff": True},
+    "create_session": lambda live: {"session_name": "s", "document_paths": [_code(live)]},
+    "sync_document": lambda live: {
+        "document_id": _code(live),
+        "agent_id": "a1",
+        "operations": [{"type": "insert", "position": 0, "content": "# hi\n"}],
+    },
+    "get_performance_metrics": {},
 }
 OPS = select()
 
@@ -150,12 +172,18 @@ def test_every_operation_has_a_sample() -> None:
 
 async def failure(c: Any, op: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The error of a call that must fail, in the shape the tool's seed uses: an isError result's
-    `structuredContent.error`, or (Causantic) a JSON-RPC error -32002 whose data carries the same."""
+    `structuredContent.error`, or (Causantic, Agrama) a JSON-RPC error whose data carries the same."""
     if op.errors == "jsonrpc":
         with pytest.raises(MCPError) as e:
             await c.call_tool(op.name, args)
         assert e.value.error.code == -32002 and e.value.error.message.startswith(f"{op.name}: ")
         return dict(e.value.error.data)
+    if op.errors == "agrama":  # Agrama's error format: a JSON-RPC error, data {details, tool, timestamp, ...}
+        with pytest.raises(MCPError) as e:
+            await c.call_tool(op.name, args)
+        data = dict(e.value.error.data)
+        assert -32004 <= e.value.error.code <= -32000 and data["tool"] == op.name and data["details"]
+        return data
     result = await c.call_tool(op.name, args)
     assert result.is_error and result.structured_content is not None
     return dict(result.structured_content["error"])

@@ -50,6 +50,13 @@ KINDS: dict[str, Kind] = {
     "record": Kind("records", "scoped"),
     "rlookup": Kind("records", "via", "record"),
     "rextid": Kind("records", "system"),  # an externalId's record, seen only through can_see
+    "wfile": Kind("workspace", "scoped"),
+    "wdep": Kind("workspace", "via", "wfile"),
+    "wsession": Kind("workspace", "scoped"),
+    "wop": Kind("workspace", "via", "wsession"),
+    "wclock": Kind("workspace", "via", "wsession"),
+    "wsnap": Kind("workspace", "via", "wsession"),
+    "decision": Kind("workspace", "scoped"),
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),

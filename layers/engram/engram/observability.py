@@ -41,6 +41,37 @@ class Metrics:
 metrics = Metrics()
 
 
+class Calls:
+    """Every operation this process ran in the last MAX calls: (time, tool, milliseconds, ok, error code).
+    What `get_performance_metrics` and `get_context` (errors) report: Engram's own measurements, per
+    process (per execution environment on Lambda)."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        import time
+        from collections import deque
+
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self.calls: deque[tuple[float, str, float, bool, str]] = deque(maxlen=self.MAX)
+        self.total = 0
+
+    def record(self, tool: str, ms: float, ok: bool, code: str = "") -> None:
+        import time
+
+        with self._lock:
+            self.calls.append((time.time(), tool, ms, ok, code))
+            self.total += 1
+
+    def since(self, t: float) -> list[tuple[float, str, float, bool, str]]:
+        with self._lock:
+            return [c for c in self.calls if c[0] >= t]
+
+
+calls = Calls()
+
+
 def audit(event: str, **fields: Any) -> None:
     audit_log.warning(json.dumps({"event": event, **fields}, default=str, sort_keys=True))
 

@@ -16,6 +16,8 @@ from engram.settings import Settings
 
 if TYPE_CHECKING:
     from engram.services.causantic import CausanticService
+    from engram.services.codeviews import CodeViews
+    from engram.services.collab import CollabService
     from engram.services.conversation import ConversationService
     from engram.services.documents import DocumentService
     from engram.services.entities import EntityService
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from engram.services.records import RecordService
     from engram.services.schemas import SchemaService
     from engram.services.workctx import WorkingContext
+    from engram.services.workspace import WorkspaceService
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Engram:
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
         # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
         from engram.queue import BLOB_CREATED_JOB
-        from engram.services import conversation, documents, memory, records
+        from engram.services import conversation, documents, memory, records, workspace
 
         def lazy(service: str, method: str) -> Callable[[Any], None]:
             return lambda payload: getattr(getattr(self, service), method)(payload)
@@ -57,6 +60,7 @@ class Engram:
         self.queue.register(memory.INDEX_JOB, lazy("memory", "_index_job"))
         self.queue.register(conversation.INDEX_JOB, lazy("conversation", "_index_job"))
         self.queue.register(records.INDEX_JOB, lazy("typed", "_index_job"))
+        self.queue.register(workspace.INDEX_JOB, lazy("workspace", "_index_job"))
         self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
         self.queue.register(
             documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
@@ -109,6 +113,26 @@ class Engram:
         from engram.services.principals import Principals
 
         return Principals(self.identity, self.schemas, self.typed)
+
+    @cached_property
+    def workspace(self) -> WorkspaceService:
+        from engram.services.workspace import WorkspaceService
+
+        return WorkspaceService(
+            self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue
+        )
+
+    @cached_property
+    def collab(self) -> CollabService:
+        from engram.services.collab import CollabService
+
+        return CollabService(self.records, self.index, self.embedder, self.clock, self.identity, self.workspace)
+
+    @cached_property
+    def codeviews(self) -> CodeViews:
+        from engram.services.codeviews import CodeViews
+
+        return CodeViews(self.workspace, self.collab, self.clock)
 
     @cached_property
     def history(self) -> History:

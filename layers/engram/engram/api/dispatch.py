@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
 import anyio.to_thread
 
 from engram.errors import EngramError, Unavailable
+from engram.observability import calls
 from engram.operations import Operation, OpInput
 from engram.services.identity import Principal
 from engram.services.memory import Progress
@@ -27,15 +29,19 @@ async def run(
         return op.run(engram, caller, args, progress)
 
     trace = uuid.uuid4().hex
+    started = time.perf_counter()
     try:
         result = await anyio.to_thread.run_sync(work)
-    except EngramError:
+    except EngramError as exc:
+        calls.record(op.name, (time.perf_counter() - started) * 1000, False, exc.code)
         raise
     except Exception as exc:  # a fault of ours, or a store's: log it whole, tell the caller little
+        calls.record(op.name, (time.perf_counter() - started) * 1000, False, "internal")
         log.exception("operation %s failed (trace %s)", op.name, trace)
         if storage_fault(exc):
             raise Unavailable(f"storage failed (trace {trace}); try again", code="storage_error") from exc
         raise EngramError(f"internal error (trace {trace})") from exc
+    calls.record(op.name, (time.perf_counter() - started) * 1000, True)
     if op.output is None:
         return result
     if "traceId" in op.output.model_fields:

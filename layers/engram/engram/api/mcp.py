@@ -13,6 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, get_args
 
 import anyio
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from engram import __version__
 from engram.api import dispatch
+from engram.clock import iso
 from engram.errors import EngramError
 from engram.operations import Operation, find
 from engram.services.identity import Principal
@@ -154,7 +156,25 @@ def failure(op: Operation, tool: str, exc: EngramError) -> types.CallToolResult:
     -32002 naming the tool."""
     if op.errors == "jsonrpc":
         raise MCPError(code=TOOL_ERROR, message=f"{tool}: {exc.message}", data={"tool": tool, **exc.to_dict()})
+    if op.errors == "agrama":
+        # Agrama's fields last (`details` is its message); what the error knows besides (a syntax error's
+        # line and column) beside them
+        data = {**exc.to_dict(), **exc.details, "details": exc.message, "tool": tool,
+                "timestamp": iso(datetime.now(UTC))}  # fmt: skip
+        raise MCPError(code=agrama_code(exc), message=exc.message, data=data)
     return error_result(exc)
+
+
+def agrama_code(exc: EngramError) -> int:
+    """Agrama's error codes: -32002 a file that is not there, -32003 input it refuses (a syntax error, a
+    path outside the workspace), -32001 the store failing, -32000 any other failure of the tool."""
+    if exc.code in ("file_not_found", "not_found"):
+        return -32002
+    if exc.status in (400, 409, 413):
+        return -32003
+    if exc.status == 503:
+        return -32001
+    return -32000
 
 
 def error_result(exc: EngramError) -> types.CallToolResult:
@@ -166,7 +186,7 @@ def error_result(exc: EngramError) -> types.CallToolResult:
 
 def apply_mcp_limits(op: Operation, arguments: dict[str, Any]) -> dict[str, Any]:
     """Tighter caps for tool results that land in a model's context (Vectros' MCP defaults)."""
-    if not op.mcp_limits:
+    if not op.mcp_limits or any(k in arguments for k in op.mcp_limits_unless):
         return arguments
     out = dict(arguments)
     for field, (default, cap) in op.mcp_limits.items():

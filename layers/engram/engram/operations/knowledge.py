@@ -585,16 +585,49 @@ class VectrosFilters(OpInput):
         )
 
 
+AGRAMA_ARGS = ("context_files", "max_results", "include_semantic", "include_graph", "semantic_weight",
+               "lexical_weight", "graph_weight")  # fmt: skip
+VECTROS_ARGS = ("limit", "offset", "keywordPrecision", "minScore", "ownership", "folderId", "type",
+                "metadataFilters", "dateFrom", "dateTo", "collection")  # fmt: skip
+
+
 class HybridIn(VectrosFilters):
+    """Vectros' arguments search the documents and records; Agrama's (context_files, max_results, the
+    weights) search the code workspace. A call takes one seed's arguments, not both."""
+
     query: str = Field(..., min_length=1, max_length=4000)
     limit: int = Field(10, ge=1, le=50)
     offset: int = Field(0, ge=0, le=1000)
     keywordPrecision: Literal["any", "all"] = "any"
     minScore: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
     ownership: Selector | None = Field(None, description="DNF scope selector of owners")
+    context_files: list[str] = Field([], max_length=50, description="Agrama: files for graph proximity")
+    max_results: int = Field(10, ge=1, le=100, description="Agrama: results")
+    include_semantic: bool = True
+    include_graph: bool = True
+    semantic_weight: float = Field(0.4, ge=0, le=1)
+    lexical_weight: float = Field(0.4, ge=0, le=1)
+    graph_weight: float = Field(0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_dialect(self) -> HybridIn:
+        agrama = sorted(self.model_fields_set & set(AGRAMA_ARGS))
+        vectros = sorted(self.model_fields_set & set(VECTROS_ARGS))
+        if agrama and vectros:
+            raise ValueError(
+                f"mixes Agrama's arguments ({', '.join(agrama)}: code workspace search) with Vectros' "
+                f"({', '.join(vectros)}: document and record search); give one seed's"
+            )
+        return self
+
+    @property
+    def agrama(self) -> bool:
+        return bool(self.model_fields_set & set(AGRAMA_ARGS))
 
 
 def _hybrid_search(e: Any, c: Caller, a: HybridIn, p: Progress) -> dict[str, Any]:
+    if a.agrama:
+        return e.codeviews.hybrid(c, a)  # type: ignore[no-any-return]
     s = a.search(
         a.query, a.limit, offset=a.offset, threshold=a.minScore, lens=a.ownership, match_all=a.keywordPrecision == "all"
     )
@@ -620,8 +653,10 @@ def _rag(e: Any, c: Caller, a: RagIn, p: Progress) -> dict[str, Any]:
 
 
 for _op in (
-    Operation("hybrid_search", "knowledge", "Keyword + dense search with folder, type, metadata and date filters.",
-              HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)}),
+    Operation("hybrid_search", "knowledge", "Keyword + dense search: documents and records (Vectros' arguments), "
+              "or code (Agrama's).",
+              HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)},
+              mcp_limits_unless=AGRAMA_ARGS),
     Operation("rag_ask", "knowledge", "Answer a question from the indexed corpus, with citations.",
               RagIn, AnswerOut, ANY, "POST", "/ask", _rag, read_only=True, mcp_limits={"limit": (5, 10)}),
 ):  # fmt: skip

@@ -67,9 +67,13 @@ class Operation:
     read_only: bool = False
     also: tuple[str, ...] = ()  # further REST paths for the same operation (seed route names)
     mcp_limits: dict[str, tuple[int, int]] | None = None  # field -> (MCP default, MCP max)
-    # How MCP reports a failure: an `isError` result (Spectron, Cortex, Vectros, Agrama), or a JSON-RPC
-    # error with code -32002 naming the tool (Causantic's tools, as its document says).
-    errors: Literal["result", "jsonrpc"] = "result"
+    # How MCP reports a failure: an `isError` result (Spectron, Cortex, Vectros), a JSON-RPC error with code
+    # -32002 naming the tool (Causantic's tools, as its document says), or a JSON-RPC error with Agrama's
+    # codes and `data {details, tool, timestamp}` (Agrama's).
+    errors: Literal["result", "jsonrpc", "agrama"] = "result"
+    # Arguments whose presence means the call is another seed's dialect, to which `mcp_limits` do not apply
+    # (hybrid_search: Agrama's arguments; Vectros' MCP caps are Vectros' own).
+    mcp_limits_unless: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -120,7 +124,16 @@ def families() -> list[str]:
 
 def _load() -> None:
     # Each family module declares its operations on import; a new family is one new module here.
-    from engram.operations import context, conversation, entities, identity, knowledge, memory, records  # noqa: F401
+    from engram.operations import (  # noqa: F401
+        context,
+        conversation,
+        entities,
+        identity,
+        knowledge,
+        memory,
+        records,
+        workspace,
+    )
 
 
 def all_names(ops: Iterable[Operation]) -> list[str]:

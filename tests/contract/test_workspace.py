@@ -1,0 +1,198 @@
+"""Agrama's code workspace (`engram.services.workspace`, `collab`, `codeviews`) on both adapter sets: versions
+with provenance and backups, syntax refused with its place and nothing written, paths that escape refused,
+the import graph kept in the write's transaction, many concurrent writers, CRDT sessions where three agents'
+interleaved edits converge whatever their order, decisions, scopes."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from engram.errors import InvalidInput, NotFound
+from engram.services.collab import OP, Edit
+from engram.services.identity import ANY, Caller
+from engram.services.workspace import DEP, FILE, NewFile
+from engram.wiring import Engram
+from tests.concurrency import together
+
+ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
+
+
+def callers(e: Engram) -> tuple[Caller, Caller]:
+    e.identity.register_scopes("acme", [ALICE, BOB])
+    keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
+    alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
+    return alice, bob
+
+
+def write(e: Engram, who: Caller, path: str, text: str, **kw: Any) -> dict[str, Any]:
+    return e.workspace.write(who, NewFile(path, text, kw.pop("reason", "test"), **kw))
+
+
+def args(**kw: Any) -> Any:
+    return SimpleNamespace(**kw)
+
+
+def test_versions_provenance_backups_and_history(both: Engram) -> None:
+    e, (alice, _) = both, callers(both)
+    first = write(e, alice, "src/app.py", "def main():\n    return 1\n", agent_id="claude", reason="start")
+    assert first["item"].version == 1 and first["backup_path"] is None
+    second = write(e, alice, "src/app.py", "def main():\n    return 2\n", agent_id="cursor", reason="fix")
+    assert second["item"].version == 2 and second["backup_path"].startswith("src/app.py.backup.")
+    prov = second["item"].data["provenance"]
+    assert (prov["agent_id"], prov["reason"], prov["principal"]) == ("cursor", "fix", "agent") and prov["key_id"]
+    old = e.codeviews.read(alice, args(path=second["backup_path"], include_semantic_context=False,
+                                       include_dependencies=False, include_history=False,
+                                       include_collaborative_context=False))  # fmt: skip
+    assert old["content"] == "def main():\n    return 1\n"
+    hist = e.codeviews.history(alice, args(entity_id="src/app.py", time_range=None, change_types=["create", "update"],
+                                           include_diff=True, max_results=10))  # fmt: skip
+    assert [h["version"] for h in hist["history"]] == [2, 1]
+    assert "-    return 1\n+    return 2\n" in hist["history"][0]["diff"]
+    missing = e.codeviews.read(alice, args(path="src/none.py", include_semantic_context=False,
+                                           include_dependencies=False, include_history=False,
+                                           include_collaborative_context=False))  # fmt: skip
+    assert missing == {"path": "src/none.py", "exists": False, "content": None}
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "where"),
+    [
+        ("a.py", "def f(:\n    pass\n", (1, 7)),
+        ("b.js", "function f() {\n  return [1, 2;\n}\n", (2, 15)),
+        ("c.go", "package c\n\nfunc f() {\n\treturn 1 +\n}\n", None),
+        ("d.rs", "fn main() {\n    let x = ;\n}\n", (2, 11)),
+        ("e.java", "class E {\n  void f() { int x = ; }\n}\n", None),
+        ("f.c", "int main() {\n  return 0\n}\n", None),
+        ("g.ts", "const x: number = ;\n", None),
+        ("h.zig", "pub fn f( void {}\n", None),
+    ],
+)
+def test_syntax_errors_are_refused_with_their_place_and_nothing_is_written(
+    both: Engram, path: str, text: str, where: tuple[int, int] | None
+) -> None:
+    e, (alice, _) = both, callers(both)
+    with pytest.raises(InvalidInput) as info:
+        write(e, alice, path, text)
+    assert info.value.code == "syntax_error" and "syntax error" in info.value.message
+    assert info.value.details["line"] >= 1 and info.value.details["column"] >= 1
+    if where is not None:
+        assert (info.value.details["line"], info.value.details["column"]) == where
+    assert e.records.query("acme", FILE).items == []
+    assert write(e, alice, path, text, validate_syntax=False)["item"].version == 1  # the caller may insist
+
+
+def test_paths_that_leave_the_workspace_and_oversize_content_are_refused(both: Engram) -> None:
+    e, (alice, _) = both, callers(both)
+    for bad in ("../etc/passwd", "/etc/passwd", "a/../../b.py", "a\x00b.py", "C:/x.py", "a\\b.py", "", "..", "."):
+        with pytest.raises(InvalidInput):
+            write(e, alice, bad, "x = 1\n")
+    with pytest.raises(InvalidInput, match="limit"):
+        write(e, alice, "big.txt", "x" * (1024 * 1024 + 1))
+    with pytest.raises(InvalidInput, match="reason"):
+        write(e, alice, "a.py", "x = 1\n", reason="  ")
+    assert write(e, alice, "./a/./b//c.py", "x = 1\n")["item"].data["path"] == "a/b/c.py"  # normalised
+    assert [i.data["path"] for i in e.records.query("acme", FILE).items] == ["a/b/c.py"]
+
+
+def test_the_import_graph_follows_every_write(both: Engram) -> None:
+    e, (alice, _) = both, callers(both)
+    write(e, alice, "pkg/c.py", "X = 1\n")
+    write(e, alice, "pkg/b.py", "from pkg import c\nimport pkg.c\n")
+    a = write(e, alice, "pkg/a.py", "import json\nfrom pkg import b\nfrom . import c\n")
+    assert a["item"].data["deps"] == ["pkg/b.py", "pkg/c.py"] and a["item"].data["externals"] == ["json"]
+    deps = e.codeviews.dependencies(alice, args(file_path="pkg/c.py", max_depth=3, direction="bidirectional",
+                                                include_impact_analysis=True))  # fmt: skip
+    assert deps["dependents"] == [{"path": "pkg/a.py", "depth": 1}, {"path": "pkg/b.py", "depth": 1}]
+    assert deps["impact_analysis"]["files_affected"] == 2
+    changed = write(e, alice, "pkg/a.py", "import json\n")  # a no longer imports b or c
+    assert changed["changes"] == ["removed: .c", "removed: pkg.b"]
+    assert e.workspace.dependents_of(alice, "pkg/c.py") == ["pkg/b.py"]
+    assert sorted(i.id.split("|", 1)[1] for i in e.records.query("acme", DEP).items) == ["pkg/c.py\x1fpkg/b.py"]
+    js = write(e, alice, "web/app.ts", "import { x } from './util';\nimport fs from 'fs';\n")
+    assert js["item"].data["externals"] == ["./util", "fs"]  # ./util does not exist yet
+    write(e, alice, "web/util.ts", "export const x = 1;\n")
+    assert write(e, alice, "web/app.ts", "import { x } from './util';\n")["item"].data["deps"] == ["web/util.ts"]
+
+
+def test_many_writers_of_one_file_all_land(both: Engram) -> None:
+    e, (alice, _) = both, callers(both)
+    write(e, alice, "lib/dep.py", "Y = 0\n")
+    errors = together(12, lambda i: write(e, alice, "lib/hot.py", f"from lib import dep\nX = {i}\n", agent_id=f"a{i}"))
+    assert errors == []
+    item = e.workspace.file(alice, "lib/hot.py")
+    assert item.version == 12 and len(e.records.history("acme", FILE, item.id)) == 12
+    assert e.workspace.dependents_of(alice, "lib/dep.py") == ["lib/hot.py"]  # one edge, however many writers
+
+
+def test_three_agents_interleaved_edits_converge_whatever_their_order(both: Engram) -> None:
+    import base64
+
+    import pycrdt
+
+    e, (alice, _) = both, callers(both)
+    write(e, alice, "doc.txt", "alpha beta gamma\n")
+    session = e.collab.create_session(alice, "s", ["a1", "a2", "a3"], ["doc.txt"], "editing", True)["session_id"]
+    base: dict[str, int] = {}
+    plans = {
+        "a1": [Edit("insert", 0, "ONE "), Edit("insert", 6, "[1]")],
+        "a2": [Edit("insert", 11, "TWO "), Edit("delete", 0, length=1)],
+        "a3": [Edit("insert", 17, " THREE"), Edit("insert", 5, "-3-")],
+    }
+
+    def agent(i: int) -> None:
+        name = f"a{i + 1}"
+        for n, edit in enumerate(plans[name]):  # each agent's second edit sees its own first
+            seen = dict(base, **{name: n})
+            e.collab.sync(alice, "doc.txt", [Edit(edit.type, edit.position, edit.content, edit.length, seen)], None,
+                          name, session)  # fmt: skip
+
+    assert together(3, agent) == []
+    final = e.collab.sync(alice, "doc.txt", [Edit("insert", 0, "")], None, "a1", session)
+    ops = e.records.query("acme", OP, prefix=f"{session}|doc.txt|", limit=100).items
+    assert len(ops) == 1 + 6 + 1
+    texts = set()
+    for order in itertools.islice(itertools.permutations(ops), 0, 720, 37):  # many orders of the same log
+        doc: Any = pycrdt.Doc()
+        for op in order:
+            doc.apply_update(base64.b64decode(op.data["update"]))
+        texts.add(str(doc.get("text", type=pycrdt.Text)))
+    assert texts == {final["content"]}
+    for piece in ("ONE ", "[1]", "TWO ", " THREE", "-3-"):
+        assert piece in final["content"]
+    assert not final["content"].startswith("alpha")  # a2 deleted the base's first character ("a")
+    saved = e.workspace.file(alice, "doc.txt")
+    assert e.workspace.content(saved) == final["content"]
+    assert sorted(saved.data["provenance"]["contributors"]) == ["a1", "a2", "a3"]
+    assert final["vector_clock"] == {"a1": 3, "a2": 2, "a3": 2}
+
+
+def test_decisions_are_versioned_scoped_and_searchable(both: Engram) -> None:
+    e, (alice, bob) = both, callers(both)
+    fields = {"decision": "Adopt arena allocators", "reasoning": "Fewer frees.", "context": {}, "confidence": 0.8,
+              "alternatives": [], "impact": "high"}  # fmt: skip
+    made = e.collab.record_decision(alice, fields)
+    assert e.collab.decision(alice, made["decision_id"]).data["impact"] == "high"
+    query = args(entity_id=made["decision_id"], time_range=None, change_types=["create", "update"], include_diff=True,
+                 max_results=5)  # fmt: skip
+    hist = e.codeviews.history(alice, query)
+    assert hist["entity_type"] == "decision" and hist["history"][0]["change_type"] == "create"
+    with pytest.raises(NotFound):
+        e.collab.decision(bob, made["decision_id"])
+
+
+def test_another_users_workspace_is_unseen(both: Engram) -> None:
+    e, (alice, bob) = both, callers(both)
+    write(e, bob, "secret/plan.py", "PLAN = 'vault'\n")
+    assert e.workspace.paths(alice) == []
+    with pytest.raises(NotFound):
+        e.workspace.file(alice, "secret/plan.py")
+    assert e.codeviews.read(alice, args(path="secret/plan.py", include_semantic_context=False,
+                                        include_dependencies=False, include_history=False,
+                                        include_collaborative_context=False))["exists"] is False  # fmt: skip
+    assert e.workspace.search_chunks(alice, "vault plan", "bm25", 10) == []
+    mine = write(e, alice, "secret/plan.py", "PLAN = 'mine'\n")  # the same path in her own workspace
+    assert mine["item"].version == 1
