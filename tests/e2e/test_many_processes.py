@@ -241,3 +241,42 @@ def test_kill_9_mid_record_writes_then_every_acknowledged_record_is_read_looked_
             assert not missing, f"{len(missing)} acknowledged records never reached the index"
     finally:
         stop(proc)
+
+
+def test_kill_9_mid_code_writes_then_every_acknowledged_file_is_read_graphed_and_found(
+    data: tuple[Path, str],
+) -> None:
+    """Four agents write files through `write_code` (REST), each importing a shared module; the server is
+    killed with -9 in the middle: after a restart every acknowledged version is read back, the shared
+    module's dependents include every acknowledged file, and each is found by search."""
+    folder, key = data
+    proc, url = start(folder)
+    with api(url, key) as c:
+        made = c.post("/code/write", json={"path": "lib/shared.py", "content": "K = 1\n", "reason": "base"})
+        assert made.status_code == 200, made.text
+    stop(proc)
+    body = lambda w, n: {"path": f"w{w}/m{n}.py", "content": f"from lib import shared\n\ndef valve_{w}_{n}():\n"  # noqa: E731
+                         f"    return shared.K\n", "reason": f"writer {w}", "agent_id": f"agent-{w}"}  # fmt: skip
+    acknowledged = {b["path"]: a["version"] for b, a in killed_mid_writes(folder, key, "/code/write", body)}
+    proc, url = start(folder)
+    try:
+        with api(url, key) as c:
+            for path in acknowledged:
+                read = c.post("/code/read", json={"path": path, "include_semantic_context": False})
+                assert read.status_code == 200 and read.json()["exists"], read.text
+                assert f"def valve_{path[1]}_" in read.json()["content"]
+            deps = c.post("/code/dependencies", json={"file_path": "lib/shared.py", "direction": "reverse"}).json()
+            assert set(acknowledged) <= {d["path"] for d in deps["dependents"]}
+            deadline = time.monotonic() + 60
+            missing = set(acknowledged)
+            while missing and time.monotonic() < deadline:  # the restarted worker finishes any index job left
+                for path in list(missing):
+                    name = path.replace("w", "valve_", 1).replace("/m", "_").removesuffix(".py")
+                    body = {"query": name, "max_results": 5, "include_semantic": False}
+                    hits = c.post("/search", json=body).json()["results"]
+                    if path in {h["path"] for h in hits}:
+                        missing.discard(path)
+                time.sleep(0.2)
+            assert not missing, f"{len(missing)} acknowledged files never reached the index"
+    finally:
+        stop(proc)
