@@ -208,8 +208,12 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     out = engram.workspace.import_files(caller, loaded, args.reason, args.agent_id, progress)
     seconds = time.perf_counter() - started
     print(file=sys.stderr)
+    rate = out["imported"] / max(seconds, 1e-9)
     print(f"imported {out['imported']}, failed {out['failed']}, skipped {skipped} (not UTF-8) "
-          f"in {seconds:.1f} s ({out['imported'] / max(seconds, 1e-9):.1f} files/s)")  # fmt: skip
+          f"in {seconds:.1f} s ({rate:.1f} files/s); searchable by keyword now")  # fmt: skip
+    print("embedding for semantic search ...", file=sys.stderr, flush=True)
+    engram.queue.join()
+    print(f"embedded; {time.perf_counter() - started:.1f} s in all")
     for e in out["errors"]:
         print(f"  {e['path']}: {e['error']}")
     return 0 if not out["failed"] else 1

@@ -204,7 +204,7 @@ def _candidates(path: str, spec: str) -> list[str]:
         parts = spec.lstrip(".").split(".") if spec.lstrip(".") else []
         # `m.a` is module m/a.py or the name a in m.py: the full path first, then its parent module
         for mod in ("/".join(parts), "/".join(parts[:-1])) if parts else ("",):
-            roots = [base] if dots else ["", here, "src"]
+            roots = [base] if dots else _ancestors(here)
             for r in roots:
                 stem = posixpath.join(r, mod) if mod else r
                 if stem:
@@ -228,6 +228,17 @@ def _candidates(path: str, spec: str) -> list[str]:
     elif lang == "go":
         out += [spec]  # a package folder; resolved against the folders that hold .go files
     return [p for p in out if p and not p.startswith("..")]
+
+
+def _ancestors(folder: str) -> list[str]:
+    """`folder` and every folder above it, nearest first, each also with a `src/` below it: where an absolute
+    import's package may start (a tree imported under a prefix keeps its imports)."""
+    out: list[str] = []
+    while True:
+        out += [folder, posixpath.join(folder, "src") if folder else "src"]
+        if not folder:
+            return out
+        folder = posixpath.dirname(folder)
 
 
 def resolve(path: str, specs: Iterable[str], exists: Callable[[str], bool]) -> tuple[list[str], list[str]]:

@@ -256,9 +256,10 @@ class WorkspaceService:
     ) -> dict[str, Any]:
         """Many files at once (`engram workspace import`): each a version written in its own transaction
         with its graph edges (resolved against the whole import), the index written a batch at a time (one
-        embedding call for many windows), each batch's job committed before its files' index work. A file
-        that does not parse is imported all the same, marked `syntax_valid: false` (an import takes a tree
-        as it is)."""
+        embedding call for many windows): keyword search at once, vectors by a queued job (`queue.join()` waits
+        for them). Each batch's safety-net job is committed before its files, so a crash leaves work to
+        finish. A file that does not parse is imported all the same, marked `syntax_valid: false` (an import
+        takes a tree as it is)."""
         prefix, _ = self.space(caller)
         clean = [(clean_path(p), t) for p, t in files]
         known = set(self.paths(caller)) | {p for p, _ in clean}
@@ -272,17 +273,25 @@ class WorkspaceService:
             self.records.transact([job], now)  # before the files: a crash in between leaves work to finish
             items: list[Item] = []
             texts: dict[str, str] = {}
+            previous: dict[str, int] = {}
             for path, text in part:
                 try:
-                    item = self._import_one(caller, prefix, path, text, known, reason, agent_id)
+                    item, chunks_before = self._import_one(caller, prefix, path, text, known, reason, agent_id)
                 except InvalidInput as exc:
                     failed += 1
                     errors.append({"path": path, "error": exc.message})
                     continue
                 items.append(item)
                 texts[item.id] = text
+                previous[item.id] = chunks_before
                 done += 1
-            self._reindex(caller.context_id, items, texts)
+            # keyword search at once; the vectors by a job due now (the safety net withdrawn once it is queued)
+            self._reindex(caller.context_id, items, texts, embed=False, previous=previous)
+            if items and self.embedder is not None:
+                embed = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [i.id for i in items]},
+                                       self.clock.now())  # fmt: skip
+                self.records.transact([embed], self.clock.now())
+                self.queue.started([embed])
             self.queue.done(job)
             if progress is not None:
                 progress(min(start + batch, len(clean)), len(clean))
@@ -290,7 +299,8 @@ class WorkspaceService:
 
     def _import_one(
         self, caller: Caller, prefix: str, path: str, text: str, known: set[str], reason: str, agent_id: str | None
-    ) -> Item:
+    ) -> tuple[Item, int]:
+        """The file written, and how many index windows its version before had."""
         raw = text.encode()
         if len(raw) > MAX_FILE_BYTES:
             raise InvalidInput(f"{len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
@@ -303,7 +313,7 @@ class WorkspaceService:
         _, scopes = self.space(caller)
         valid = code.check(path, text) is None
 
-        def attempt() -> Item:
+        def attempt() -> tuple[Item, int]:
             old = self.records.get(caller.context_id, FILE, prefix + path)
             now = self.clock.now()
             new = NewFile(path, text, reason, agent_id)
@@ -311,7 +321,7 @@ class WorkspaceService:
             data["syntax_valid"] = valid
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
-            return self.records.transact(writes, now)[0]
+            return self.records.transact(writes, now)[0], int(old.data.get("chunks", 0)) if old else 0
 
         return on_conflict(attempt, sleep=self.sleep)
 
@@ -375,19 +385,31 @@ class WorkspaceService:
             )
         return out
 
-    def _reindex(self, ctx: str, items: Sequence[Item], texts: dict[str, str], old: Item | None = None) -> None:
+    def _reindex(
+        self,
+        ctx: str,
+        items: Sequence[Item],
+        texts: dict[str, str],
+        old: Item | None = None,
+        embed: bool = True,
+        previous: dict[str, int] | None = None,
+    ) -> None:
+        """The files' windows in the index (with vectors unless `embed` is off: keyword search at once, the
+        vectors left to a job); windows a shorter version no longer has are taken out."""
         docs: list[IndexDoc] = []
         for item in items:
             docs += self._chunk_docs(item, texts.get(item.id) or self.content(item))
-        if self.embedder is not None and docs:
+        if embed and self.embedder is not None and docs:
             with embedding_errors():
                 vectors = self.embedder.embed([d.text for d in docs])
             docs = [d.with_vector(v) for d, v in zip(docs, vectors, strict=True)]
         if docs:
             self.index.upsert(docs)
+        before = dict(previous or {})
+        if old is not None:
+            before[old.id] = int(old.data.get("chunks", 0))
         for item in items:
-            previous = int(old.data.get("chunks", 0)) if old is not None and old.id == item.id else 0
-            stale = [f"{item.id}#{n}" for n in range(int(item.data["chunks"]), previous)]
+            stale = [f"{item.id}#{n}" for n in range(int(item.data["chunks"]), before.get(item.id, 0))]
             if stale:
                 self.index.delete(ctx, stale)
 
