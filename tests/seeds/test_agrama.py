@@ -234,6 +234,11 @@ async def test_every_example_in_the_documents_order(live: Live) -> None:
     synced = answers["sync_document"]
     assert synced["success"] and "// New comment" in synced["content"] and "claude-code" in synced["contributors"]
     assert synced["session_id"] == session["session_id"]  # the document's open session
+    async with connect(live.url, live.keys.agent) as c:  # the decision is searchable
+        args = {"query": "memory pool optimization to cut allocation overhead", "similarity_threshold": 0.3}
+        searched = (await c.call_tool("semantic_search", args)).structured_content
+    assert searched is not None
+    assert answers["record_decision"]["decision_id"] in [d["decision_id"] for d in searched["decisions"]]
     metrics = answers["get_performance_metrics"]
     assert metrics["latency"]["p50"] > 0 and metrics["throughput"]["total_requests"] >= len(EXAMPLES)
     assert metrics["memory"]["peak_usage_mb"] > 0 and metrics["health"]["status"] in ("healthy", "degraded")

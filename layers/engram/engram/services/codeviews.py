@@ -172,10 +172,18 @@ class CodeViews:
         }
 
     def semantic(self, caller: Any, a: Any) -> dict[str, Any]:
+        """Files by meaning (each file's best window), and the recorded decisions that match."""
         best: dict[str, tuple[float, int, str]] = {}
-        for h in self.ws.search_chunks(caller, a.query, "vector", max(50, a.max_results * 5)):
-            p, s = str(h.metadata["path"]), h.semantic or 0.0
-            if s >= a.similarity_threshold and s > best.get(p, (-1.0, 0, ""))[0]:
+        decisions: list[dict[str, Any]] = []
+        for h in self.ws.search_chunks(caller, a.query, "vector", max(50, a.max_results * 5), (CHUNK, DECISION)):
+            s = h.semantic or 0.0
+            if s < a.similarity_threshold:
+                continue
+            if h.kind == DECISION:
+                decisions.append({"decision_id": h.id, "similarity": round(s, 4), "snippet": h.text[:300]})
+                continue
+            p = str(h.metadata["path"])
+            if s > best.get(p, (-1.0, 0, ""))[0]:
                 best[p] = (s, int(h.metadata.get("line", 1)), h.text.split("\n", 1)[-1][:300])
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[: a.max_results]
         dim = getattr(self.ws.embedder, "dim", EMBEDDING_DIM) if self.ws.embedder is not None else 0
@@ -189,6 +197,7 @@ class CodeViews:
             "results": [
                 {"path": p, "similarity": round(s, 4), "line": line, "snippet": snip} for p, (s, line, snip) in ranked
             ],
+            "decisions": decisions[: a.max_results],
         }
 
     # -- dependencies -----------------------------------------------------------------------

@@ -418,10 +418,12 @@ class WorkspaceService:
         found = self.records.get_many(ctx, FILE, payload["ids"])
         self._reindex(ctx, list(found.values()), {})
 
-    def search_chunks(self, caller: Caller, query: str, mode: str, k: int) -> list[Hit]:
+    def search_chunks(
+        self, caller: Caller, query: str, mode: str, k: int, kinds: tuple[str, ...] = (CHUNK,)
+    ) -> list[Hit]:
         vector = query_vector(self.embedder, query, ranks=mode != "bm25")
         lens = self.identity.read_lens(caller, None)
-        q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, (CHUNK,), lens)  # type: ignore[arg-type]
+        q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)  # type: ignore[arg-type]
         return self.index.search(q, self.clock.now())
 
     @staticmethod
