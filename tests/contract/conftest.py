@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from engram.adapters.aws.dynamodb_records import DynamoRecordStore
+from engram.services.identity import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_local
 
@@ -45,3 +46,14 @@ def aws_engram_on(endpoint: str, opensearch: str, mp: pytest.MonkeyPatch, tmp_pa
             **settings,  # type: ignore[arg-type]
         )
     )
+
+
+ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
+
+
+def two_agents(e: Engram) -> tuple[Caller, Caller]:
+    """Alice and Bob: agents of context `acme` with grants of their own (org/acme/user/alice, .../bob)."""
+    e.identity.register_scopes("acme", [ALICE, BOB])
+    keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
+    alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
+    return alice, bob

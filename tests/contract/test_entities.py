@@ -6,18 +6,11 @@ from __future__ import annotations
 import pytest
 
 from engram.errors import InvalidInput, NotFound
-from engram.services.identity import ANY, Caller
+from engram.services.identity import Caller
 from engram.services.memory import Turn
 from engram.wiring import Engram
-
-ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
-
-
-def callers(e: Engram) -> tuple[Caller, Caller]:
-    e.identity.register_scopes("acme", [ALICE, BOB])
-    keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
-    alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
-    return alice, bob
+from tests.contract.conftest import ALICE, BOB  # noqa: F401
+from tests.contract.conftest import two_agents as callers
 
 
 def said(e: Engram, caller: Caller, *texts: str) -> None:

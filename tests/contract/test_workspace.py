@@ -13,19 +13,12 @@ import pytest
 
 from engram.errors import InvalidInput, NotFound
 from engram.services.collab import OP, Edit
-from engram.services.identity import ANY, Caller
+from engram.services.identity import Caller
 from engram.services.workspace import DEP, FILE, NewFile
 from engram.wiring import Engram
 from tests.concurrency import together
-
-ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
-
-
-def callers(e: Engram) -> tuple[Caller, Caller]:
-    e.identity.register_scopes("acme", [ALICE, BOB])
-    keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
-    alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
-    return alice, bob
+from tests.contract.conftest import ALICE, BOB  # noqa: F401
+from tests.contract.conftest import two_agents as callers
 
 
 def write(e: Engram, who: Caller, path: str, text: str, **kw: Any) -> dict[str, Any]:

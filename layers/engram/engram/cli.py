@@ -178,16 +178,21 @@ def source_files(root: Path) -> list[Path]:
     return out
 
 
+def _writer(engram: Any, args: argparse.Namespace, settings: Settings, operation: str) -> Any:
+    """The caller a writing command acts as: the key given (`--key`, else ENGRAM_API_KEY), in `--context`
+    (else the key's only one), as the local user."""
+    principal = engram.identity.authenticate(args.key or settings.api_key)
+    context = args.context or settings.context
+    return engram.identity.enter(principal, context, frozenset({"agent", "management"}), operation, "stdio")
+
+
 def cmd_workspace(args: argparse.Namespace) -> int:
     """`engram workspace import PATH`: a source tree into the key's workspace, with a progress bar."""
     from engram.wiring import build
 
     settings = _settings(args)
     engram = build(settings)
-    principal = engram.identity.authenticate(args.key or settings.api_key)
-    caller = engram.identity.enter(
-        principal, args.context or settings.context, frozenset({"agent", "management"}), "write_code", "stdio"
-    )
+    caller = _writer(engram, args, settings, "write_code")
     root = Path(args.path).resolve()
     files = source_files(root)
     loaded: list[tuple[str, str]] = []
@@ -227,10 +232,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     engram = build(settings)
-    principal = engram.identity.authenticate(args.key or settings.api_key)
-    caller = engram.identity.enter(
-        principal, args.context or settings.context, frozenset({"agent", "management"}), "document_upload", "stdio"
-    )
+    caller = _writer(engram, args, settings, "document_upload")
     files: list[Path] = []
     for raw in args.paths:
         p = Path(raw)
