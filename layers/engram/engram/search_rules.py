@@ -9,12 +9,18 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
-import Stemmer  # PyStemmer: the Snowball stemmers in C
-
+from engram.lazy import module
 from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
+
+# numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
+# imports these rules (listing tools builds nothing: issue #16)
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = module("numpy")
 
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
 # bench/RESULTS.md), where BM25 is the stronger list.
@@ -474,6 +480,8 @@ def stem(word: str) -> str:
     if found is None:
         stemmer = getattr(_stemmers, "english", None)
         if stemmer is None:  # a Snowball stemmer keeps state: one per thread
+            import Stemmer  # PyStemmer: the Snowball stemmers in C
+
             stemmer = _stemmers.english = Stemmer.Stemmer("english")
         found = stemmer.stemWord(word)
         if len(_stems) < 500_000:

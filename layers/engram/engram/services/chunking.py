@@ -6,12 +6,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
+from engram.lazy import module
 from engram.services.memory import approx_tokens
 from engram.services.parsing import Block
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = module("numpy")
 
 Strategy = Literal["fixed", "sentence", "paragraph", "semantic"]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")

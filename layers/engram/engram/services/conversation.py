@@ -20,12 +20,11 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from engram.clock import Clock, iso, new_id, parse_time
 from engram.errors import EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
+from engram.lazy import module
 from engram.ports import (
     Embedder,
     Generator,
@@ -43,6 +42,11 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = module("numpy")
 from engram.services.memory import CONTEXT_EMBEDDING, MemoryService, Turn, turn_text
 
 log = logging.getLogger("engram.conversation")
