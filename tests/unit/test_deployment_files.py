@@ -45,16 +45,35 @@ def test_each_function_carries_only_the_layers_it_imports() -> None:
 def test_every_family_has_its_function_endpoint_and_gateway_entry() -> None:
     resources = template()["Resources"]
     gateway_map = resources["GatewayFunction"]["Properties"]["Environment"]["Variables"]["ENGRAM_FAMILY_FUNCTIONS"]
-    listed = json.loads(re.sub(r"\$\{(\w+)\}", r"\1", gateway_map))  # {"memory": "MemoryFunction", ...}
+    # {"memory": "MemoryFunctionAliaslive", ...}: each family's published alias, never $LATEST
+    listed = json.loads(re.sub(r"\$\{(\w+)\}", r"\1", gateway_map))
     mcp_routes = {(r.path, r.function) for r in routes() if r.path.startswith("/mcp")}
     for family in families():
         function = family.capitalize() + "Function"
         assert function in resources, f"template.yaml has no {function}"
         assert (f"/mcp/{family}", function) in mcp_routes
-        assert listed.get(family) == function
+        assert listed.get(family) == f"{function}Aliaslive"
         assert (ROOT / "functions" / family / "app.py").exists()
         assert f"build-{function}:" in (ROOT / "functions" / "Makefile").read_text()
     assert ("/mcp", "GatewayFunction") in mcp_routes
+
+
+def test_every_function_is_published_with_snapstart_behind_its_alias() -> None:
+    """SnapStart on published versions, an alias every caller goes through, a switch for regions without it,
+    provisioned concurrency as an option that turns SnapStart off (the two do not combine)."""
+    t = template()
+    glob = t["Globals"]["Function"]
+    assert glob["AutoPublishAlias"] == "live"
+    assert glob["SnapStart"] == ["UseSnapStart", {"ApplyOn": "PublishedVersions"}, {"ApplyOn": "None"}]  # !If
+    assert (
+        t["Parameters"]["SnapStart"]["Default"] == "Enabled"
+        and t["Parameters"]["ProvisionedConcurrency"]["Default"] == 0
+    )
+    assert t["Conditions"]["UseSnapStart"] == [["SnapStart", "Enabled"], ["HasProvisioned"]]  # Enabled, not provisioned
+    functions = [r for r in t["Resources"].values() if r["Type"] == "AWS::Serverless::Function"]
+    assert functions and all("AutoPublishAlias" not in f["Properties"] for f in functions)  # the global holds
+    authorizer = t["Resources"]["HttpApi"]["Properties"]["Auth"]["Authorizers"]["KeyAuthorizer"]
+    assert authorizer["FunctionArn"] == "AuthorizerFunctionAliaslive"  # !Ref
 
 
 def test_every_rest_path_is_routed_to_its_familys_function() -> None:
