@@ -2,4 +2,4 @@
 
 from engram.api.lambda_runtime import authorizer_handler, instrument
 
-handler = instrument("authorizer", authorizer_handler(), http=False)
+handler = instrument("authorizer", authorizer_handler(), http=False, tracing=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -203,11 +204,15 @@ def build(settings: Settings, clock: Clock | None = None, embedder: Embedder | N
     return build_local(settings, clock, embedder)
 
 
+CLIENTS_MADE = {"count": 0}  # every store client this process made (the SnapStart test counts them)
+
+
 def aws_client(service: str, settings: Settings) -> Any:
     """A boto3 client that retries throttling and transient errors with exponential backoff."""
     import boto3
     from botocore.config import Config
 
+    CLIENTS_MADE["count"] += 1
     config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
     return boto3.client(service, region_name=settings.aws_region, config=config)
 
@@ -215,7 +220,7 @@ def aws_client(service: str, settings: Settings) -> Any:
 def aws_records(settings: Settings) -> RecordStore:
     from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 
-    return DynamoRecordStore(aws_client("dynamodb", settings), settings.table)
+    return DynamoRecordStore(Lazy(lambda: aws_client("dynamodb", settings)), settings.table)
 
 
 def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
@@ -231,6 +236,7 @@ def build_identity(settings: Settings, clock: Clock | None = None) -> IdentitySe
 def opensearch_client(settings: Settings) -> Any:
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
+    CLIENTS_MADE["count"] += 1
     if settings.opensearch_service == "none":
         return OpenSearch(hosts=[settings.opensearch_url], timeout=30)
     import boto3
@@ -250,21 +256,42 @@ def opensearch_client(settings: Settings) -> Any:
 _REFRESH: dict[str, bool | str] = {"true": True, "wait_for": "wait_for", "false": False}
 
 
-class _Lazy:
+class Lazy:
     """A client made on first use: a function that never searches, stores files or queues jobs (the
     gateway, identity) never imports opensearch-py (~0.4 s of a cold start) nor makes those boto3 clients
-    (~0.1 s each)."""
+    (~0.1 s each). Every one is listed in LAZY, so a snapshot can be taken without them (`reset`: no
+    connection or credentials in it) and a restored environment can make them all before its first request
+    (`ready`)."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make, self._client = make, None
         self._lock = threading.Lock()
+        LAZY.append(weakref.ref(self))
 
-    def __getattr__(self, name: str) -> Any:
+    def ready(self) -> Any:
         if self._client is None:
             with self._lock:  # boto3's default session does not make clients safely from two threads
                 if self._client is None:
                     self._client = self._make()
-        return getattr(self._client, name)
+        return self._client
+
+    def reset(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if callable(close):
+            close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ready(), name)
+
+
+LAZY: list[weakref.ref[Lazy]] = []
+
+
+def lazy_clients() -> list[Lazy]:
+    """Every lazy client of this process still in use."""
+    return [c for c in (r() for r in LAZY) if c is not None]
 
 
 def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
@@ -279,9 +306,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     return Engram(
         settings=settings,
         records=records,
-        blobs=S3BlobStore(_Lazy(lambda: aws_client("s3", settings)), settings.bucket),
+        blobs=S3BlobStore(Lazy(lambda: aws_client("s3", settings)), settings.bucket),
         index=OpenSearchIndex(
-            _Lazy(lambda: opensearch_client(settings)),
+            Lazy(lambda: opensearch_client(settings)),
             settings.opensearch_index,
             dim=chosen.dim if chosen is not None else 384,
             # Serverless: no refresh, no document ids of ours (see the adapter)
@@ -291,7 +318,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         embedder=chosen,
         clock=clock or SystemClock(),
         generator=build_generator(settings),
-        queue=SqsQueue(_Lazy(lambda: aws_client("sqs", settings)), settings.queue_url, records)
+        queue=SqsQueue(Lazy(lambda: aws_client("sqs", settings)), settings.queue_url, records)
         if settings.queue_url
         else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
     )

@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from engram.api import snapstart
 from engram.api.auth import authorizer_context, bearer
 from engram.errors import Unauthenticated
 from engram.services.identity import IdentityService
 from engram.settings import Settings
-from engram.wiring import Engram, aws_client, build, build_identity
+from engram.wiring import Engram, Lazy, aws_client, build, build_identity
 
 # The web stack (FastAPI, the MCP SDK, Mangum) is imported by the functions that serve HTTP only:
 # the authorizer and the worker start without it.
@@ -50,7 +51,9 @@ def family_handler(family: str, engram: Engram | None = None) -> Handler:
     """The function of one tool family: its MCP endpoint and its REST routes, nothing else."""
     if engram is None:
         engram = build(Settings(mcp_tools=family))
-    return _mangum(engram)
+    handler = _mangum(engram)
+    snapstart.register(family, engram, handler)
+    return handler
 
 
 def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) -> Handler:
@@ -60,8 +63,11 @@ def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) 
     if invoke is None:
         from engram.adapters.aws.lambda_invoke import LambdaInvoker
 
-        invoke = LambdaInvoker(aws_client("lambda", engram.settings))
-    return _mangum(engram, lambda_forward(invoke, engram.settings.family_functions))
+        settings = engram.settings
+        invoke = LambdaInvoker(Lazy(lambda: aws_client("lambda", settings)))
+    handler = _mangum(engram, lambda_forward(invoke, engram.settings.family_functions))
+    snapstart.register("gateway", engram, handler)
+    return handler
 
 
 def _jsonrpc_error(body: bytes, code: int, message: str) -> Reply:
@@ -111,6 +117,7 @@ def authorizer_handler(identity: IdentityService | None = None) -> Handler:
     answers 401 in the MCP/REST error shape, which API Gateway's own 401/403 bodies would not have.
     """
     found = identity if identity is not None else build_identity(Settings())
+    snapstart.register("authorizer", None, None)
 
     def authorize(event: Event, context: Any) -> Event:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -134,6 +141,7 @@ def worker_handler(engram: Engram | None = None) -> Handler:
     queue = found.queue
     if not isinstance(queue, SqsQueue):
         raise RuntimeError("the worker needs ENGRAM_QUEUE_URL (an SQS queue)")
+    snapstart.register("worker", found, None)
 
     def work(event: Event, context: Any) -> Event:
         if event.get("engram") == "recover":  # the schedule: jobs committed whose message never went
@@ -144,23 +152,20 @@ def worker_handler(engram: Engram | None = None) -> Handler:
     return work
 
 
-def instrument(service: str, handler: Handler, http: bool = True) -> Handler:
-    """Powertools around a handler: structured logs with the request's correlation id, X-Ray tracing,
+def instrument(service: str, handler: Handler, http: bool = True, tracing: bool = True) -> Handler:
+    """Powertools around a handler: structured logs with the request's correlation id, X-Ray tracing (not
+    for the authorizer: `tracing=False` keeps the X-Ray SDK out of the function every request waits for),
     CloudWatch metrics (EMF). Outside Lambda, tracing is off (POWERTOOLS_TRACE_DISABLED)."""
-    from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
+    from aws_lambda_powertools import Logger, Metrics, single_metric
     from aws_lambda_powertools.logging import correlation_paths
     from aws_lambda_powertools.metrics import MetricUnit
 
     from engram.observability import metrics as counters
 
     logger = Logger(service=service)
-    tracer = Tracer(service=service)
     metrics = Metrics(namespace="Engram", service=service)
     path = correlation_paths.API_GATEWAY_HTTP if http else None
 
-    @logger.inject_lambda_context(correlation_id_path=path, clear_state=True)
-    @tracer.capture_lambda_handler
-    @metrics.log_metrics(capture_cold_start_metric=True)
     def handle(event: Event, context: Any) -> Any:
         metrics.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
         try:
@@ -172,4 +177,12 @@ def instrument(service: str, handler: Handler, http: bool = True) -> Handler:
                     for k, v in dims.items():
                         one.add_dimension(name=k, value=v or "-")
 
-    return handle
+    traced: Handler = handle
+    if tracing:
+        from aws_lambda_powertools import Tracer
+
+        traced = Tracer(service=service).capture_lambda_handler(handle)
+    logged: Handler = logger.inject_lambda_context(correlation_id_path=path, clear_state=True)(
+        metrics.log_metrics(capture_cold_start_metric=True)(traced)
+    )
+    return logged

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 import anyio
+import anyio.from_thread  # calls report progress from their worker thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server

@@ -1,0 +1,102 @@
+"""One function's SnapStart life in a fresh interpreter, as Lambda lives it: import functions/<name>/app.py
+(init), run the before-snapshot hooks (publish), the after-restore hooks (a new execution environment),
+then a first request and a second (warm) one. Prints JSON: milliseconds of each phase, the modules the first
+request imported, the clients it made, and its answer's status.
+
+`python tests/aws_lambda/snapstart_probe.py NAME AUTHORIZER_JSON` with the stack's environment set (AWS
+endpoint, ENGRAM_* variables)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUESTS: dict[str, tuple[str, str, dict[str, Any]]] = {  # function -> (method, path, body)
+    "memory": ("tools/call", "memory_profile", {}),
+    "knowledge": ("tools/call", "knowledge_collections", {"action": "list"}),
+    "conversation": ("tools/call", "conversation_search", {"query": "valve"}),
+    "entities": ("tools/call", "entity_list", {}),
+    "context": ("tools/call", "context_set", {"key": "k", "value": 1}),
+    "identity": ("tools/call", "current_identity", {}),
+    "records": ("tools/call", "list_schemas", {}),
+    "workspace": ("tools/call", "get_context", {"context_types": ["project"]}),
+    "gateway": ("tools/list", "", {}),
+}
+
+
+def main(name: str, authorizer: dict[str, str]) -> None:
+    from snapshot_restore_py import get_after_restore, get_before_snapshot
+
+    t0 = time.perf_counter()
+    spec = importlib.util.spec_from_file_location(f"fn_{name}", ROOT / "functions" / name / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    t1 = time.perf_counter()
+    for fn, args, kwargs in get_before_snapshot():
+        fn(*args, **kwargs)
+    t2 = time.perf_counter()
+    for fn, args, kwargs in get_after_restore():
+        fn(*args, **kwargs)
+    t3 = time.perf_counter()
+    from engram.wiring import CLIENTS_MADE
+
+    modules, clients = set(sys.modules), CLIENTS_MADE["count"]
+    answer = request(module.handler, name, authorizer)
+    t4 = time.perf_counter()
+    new_modules = sorted(set(sys.modules) - modules)
+    made = CLIENTS_MADE["count"] - clients
+    request(module.handler, name, authorizer)
+    t5 = time.perf_counter()
+    out = {
+        "init_ms": (t1 - t0) * 1000,
+        "before_snapshot_ms": (t2 - t1) * 1000,
+        "after_restore_ms": (t3 - t2) * 1000,
+        "first_request_ms": (t4 - t3) * 1000,
+        "warm_request_ms": (t5 - t4) * 1000,
+        "new_modules": new_modules,
+        "clients_made": made,
+        "answer": answer,
+    }
+    print(json.dumps(out))
+
+
+class Context:
+    function_name = "probe"
+    function_version = "1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:probe:live"
+    memory_limit_in_mb = 1769
+    aws_request_id = "probe"
+    log_group_name = "/aws/lambda/probe"
+    log_stream_name = "probe"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def request(handler: Any, name: str, authorizer: dict[str, str]) -> Any:
+    from engram.api.snapstart import _event
+
+    if name == "authorizer":
+        event = {"headers": {"authorization": f"Bearer {authorizer['key']}"}, "requestContext": {}}
+        return handler(event, Context())["isAuthorized"]
+    if name == "worker":
+        return handler({"engram": "recover"}, Context())
+    method, tool, args = REQUESTS[name]
+    params: dict[str, Any] = {"name": tool, "arguments": args} if method == "tools/call" else {}
+    path = "/mcp" if name == "gateway" else f"/mcp/{name}"
+    event = _event("POST", path, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, signed=False)
+    event["requestContext"]["authorizer"] = {"lambda": authorizer["context"]}
+    answer = handler(event, Context())
+    body = json.loads(answer["body"])
+    result = body.get("result") or {}
+    return {"status": answer["statusCode"], "error": body.get("error"), "is_error": result.get("isError")}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], json.loads(sys.argv[2]))
