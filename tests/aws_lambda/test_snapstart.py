@@ -98,7 +98,7 @@ def test_the_authorizer_is_lean(environment: dict[str, Any]) -> None:
         "print(sorted(x for x in ('fastapi', 'starlette', 'mcp', 'aws_xray_sdk', 'mangum', 'numpy', 'opensearchpy')"
         " if x in sys.modules))"
     )
-    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, **environment["env"], "PYTHONPATH": PYTHONPATH},
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    env = {**os.environ, **environment["env"], "PYTHONPATH": PYTHONPATH}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == "[]"
