@@ -44,13 +44,19 @@ def main(name: str, authorizer: dict[str, str]) -> None:
     for fn, args, kwargs in get_after_restore():
         fn(*args, **kwargs)
     t3 = time.perf_counter()
-    from engram.wiring import CLIENTS_MADE
+    from engram.wiring import CLIENTS_MADE, lazy_clients
 
+    calls: list[str] = []
+    for client in lazy_clients():  # every AWS API call the request makes, by operation name
+        events = getattr(client.ready(), "meta", None)
+        if events is not None:
+            events.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
     modules, clients = set(sys.modules), CLIENTS_MADE["count"]
     answer = request(module.handler, name, authorizer)
     t4 = time.perf_counter()
     new_modules = sorted(set(sys.modules) - modules)
     made = CLIENTS_MADE["count"] - clients
+    first_calls = list(calls)
     request(module.handler, name, authorizer)
     t5 = time.perf_counter()
     out = {
@@ -61,6 +67,7 @@ def main(name: str, authorizer: dict[str, str]) -> None:
         "warm_request_ms": (t5 - t4) * 1000,
         "new_modules": new_modules,
         "clients_made": made,
+        "api_calls": first_calls,  # the first request's AWS API calls
         "answer": answer,
     }
     print(json.dumps(out))
