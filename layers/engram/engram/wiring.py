@@ -220,7 +220,7 @@ def aws_client(service: str, settings: Settings) -> Any:
 def aws_records(settings: Settings) -> RecordStore:
     from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 
-    return DynamoRecordStore(Lazy(lambda: aws_client("dynamodb", settings)), settings.table)
+    return DynamoRecordStore(Lazy(lambda: aws_client("dynamodb", settings), "dynamodb"), settings.table)
 
 
 def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
@@ -263,8 +263,8 @@ class Lazy:
     connection or credentials in it) and a restored environment can make them all before its first request
     (`ready`)."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self._make, self._client = make, None
+    def __init__(self, make: Callable[[], Any], service: str = "") -> None:
+        self._make, self._client, self.service = make, None, service
         self._lock = threading.Lock()
         LAZY.append(weakref.ref(self))
 
@@ -306,9 +306,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     return Engram(
         settings=settings,
         records=records,
-        blobs=S3BlobStore(Lazy(lambda: aws_client("s3", settings)), settings.bucket),
+        blobs=S3BlobStore(Lazy(lambda: aws_client("s3", settings), "s3"), settings.bucket),
         index=OpenSearchIndex(
-            Lazy(lambda: opensearch_client(settings)),
+            Lazy(lambda: opensearch_client(settings), "opensearch"),
             settings.opensearch_index,
             dim=chosen.dim if chosen is not None else 384,
             # Serverless: no refresh, no document ids of ours (see the adapter)
@@ -318,7 +318,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         embedder=chosen,
         clock=clock or SystemClock(),
         generator=build_generator(settings),
-        queue=SqsQueue(Lazy(lambda: aws_client("sqs", settings)), settings.queue_url, records)
+        queue=SqsQueue(Lazy(lambda: aws_client("sqs", settings), "sqs"), settings.queue_url, records)
         if settings.queue_url
         else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
     )

@@ -64,7 +64,7 @@ def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) 
         from engram.adapters.aws.lambda_invoke import LambdaInvoker
 
         settings = engram.settings
-        invoke = LambdaInvoker(Lazy(lambda: aws_client("lambda", settings)))
+        invoke = LambdaInvoker(Lazy(lambda: aws_client("lambda", settings), "lambda"))
     handler = _mangum(engram, lambda_forward(invoke, engram.settings.family_functions))
     snapstart.register("gateway", engram, handler)
     return handler
