@@ -1,7 +1,9 @@
 """MCP smoke test of a running Engram, with the official MCP client: `python infra/smoke.py MCP_URL`.
 
 The key comes from ENGRAM_SMOKE_KEY (a key of the context it writes to). It initializes, lists the
-tools, stores a fact with a unique marker, recalls it, and exits 1 on the first thing that is wrong.
+tools, stores a fact with a unique marker, recalls it, and exits 1 on the first thing that is wrong. It
+prints how long the first and the second `memory_recall` took (right after a deploy the first one meets a
+freshly restored SnapStart environment: that is the cold request's latency as a client sees it).
 The deploy workflow runs it against staging and prod; a test runs it against a local server.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -43,10 +46,15 @@ async def smoke(url: str, key: str) -> list[str]:
         done.append(f"current_identity: {me['principal']} in {me['context_id']}")
         stored = await call("memory_store", {"content": f"My smoke test marker is {marker}."})
         done.append(f"memory_store: turn {stored['turn_id']}")
-        recalled = await call("memory_recall", {"query": f"smoke test marker {marker}"})
+        timings = []
+        for _ in range(2):
+            started = time.perf_counter()
+            recalled = await call("memory_recall", {"query": f"smoke test marker {marker}"})
+            timings.append((time.perf_counter() - started) * 1000)
         if not any(marker in str(r.get("text", "")) for r in recalled["results"]):
             raise AssertionError(f"memory_recall did not find {marker}: {recalled['results'][:3]}")
         done.append("memory_recall: found the marker")
+        done.append(f"memory_recall latency: first {timings[0]:.0f} ms, second {timings[1]:.0f} ms")
     return done
 
 
