@@ -16,17 +16,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUESTS: dict[str, tuple[str, str, dict[str, Any]]] = {  # function -> (method, path, body)
-    "memory": ("tools/call", "memory_profile", {}),
-    "knowledge": ("tools/call", "knowledge_collections", {"action": "list"}),
-    "conversation": ("tools/call", "conversation_search", {"query": "valve"}),
-    "entities": ("tools/call", "entity_list", {}),
-    "context": ("tools/call", "context_set", {"key": "k", "value": 1}),
-    "identity": ("tools/call", "current_identity", {}),
-    "records": ("tools/call", "list_schemas", {}),
-    "workspace": ("tools/call", "get_context", {"context_types": ["project"]}),
-    "gateway": ("tools/list", "", {}),
-}
 
 
 def main(name: str, authorizer: dict[str, str]) -> None:
@@ -94,7 +83,9 @@ def request(handler: Any, name: str, authorizer: dict[str, str]) -> Any:
         return handler(event, Context())["isAuthorized"]
     if name == "worker":
         return handler({"engram": "recover"}, Context())
-    method, tool, args = REQUESTS[name]
+    from engram.api.snapstart import WARM_CALLS
+
+    method, tool, args = ("tools/list", "", {}) if name == "gateway" else ("tools/call", *WARM_CALLS[name])
     params: dict[str, Any] = {"name": tool, "arguments": args} if method == "tools/call" else {}
     path = "/mcp" if name == "gateway" else f"/mcp/{name}"
     event = _event("POST", path, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, signed=False)
