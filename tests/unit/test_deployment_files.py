@@ -76,6 +76,15 @@ def test_every_function_is_published_with_snapstart_behind_its_alias() -> None:
     assert authorizer["FunctionArn"] == "AuthorizerFunctionAliaslive"  # !Ref
 
 
+def test_functions_that_send_jobs_may_send_them() -> None:
+    """The families whose requests send a queued job to SQS after their commit (`queue.started`) have
+    sqs:SendMessage; on AWS a write would otherwise fail after it was committed."""
+    resources = template()["Resources"]
+    for function in ("ConversationFunction", "KnowledgeFunction", "RecordsFunction", "WorkspaceFunction"):
+        policies = json.dumps(resources[function]["Properties"]["Policies"])
+        assert "SQSSendMessagePolicy" in policies, function
+
+
 def test_every_rest_path_is_routed_to_its_familys_function() -> None:
     routed = {(r.method, r.path): r.function for r in routes()}
     for op in select():
