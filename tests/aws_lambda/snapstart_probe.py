@@ -30,6 +30,7 @@ def main(name: str, authorizer: dict[str, str]) -> None:
     for fn, args, kwargs in get_before_snapshot():
         fn(*args, **kwargs)
     t2 = time.perf_counter()
+    snapshot_holds = credentials_held()
     for fn, args, kwargs in get_after_restore():
         fn(*args, **kwargs)
     t3 = time.perf_counter()
@@ -56,10 +57,26 @@ def main(name: str, authorizer: dict[str, str]) -> None:
         "warm_request_ms": (t5 - t4) * 1000,
         "new_modules": new_modules,
         "clients_made": made,
+        "credentials_in_snapshot": snapshot_holds,
         "api_calls": first_calls,  # the first request's AWS API calls
         "answer": answer,
     }
     print(json.dumps(out))
+
+
+def credentials_held() -> list[str]:
+    """What would carry credentials into the snapshot: clients with credentials, boto3's cached ones."""
+    import boto3
+
+    from engram.wiring import lazy_clients
+
+    held = [
+        c.service for c in lazy_clients() if getattr(getattr(c._client, "_request_signer", None), "_credentials", None)
+    ]
+    session = boto3.DEFAULT_SESSION
+    if session is not None and session._session._credentials is not None:
+        held.append("boto3 default session")
+    return held
 
 
 class Context:

@@ -81,6 +81,7 @@ def test_a_restored_function_answers_without_importing_or_making_clients(
     out = probe(name, environment)
     assert out["new_modules"] == [], f"{name}'s first request after restore imported {out['new_modules']}"
     assert out["clients_made"] == 0, f"{name}'s first request after restore made {out['clients_made']} client(s)"
+    assert out["credentials_in_snapshot"] == [], f"{name}'s snapshot would hold credentials"
     answer = out["answer"]
     if name == "authorizer":
         assert answer is True and out["api_calls"] == ["GetItem"]  # a key check is one DynamoDB GetItem

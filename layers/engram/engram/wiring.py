@@ -282,8 +282,51 @@ class Lazy:
         if callable(close):
             close()
 
+    def suspend(self) -> None:
+        """Before a snapshot: a boto3 client is kept (its service model, endpoint rules and request
+        machinery stay warm) with its connections closed and its credentials taken out; any other client is
+        dropped (`reset`)."""
+        client = self._client
+        signer = getattr(client, "_request_signer", None)
+        endpoint = getattr(client, "_endpoint", None)
+        if signer is None or endpoint is None or not hasattr(signer, "_credentials"):
+            self.reset()
+            return
+        endpoint.http_session.close()  # its pools: made again by the first request after the restore
+        signer._credentials = None
+
+    def resume(self, credentials: Any, make: bool) -> None:
+        """After a restore: a kept boto3 client gets this environment's credentials; a dropped client is
+        made anew when `make` (the function's requests use it)."""
+        signer = getattr(self._client, "_request_signer", None)
+        if signer is not None:
+            signer._credentials = credentials
+        elif make:
+            self.ready()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.ready(), name)
+
+
+def forget_credentials() -> None:
+    """Drop the credentials boto3's default session resolved (before a snapshot)."""
+    import boto3
+
+    session = boto3.DEFAULT_SESSION
+    if session is not None:
+        session._session._credentials = None
+
+
+def fresh_credentials() -> Any:
+    """This environment's credentials, resolved again by boto3's default session (after a restore)."""
+    import boto3
+
+    if boto3.DEFAULT_SESSION is None:
+        boto3.setup_default_session()
+    session = boto3.DEFAULT_SESSION
+    assert session is not None
+    session._session._credentials = None
+    return session._session.get_credentials()
 
 
 LAZY: list[weakref.ref[Lazy]] = []

@@ -6,13 +6,16 @@ code paths warmed — the operation registry and the pydantic models of the func
 JSON schemas built), the MCP server and the HTTP stack (synthetic requests through the handler itself,
 signed by a made-up authorizer context, that touch no store), the function's services, numpy and the
 stemmer, the ONNX model with one embedding (its session warm), the parsers the family uses; the boto3 and
-OpenSearch clients are made (botocore's service models and endpoint data loaded) and then dropped, so no
-connection and no credentials are in the snapshot.
+OpenSearch clients are made and used once; the boto3 clients are then kept with their connections closed and
+their credentials taken out (their endpoint rules and request machinery stay warm), the OpenSearch client is
+dropped, and boto3's session forgets the credentials it resolved: no connection and no credentials are in
+the snapshot.
 
-After a restore: random state is seeded again, per-process clocks (uptime, the call log) start again, and
-the clients the function's requests use are made fresh, with the environment's own credentials, before
-the first request arrives — so a cold request imports nothing and makes no client
-(tests/aws_lambda/test_snapstart.py checks both).
+After a restore: random state is seeded again, per-process clocks (uptime, the call log) start again, the
+environment's own credentials are resolved and given to the kept clients, and a dropped client the
+function's requests use is made again, before the first request arrives — so a cold request imports
+nothing and makes no client (tests/aws_lambda/test_snapstart.py checks both, and that the snapshot holds
+no credentials).
 """
 
 from __future__ import annotations
@@ -176,11 +179,12 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None) -> None:
         _warm_rules(name, engram)
     if handler is not None and name not in ("authorizer", "worker"):
         _requests(name, handler)
-    from engram.wiring import lazy_clients
+    from engram.wiring import forget_credentials, lazy_clients
 
-    for client in lazy_clients():  # service models and endpoints loaded; then no connection, no credentials
+    for client in lazy_clients():  # made and used once; then no connection and no credentials in them
         client.ready()
-        client.reset()
+        client.suspend()
+    forget_credentials()
     # everything built so far lives as long as the process: out of the collector's way, so a restored
     # environment's first collections do not walk it all again
     gc.collect()
@@ -222,10 +226,11 @@ def after_restore(name: str, engram: Any) -> None:
     calls.started = time.time()
     calls.calls.clear()
     metrics.drain()
-    from engram.wiring import lazy_clients
+    from engram.wiring import fresh_credentials, lazy_clients
 
     wanted = CLIENTS.get(name)
-    for client in lazy_clients():  # fresh, with this environment's credentials, before the first request
-        if wanted is None or client.service in wanted:
-            client.ready()
+    clients = lazy_clients()
+    credentials = fresh_credentials() if clients else None  # this environment's, resolved now
+    for client in clients:
+        client.resume(credentials, make=wanted is None or client.service in wanted)
     TIMINGS[f"{name}.after_restore"] = (time.perf_counter() - started) * 1000
