@@ -79,35 +79,22 @@ def credentials_held() -> list[str]:
     return held
 
 
-class Context:
-    function_name = "probe"
-    function_version = "1"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:probe:live"
-    memory_limit_in_mb = 1769
-    aws_request_id = "probe"
-    log_group_name = "/aws/lambda/probe"
-    log_stream_name = "probe"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
-
-
 def request(handler: Any, name: str, authorizer: dict[str, str]) -> Any:
-    from engram.api.snapstart import _event
+    from engram.api.snapstart import LambdaContext, api_event
 
     if name == "authorizer":
         event = {"headers": {"authorization": f"Bearer {authorizer['key']}"}, "requestContext": {}}
-        return handler(event, Context())["isAuthorized"]
+        return handler(event, LambdaContext())["isAuthorized"]
     if name == "worker":
-        return handler({"engram": "recover"}, Context())
+        return handler({"engram": "recover"}, LambdaContext())
     from engram.api.snapstart import WARM_CALLS
 
     method, tool, args = ("tools/list", "", {}) if name == "gateway" else ("tools/call", *WARM_CALLS[name])
     params: dict[str, Any] = {"name": tool, "arguments": args} if method == "tools/call" else {}
     path = "/mcp" if name == "gateway" else f"/mcp/{name}"
-    event = _event("POST", path, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, signed=False)
+    event = api_event("POST", path, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, signed=False)
     event["requestContext"]["authorizer"] = {"lambda": authorizer["context"]}
-    answer = handler(event, Context())
+    answer = handler(event, LambdaContext())
     body = json.loads(answer["body"])
     result = body.get("result") or {}
     return {"status": answer["statusCode"], "error": body.get("error"), "is_error": result.get("isError")}

@@ -91,7 +91,7 @@ def register(name: str, engram: Any, handler: Handler | None) -> None:
     register_after_restore(after_restore, name, engram)
 
 
-def _event(method: str, path: str, body: dict[str, Any] | None, signed: bool) -> dict[str, Any]:
+def api_event(method: str, path: str, body: dict[str, Any] | None, signed: bool) -> dict[str, Any]:
     raw = json.dumps(body) if body is not None else None
     context: dict[str, Any] = {
         "accountId": "000000000000", "apiId": "warmup", "domainName": "warmup.local", "domainPrefix": "warmup",
@@ -111,7 +111,7 @@ def _event(method: str, path: str, body: dict[str, Any] | None, signed: bool) ->
     return event
 
 
-class _Context:
+class LambdaContext:
     """What a handler reads of Lambda's context object."""
 
     function_name = "snapstart-warmup"
@@ -149,15 +149,15 @@ def _requests(name: str, handler: Handler) -> None:
         )
     for body in rpc:
         try:
-            handler(_event("POST", path, body, signed=True), _Context())
+            handler(api_event("POST", path, body, signed=True), LambdaContext())
         except Exception:  # best effort: a store not reachable while publishing leaves that path cold
             log.warning("snapstart warm-up %s of %s failed", body["method"], name, exc_info=True)
-    handler(_event("POST", path, rpc[1], signed=False), _Context())  # no key: the 401 path
+    handler(api_event("POST", path, rpc[1], signed=False), LambdaContext())  # no key: the 401 path
     if ops and name != "gateway":
         op = ops[0]
         rest = f"/api/v1/snapstart-warmup{op.path}".replace("{id}", "warmup")
-        handler(_event(op.method, rest, {"__warmup__": True}, signed=True), _Context())
-    handler(_event("GET", "/healthz", None, signed=False), _Context())
+        handler(api_event(op.method, rest, {"__warmup__": True}, signed=True), LambdaContext())
+    handler(api_event("GET", "/healthz", None, signed=False), LambdaContext())
 
 
 def before_snapshot(name: str, engram: Any, handler: Handler | None) -> None:
