@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engram.errors import Forbidden, InvalidInput
-from engram.operations.registry import Operation, OpInput, Selector, declare
+from engram.operations.registry import Operation, OpInput, Passthrough, Scalar, Selector, declare
 from engram.services.documents import MAX_DOCUMENT_BYTES, NewDocument, Search
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
@@ -40,10 +40,9 @@ SENSITIVE = (
 )
 
 
-class Out(BaseModel):
+class Out(Passthrough):
     """Outputs carry the service's dict through; the declared fields are the documented minimum."""
 
-    model_config = ConfigDict(extra="allow")
     traceId: str = ""
 
 
@@ -406,9 +405,6 @@ declare(
         _doc_delete,
     )
 )
-
-
-Scalar = str | int | float | bool
 
 
 class DocQueryIn(OpInput):

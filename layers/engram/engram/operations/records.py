@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from engram.operations.registry import Operation, OpInput, Selector, declare
+from engram.operations.registry import Operation, OpInput, Passthrough, Scalar, Selector, declare
 from engram.services.identity import ANY, MANAGEMENT, WRITERS, Caller
 from engram.services.memory import Progress
 from engram.services.schemas import IndexMode, LookupOp, PrincipalType, Surface
@@ -15,14 +15,10 @@ from engram.services.schemas import IndexMode, LookupOp, PrincipalType, Surface
 TYPE = Field(..., min_length=1, max_length=64, description="A schema's type name (list_schemas)")
 RECORD_ID = Field(..., min_length=1, max_length=64)
 EXPECTED = Field(None, ge=1, description="fail unless the record is at this version")
-Scalar = str | int | float | bool
 Flat = dict[str, Scalar]
 
 
-class Out(BaseModel):
-    """The service's dict, carried through; the declared fields are the documented minimum."""
-
-    model_config = ConfigDict(extra="allow")
+Out = Passthrough
 
 
 class RecordOut(Out):

@@ -45,6 +45,15 @@ class OpInput(BaseModel):
         return value
 
 
+class Passthrough(BaseModel):
+    """The service's dict, carried through; the declared fields are the documented minimum."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+Scalar = str | int | float | bool
+
+
 class TextOutput(BaseModel):
     text: str
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from engram.operations.registry import Operation, OpInput, declare
+from engram.operations.registry import Operation, OpInput, Passthrough, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 from engram.services.workspace import MAX_FILE_BYTES, MAX_PATH, NewFile
@@ -18,10 +18,7 @@ PATH = Field(..., min_length=1, max_length=MAX_PATH, description="File path insi
 WINDOW = Field("1h", pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")
 
 
-class Out(BaseModel):
-    """The service's dict, carried through; the declared fields are the documented minimum."""
-
-    model_config = ConfigDict(extra="allow")
+Out = Passthrough
 
 
 class ReadIn(OpInput):
