@@ -67,13 +67,14 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
     q = np.array([1.0, 0.0], dtype=np.float32)
     plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
     assert len(plain) == 3 and [c[0] for c in calls] == ["bm25", "vector"]
-    assert [sorted(a) for a in asked] == [sorted(docs)]  # the fused list's vectors, for smoothing
+    # the BM25 list's vectors, then the fused list's, for smoothing
+    assert [sorted(a) for a in asked] == [sorted(docs), sorted(docs)]
     calls.clear()
     asked.clear()
     hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True), bm25, vector, vectors_of)
     assert [c[0] for c in calls] == ["bm25", "vector", "bm25", "vector"]
     assert asked[0] == ["d0", "d1", "d2"][:FEEDBACK_DOCS]
-    assert sorted(asked[1]) == sorted(docs)  # then the fused list's vectors, for smoothing
+    assert sorted(asked[1]) == sorted(asked[2]) == sorted(docs)  # then the BM25 and fused lists', for smoothing
     second_terms = calls[2][1]
     assert isinstance(second_terms, dict) and second_terms["flutter"] == 1.0 and "diverg" in second_terms
     moved = calls[3][1]
@@ -147,6 +148,30 @@ def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
         q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3, feedback=feedback)
         hits = hybrid(q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids})
         assert [h.id for h in hits] == ["best", "near", "far"], feedback
+
+
+def test_the_bm25_list_is_smoothed_before_fusion() -> None:
+    """ "twin" matches fewer keywords than "odd" but sits next to the best keyword match: smoothed, the
+    keyword list ranks it second, so it enters fusion ahead of "odd" (the vector list ranks them alike)."""
+    from engram.search_rules import smooth_hits
+
+    vectors = {"best": _unit(1, 0, 0), "twin": _unit(1, 0.05, 0), "odd": _unit(0, 1, 0), "v": _unit(0, 0, 1)}
+    bm = [_hit("best", 9.0), _hit("odd", 6.0), _hit("twin", 5.9), _hit("low", 1.0)]
+    smoothed = smooth_hits(bm, lambda ids: {i: vectors[i] for i in ids if i in vectors})
+    assert [h.id for h in smoothed] == ["best", "twin", "odd", "low"]
+    assert smoothed[1].text == "text of twin" and smoothed[1].score > 5.9  # the hit kept, the score raised
+    vec = [_hit("v", 0.9), _hit("odd", 0.5), _hit("twin", 0.5), _hit("best", 0.4)]
+    q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
+    got = hybrid(
+        q,
+        lambda w, n: [],
+        lambda v, n: [],
+        lambda ids: {i: vectors[i] for i in ids if i in vectors},
+        lambda w, v, n: (bm, vec),
+    )
+    assert [h.id for h in got].index("twin") < [h.id for h in got].index("odd")
+    plain = merge_hits(bm, vec, "rrf", 4)
+    assert [h.id for h in plain].index("twin") > [h.id for h in plain].index("odd")  # the case is real
 
 
 def _hit(id_: str, score: float) -> Hit:

@@ -220,8 +220,8 @@ class SearchIndex(Protocol):
     - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
     - hybrid: `engram.search_rules.hybrid` — `combine` over the top candidates of both lists, by the
       query's `fusion` (reciprocal rank, or min-max normalised convex combination); with `feedback`, a
-      second round from the first one's best documents; then the fused list smoothed over the hits'
-      neighbours (`smooth`). Ties break by id so results are deterministic.
+      second round from the first one's best documents; the BM25 list smoothed over its hits' neighbours
+      (`smooth`) before fusion, the fused list after it. Ties break by id so results are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     - What a result's `score` says is the same in every adapter and mode: `engram.search_rules.scored`
       (in [0, 1]; the raw scores above only rank).

@@ -25,7 +25,9 @@ else:
 # Weight of the vector list in the convex combination; measured best on conversation turns (LoCoMo,
 # bench/RESULTS.md), where BM25 is the stronger list.
 VECTOR_WEIGHT = 0.35
-RRF_K = 30  # k 15-40 within 0.002 on cranfield and CISI (bench/RESULTS.md, issue #12)
+# Chosen on the mean of cranfield and CISI with the BM25 list smoothed (issue #12, bench/RESULTS.md): k 15-40
+# span 0.4585-0.4620, 20 the best; memory and conversations fuse convexly and do not use it.
+RRF_K = 20
 # Pseudo-relevance feedback for hybrid searches that ask for it (documents): the best FEEDBACK_DOCS of
 # a first fused round expand the BM25 query (relevance-model terms) and move the query vector (Rocchio).
 FEEDBACK_DOCS = 3
@@ -165,6 +167,12 @@ def smooth(fused: list[tuple[str, float]], vectors_of: VectorsOf) -> list[tuple[
     return sorted(rescored, key=lambda kv: (-kv[1], kv[0])) + rest
 
 
+def smooth_hits(hits: list[Hit], vectors_of: VectorsOf) -> list[Hit]:
+    """`hits` reordered and rescored by `smooth`."""
+    rows = {h.id: h for h in hits}
+    return [replace(rows[i], score=s) for i, s in smooth([(h.id, h.score) for h in hits], vectors_of)]
+
+
 def lists_of(bm25: BM25Search, vector: VectorSearch) -> Lists:
     """Both lists of a round from an adapter's two searches, one after the other; an empty query asks
     neither (no stems: no BM25 search; no vector: no vector search)."""
@@ -184,7 +192,7 @@ def hybrid(
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
     CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents; the
-    fused list smoothed over its hits' neighbours (`smooth`)."""
+    BM25 list, then the fused list smoothed over their hits' neighbours (`smooth`)."""
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
@@ -202,6 +210,11 @@ def hybrid(
         bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
     # What both lists put first stays first, whatever fusion and smoothing make of the rest.
     agreed = bm[0] if bm and vec and bm[0].id == vec[0].id else None
+    # The BM25 list is smoothed over its hits' neighbours before fusion too: keyword scores know nothing of
+    # meaning, so a passage close to the best keyword matches gains before the lists meet (the vector list
+    # ranks by closeness already: smoothing it as well did not help). The same SMOOTH_ALPHA / SMOOTH_TAU, no
+    # setting of its own; better at every RRF k on cranfield and CISI, LoCoMo holds (bench/RESULTS.md).
+    bm = smooth_hits(bm, vectors_of)
     return first(merge_hits(bm, vec, query.fusion, k, lambda fused: smooth(fused, vectors_of)), agreed, k)
 
 
