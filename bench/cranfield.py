@@ -86,7 +86,9 @@ def run_opensearch(samples: int = 200) -> dict[str, Any]:
     corpus, queries, qrels = load()
     with opensearch_node() as url, tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp), opensearch_url=url, opensearch_service="none")
-        local = build_local(settings)
+        # only the parts: a second Engram with a queue worker would take half the embedding jobs from the
+        # shared records and index their vectors into its own embedded index, not OpenSearch
+        local = build_local(settings.model_copy(update={"queue_worker": False}))
         index = OpenSearchIndex(opensearch_client(settings), "bench-cranfield", dim=384, refresh=False)
         engram = Engram(settings, local.records, local.blobs, index, local.embedder, local.clock)
         _, principal = engram.identity.create_key(["cranfield"], "agent", ["bench"])

@@ -172,6 +172,18 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     assert [h.id for h in got].index("twin") < [h.id for h in got].index("odd")
     plain = merge_hits(bm, vec, "rrf", 4)
     assert [h.id for h in plain].index("twin") > [h.id for h in plain].index("odd")  # the case is real
+    # a convex fusion adds the scores, and the fused list's smoothing already smooths BM25's part: once only
+    asked: list[list[str]] = []
+
+    def vectors_of(ids: list[str]) -> dict[str, np.ndarray]:
+        asked.append(list(ids))
+        return {i: vectors[i] for i in ids if i in vectors}
+
+    for fusion, times in (("rrf", 2), ("convex", 1)):
+        asked.clear()
+        q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4, fusion=fusion)  # type: ignore[arg-type]
+        hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec))
+        assert len(asked) == times, fusion
 
 
 def _hit(id_: str, score: float) -> Hit:
