@@ -22,6 +22,11 @@ MODES = ("bm25", "vector", "hybrid")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
 
+def session_of(dia_id: str) -> str:
+    """The session of a LoCoMo dialogue id ("D3:12": session 3)."""
+    return dia_id.split(":", 1)[0]
+
+
 def session_time(text: str) -> datetime:
     # "1:56 pm on 8 May, 2023"
     return datetime.strptime(re.sub(r"\s+", " ", text.strip()), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
@@ -118,6 +123,7 @@ def evaluate(
     fused = ("rrf60",) if {"bm25", "vector"} <= set(modes) else ()
     for mode in (*modes, *fused):
         per_cat: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        sessions: dict[int, list[float]] = defaultdict(list)  # the right session among the top k (any turn of it)
         t0, nq = time.perf_counter(), 0
         for ctx, conv in zip(contexts, convs, strict=True):
             for n, qa in enumerate(conv["qa"]):
@@ -137,14 +143,17 @@ def evaluate(
                     score = len(ev & seen) / len(ev)
                     per_cat[str(qa["category"])][k].append(score)
                     per_cat["all"][k].append(score)
+                    sessions[k].append(float(bool({session_of(e) for e in ev} & {session_of(g) for g in seen})))
         results["modes"][mode] = {
             "queries": nq,
             "ms_per_query": round((time.perf_counter() - t0) * 1000 / max(nq, 1), 2),
             "recall": {
                 cat: {f"@{k}": round(sum(v) / len(v), 3) for k, v in d.items()} for cat, d in sorted(per_cat.items())
             },
+            "session_hit": {f"@{k}": round(sum(v) / len(v), 3) for k, v in sessions.items()},
         }
-        print(f"  {mode}: {results['modes'][mode]['recall']['all']}", file=sys.stderr, flush=True)
+        m = results["modes"][mode]
+        print(f"  {mode}: {m['recall']['all']} right session: {m['session_hit']}", file=sys.stderr, flush=True)
     return results
 
 
