@@ -37,6 +37,7 @@ WEB = {
     "mcp", "mcp-types", "fastapi", "starlette", "sse-starlette", "mangum", "python-multipart", "annotated-doc",
     "anyio", "httpx2", "httpcore2", "truststore",
     "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
+    "jsonschema-rs",  # registered schemas (records, typed documents): served by web functions only
     "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
 }  # fmt: skip
 DOCS = {"pypdf", "python-docx", "lxml", "beautifulsoup4", "soupsieve"}

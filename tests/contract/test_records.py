@@ -110,7 +110,7 @@ def test_bad_payloads_name_the_path_and_write_nothing(both: Engram) -> None:
     cases = [
         ({"sku": "abc", "qty": 1}, "payload.sku"),
         ({"sku": "ABC-1", "qty": -1}, "payload.qty"),
-        ({"sku": "ABC-1"}, "payload: 'qty' is a required property"),
+        ({"sku": "ABC-1"}, 'payload: "qty" is a required property'),
         ({"sku": "ABC-1", "qty": 1, "lines": [{"n": 1}, {"n": 0}]}, "payload.lines[1].n"),
         ({"sku": "ABC-1", "qty": 1, "extra": True}, "Additional properties"),
     ]

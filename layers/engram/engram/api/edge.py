@@ -7,6 +7,9 @@
   the body is chunked.
 - A body that is not UTF-8 answers 400: JSON is UTF-8 (RFC 8259), and the parsers behind (the REST
   routes, the MCP SDK) would raise on it past their own error handling.
+- A body whose JSON escapes a lone surrogate (`"\\ud800"`: valid JSON text, not valid Unicode) answers 400
+  naming the field, on MCP routes as a JSON-RPC error -32602 (the SDK's parser would say only "parse
+  error"). Operations check their arguments again (`engram.limits`), for the transports without this edge.
 
 The body is read here, once, and replayed to the app, so every route (REST, MCP, the AWS gateway) gets
 the same rules. Bodies are small (JSON; uploads are base64 inside JSON), bounded by `max_bytes`.
@@ -15,16 +18,33 @@ the same rules. Bodies are small (JSON; uploads are base64 inside JSON), bounded
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.errors import EngramError, InvalidInput, PayloadTooLarge
+from engram.limits import lone_surrogates, where
 
 _WITH_BODY = ("POST", "PUT", "PATCH")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap first look; a match is then parsed
 
 
-async def refuse(send: Send, exc: EngramError) -> None:
-    payload = json.dumps({"error": exc.to_dict()}).encode()
+class BadUnicode(InvalidInput):
+    """A JSON body holding a lone surrogate: the field is named; MCP routes answer in JSON-RPC's shape."""
+
+    def __init__(self, field: str, request_id: Any) -> None:
+        super().__init__(f"invalid arguments: {field} is not valid Unicode (it holds a lone surrogate)",
+                         details={"field": field})  # fmt: skip
+        self.request_id = request_id
+
+
+async def refuse(send: Send, exc: EngramError, jsonrpc: bool = False) -> None:
+    body: dict[str, Any] = {"error": exc.to_dict()}
+    if jsonrpc and isinstance(exc, BadUnicode):
+        error = {"code": -32602, "message": exc.message, "data": exc.details}
+        body = {"jsonrpc": "2.0", "id": exc.request_id, "error": error}
+    payload = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if exc.status == 413:
         headers.append((b"connection", b"close"))  # the unread rest of the body is not waited for
@@ -43,7 +63,7 @@ class Edge:
         try:
             body = await self._check(scope, receive)
         except EngramError as exc:
-            await refuse(send, exc)
+            await refuse(send, exc, jsonrpc=str(scope.get("path", "")).startswith("/mcp"))
             return
         if body is None:
             await self.app(scope, receive, send)
@@ -92,4 +112,19 @@ class Edge:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidInput(f"request body is not valid UTF-8 (byte {exc.start})") from None
+        if _ESCAPED_SURROGATE.search(body):
+            _check_unicode(body)
         return body
+
+
+def _check_unicode(body: bytes) -> None:
+    """Raise BadUnicode for the first lone surrogate the JSON body holds (a pair is one valid character)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return  # not JSON: the route behind says so
+    for at in lone_surrogates(message):
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if not isinstance(request_id, str | int) or next(lone_surrogates(request_id), None) is not None:
+            request_id = None
+        raise BadUnicode(where(at), request_id)

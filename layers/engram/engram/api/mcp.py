@@ -22,12 +22,13 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from engram import __version__
 from engram.api import dispatch
 from engram.clock import iso
 from engram.errors import EngramError
+from engram.limits import scrub
 from engram.operations import Operation, find
 from engram.services.identity import Principal
 from engram.wiring import Engram
@@ -139,14 +140,6 @@ def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
 def without_context_id(tool: types.Tool) -> types.Tool:
     props = {k: v for k, v in tool.input_schema.get("properties", {}).items() if k != "context_id"}
     return tool.model_copy(update={"input_schema": {**tool.input_schema, "properties": props}})
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(parts)
 
 
 TOOL_ERROR = -32002  # Causantic's JSON-RPC code for a tool's failure
@@ -278,9 +271,9 @@ def build_server(
         if op is None:
             raise MCPError(code=types.METHOD_NOT_FOUND, message=f"Unknown tool: {params.name}")
         try:
-            args = op.input.model_validate(apply_mcp_limits(op, params.arguments or {}))
-        except ValidationError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=_validation_message(exc)) from None
+            args = op.parse(apply_mcp_limits(op, params.arguments or {}))
+        except EngramError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=exc.message, data=exc.details or None) from None
         try:
             principal, default_context = principal_of(ctx)
         except EngramError as exc:
@@ -304,10 +297,12 @@ def build_server(
         ms = round((time.perf_counter() - started) * 1000, 1)
         await _log(ctx, principal.key_id, "info", {"tool": params.name, "ms": ms})
         if isinstance(result, str):
-            return types.CallToolResult(content=[types.TextContent(type="text", text=result)])
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(result))], structured_content=result
-        )
+            return types.CallToolResult(content=[types.TextContent(type="text", text=scrub(result))])
+        text = json.dumps(result)
+        if "\\ud" in text:  # a surrogate: a lone one (stored before the edge refused them) cannot be sent
+            result = scrub(result)
+            text = json.dumps(result)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         try:

@@ -13,12 +13,12 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
 from engram.api import dispatch
 from engram.api.auth import principal_for
 from engram.api.mcp import schema
 from engram.errors import EngramError, InvalidInput
+from engram.limits import scrub
 from engram.operations import Operation
 from engram.operations.registry import TextOutput
 from engram.services.identity import Principal, check_context
@@ -31,14 +31,20 @@ async def authenticate(engram: Engram, request: Request) -> Principal:
     return await anyio.to_thread.run_sync(principal_for, engram, request.scope)
 
 
+class Reply(JSONResponse):
+    """A JSON answer that always renders: should a stored value hold what JSON text cannot (a lone surrogate
+    written before the edge refused them), it is answered with U+FFFD in its place, never with a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        except (UnicodeEncodeError, ValueError):
+            return json.dumps(scrub(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
 def error_response(exc: EngramError) -> JSONResponse:
     headers = {"WWW-Authenticate": 'Bearer realm="engram"'} if exc.status == 401 else None
-    return JSONResponse(dispatch.error_body(exc), status_code=exc.status, headers=headers)
-
-
-def validation_message(exc: ValidationError) -> str:
-    parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)]
-    return "invalid arguments: " + "; ".join(parts)
+    return Reply(dispatch.error_body(exc), status_code=exc.status, headers=headers)
 
 
 def _no_progress(done: float, total: float | None, message: str | None) -> None:
@@ -72,8 +78,8 @@ async def _arguments(request: Request, method: str) -> dict[str, Any]:
         body = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"request body is not JSON: {exc.msg}") from None
-    except (UnicodeDecodeError, RecursionError):  # the edge refuses non-UTF-8 first; nesting too deep here
-        raise InvalidInput("request body is not JSON") from None
+    except (ValueError, RecursionError):  # an integer of over 4,300 digits; nesting too deep for the parser
+        raise InvalidInput("request body is not JSON Engram takes: a number too long or nesting too deep") from None
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     return body
@@ -88,14 +94,11 @@ def _endpoint(engram: Engram, op: Operation) -> Callable[[Request], Awaitable[An
             raw = await _arguments(request, op.method)
             if raw.get("context_id") not in (None, context_id):
                 raise InvalidInput("context_id in the body differs from the one in the path")
-            try:
-                args = op.input.model_validate({**raw, **path, "context_id": context_id})
-            except ValidationError as exc:
-                raise InvalidInput(validation_message(exc)) from None
+            args = op.parse({**raw, **path, "context_id": context_id})
             result = await dispatch.run(engram, op, principal, args, _no_progress)
         except EngramError as exc:
             return error_response(exc)
-        return {"text": result} if isinstance(result, str) else result
+        return Reply({"text": result} if isinstance(result, str) else result)
 
     return endpoint
 

@@ -203,9 +203,10 @@ def _warm_rules(name: str, engram: Any) -> None:
         engram.embedder.embed(["warm up the model"])  # the ONNX session and the tokenizer
     if name in ("records", "knowledge", "worker"):
         import jsonpatch  # noqa: F401
-        from jsonschema import Draft202012Validator
 
-        Draft202012Validator({"type": "object"}).is_valid({})
+        from engram.services import schema_rules
+
+        schema_rules.first_error(schema_rules.validator({"type": "object", "properties": {"a": {"pattern": "^a"}}}), {})
     if name in ("workspace", "worker", "knowledge"):
         from engram.services import code
 

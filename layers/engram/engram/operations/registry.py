@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engram.errors import InvalidInput
+from engram.limits import check_arguments, where
 from engram.services.identity import Caller, Role
 from engram.services.memory import Progress
 
@@ -87,6 +88,23 @@ class Operation:
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    def parse(self, arguments: dict[str, Any]) -> OpInput:
+        """The arguments of a call, from whatever transport brought them: what no argument may hold refused
+        first (`engram.limits`), then the input model. InvalidInput names the field (`details.field`)."""
+        check_arguments(arguments)
+        try:
+            return self.input.model_validate(arguments)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            field = where(tuple(errors[0]["loc"])) if errors else "arguments"
+            raise InvalidInput(validation_message(exc), details={"field": field}) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One message for every transport: `invalid arguments: payload.a: ...; k: ...`."""
+    parts = [f"{where(tuple(e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)]
+    return "invalid arguments: " + "; ".join(parts)
 
 
 REGISTRY: dict[str, Operation] = {}

@@ -8,8 +8,10 @@ default `indexMode` of its records. The management principal registers them (`sc
 tables' definitions. Registering a type again replaces its definition (a new version); what was written
 under the old one keeps its payload and the version it was checked against.
 
-Payloads are validated with the `jsonschema` library. A failure names the failing path (`payload.items[2]
-.qty: -1 is less than the minimum of 0`), the one error `jsonschema.exceptions.best_match` picks.
+A schema is data (`engram.services.schema_rules`): references resolve only inside it, patterns run on a
+linear-time engine, the work a value may cost is bounded, and nothing is ever fetched. Payloads are validated
+with `jsonschema-rs`; a failure names the failing path (`payload.items[2].qty: -1 is less than the minimum of
+0`) of the first error found.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from engram.clock import Clock, iso
 from engram.errors import InvalidInput, NotFound
 from engram.ports import Item, RecordStore, Write, scan
 from engram.retry import on_conflict
+from engram.services import schema_rules
 from engram.services.identity import Caller
 
 KIND = "schema"
@@ -84,21 +87,26 @@ class Schema:
             "version": self.version,
         }
 
-    def validate(self, payload: Any) -> None:
-        """Refuse a payload that fails the schema, naming the failing path."""
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import best_match
-
+    def validate(self, payload: Any, context_id: str = "") -> None:
+        """Refuse a payload that fails the schema, naming the failing path (`engram.services.schema_rules`:
+        offline, linear-time patterns, bounded work, the first error)."""
         size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
         if size > MAX_PAYLOAD_BYTES:
             raise InvalidInput(
                 f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}", code="payload_too_large"
             )
-        error = best_match(Draft202012Validator(self.json_schema).iter_errors(payload))
-        if error is not None:
-            where = "payload" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        try:
+            compiled = schema_rules.validator(self.json_schema, f"{context_id}|{self.type}|{self.version}")
+        except InvalidInput as exc:  # registered before these rules: it must be registered again
             raise InvalidInput(
-                f"{where}: {error.message} (type {self.type!r})", code="schema_violation", details={"path": where}
+                f"type {self.type!r} has a schema Engram no longer takes ({exc.message}); register it again",
+                code="schema_invalid",
+            ) from None
+        error = schema_rules.first_error(compiled, payload)
+        if error is not None:
+            where, message = error
+            raise InvalidInput(
+                f"{where}: {message} (type {self.type!r})", code="schema_violation", details={"path": where}
             )
         for lk in self.lookups:
             value = payload.get(lk.field) if isinstance(payload, dict) else None
@@ -153,18 +161,11 @@ class SchemaService:
         principal_type: PrincipalType | None,
         description: str,
     ) -> dict[str, Any]:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
         if not TYPE_NAME.match(type_):
             raise InvalidInput("type must start with a letter: letters, digits, _ . - (at most 64)")
         if len(json.dumps(json_schema).encode()) > MAX_SCHEMA_BYTES:
             raise InvalidInput(f"jsonSchema is over {MAX_SCHEMA_BYTES} bytes", code="payload_too_large")
-        try:
-            Draft202012Validator.check_schema(json_schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-            raise InvalidInput(f"jsonSchema is not a valid JSON Schema at {where}: {exc.message}") from None
+        schema_rules.check(json_schema)
         if json_schema.get("type", "object") != "object":
             raise InvalidInput("jsonSchema must describe an object (a payload is a JSON object)")
         if (surface == "identity") != (principal_type is not None):
