@@ -87,6 +87,37 @@ def test_entities_and_edges(world: dict[str, Any]) -> None:
     assert "mentions" not in e.documents.node(alice, "Person", "carol")["node"]
 
 
+def test_a_shared_entity_changes_only_within_the_callers_view(world: dict[str, Any]) -> None:
+    """Issue #22, class 4: Bob merged "Zelda Private", whom Alice mentions too, into his own Person:bob — Alice's
+    relation then pointed at Bob's entity and Zelda left her view. A key changes an entity only when it sees
+    all of it; otherwise 409 `in_use`, saying nothing of what it cannot see, and nobody's view changes."""
+    e, alice, bob, manager = world["e"], world["alice"], world["bob"], world["manager"]
+    e.memory.store(alice, Turn("My sister is Zelda Private."), None)
+    e.memory.store(bob, Turn("My friend is Zelda Private."), None)
+    zelda = e.entities.query(alice, "Zelda Private", None)["entity"]["id"]
+    before_alice = e.entities.relationships(alice, zelda, "both", None)
+    listed = {x["id"] for x in e.entities.list(alice, None, "name", 100, 0)["entities"]}
+    for change in (
+        lambda: e.entities.merge(bob, "Person:bob", zelda),
+        lambda: e.entities.merge(bob, zelda, "Person:bob"),
+        lambda: e.entities.update(bob, zelda, "Zelda Bob-Renamed", None, None),
+        lambda: e.entities.update(bob, zelda, None, "bob's description", {"bob": True}),
+    ):
+        with pytest.raises(Conflict) as refused:
+            change()
+        assert refused.value.code == "in_use" and "alice" not in refused.value.message.lower()
+    assert e.entities.relationships(alice, zelda, "both", None) == before_alice
+    assert {x["id"] for x in e.entities.list(alice, None, "name", 100, 0)["entities"]} == listed
+    assert e.entities.query(alice, "Zelda Private", None)["entity"]["name"] == "Zelda Private"
+    hidden(lambda: e.entities.query(alice, "bob", None))
+    # what Bob alone mentions, Bob may merge; the manager, who sees both scopes, may merge the shared one
+    e.memory.store(bob, Turn("My friend is Zed Private."), None)
+    merged = e.entities.merge(bob, "Person:bob", e.entities.query(bob, "Zed Private", None)["entity"]["id"])
+    assert merged["kept_entity_id"] == "Person:bob"
+    e.memory.store(alice, Turn("My sister is Zelda."), None)
+    assert e.entities.merge(manager, zelda, "Person:zelda")["kept_entity_id"] == zelda
+
+
 def test_memories_attributes_and_profile(world: dict[str, Any]) -> None:
     e, alice = world["e"], world["alice"]
     found = e.memory.recall(alice, "where does bob live, who is his wife", k=10)

@@ -15,10 +15,13 @@ ATTEMPTS = 200  # concurrent writers of one record land one at a time; each retr
 
 def on_conflict(work: Callable[[], T], attempts: int = ATTEMPTS, sleep: Callable[[float], None] = time.sleep) -> T:
     """`work()` (a read, then a write expecting the version read), again after a short jittered wait
-    whenever its write meets `Conflict`; the last attempt's conflict is the caller's."""
+    whenever its write meets a version conflict; the last attempt's conflict is the caller's. Any other
+    conflict (`in_use`, `external_id_conflict`, ...) is an answer, not a race: it is the caller's at once."""
     for attempt in range(attempts - 1):
         try:
             return work()
-        except Conflict:
+        except Conflict as exc:
+            if exc.code != "version_conflict":
+                raise
             sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
     return work()

@@ -235,7 +235,7 @@ class DocumentService:
         schema = self.schemas.get(ctx, schema_id)
         if schema.surface != "document":
             raise InvalidInput(f"schemaId {schema_id!r} is a {schema.surface} schema, not a document type")
-        schema.validate(payload or {}, ctx)
+        schema.validate(payload or {})
         for lk in schema.lookups:
             lookups.check_value(lk.field, (payload or {}).get(lk.field))
         return schema

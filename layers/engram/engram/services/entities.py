@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from engram.clock import Clock, iso
-from engram.errors import InvalidInput, NotFound, embedding_errors
+from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.ports import IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write, scan
 from engram.retry import on_conflict
 from engram.scopes import can_see
@@ -242,10 +242,12 @@ class EntityService:
         self, caller: Caller, eid: str, name: str | None, description: str | None, metadata: dict[str, Any] | None
     ) -> dict[str, Any]:
         """Name, description, metadata (merged into what is there); a new name keeps the old one as an
-        alias, so lookups by either find the entity. One version-checked transaction."""
+        alias, so lookups by either find the entity. One version-checked transaction. Only a key that sees all
+        of the entity may change it (`_whole`): another scope's view never changes."""
 
         def attempt() -> dict[str, Any]:
             item = self._get(caller, eid)
+            self._whole(caller, item)
             d = dict(item.data)
             changed, writes = [], []
             now = self.clock.now()
@@ -270,13 +272,37 @@ class EntityService:
 
         return on_conflict(attempt)  # a mention or another update came between: apply this one to it
 
+    def _whole(self, caller: Caller, *items: Item) -> list[Item]:
+        """Refuse (409 `in_use`, saying nothing of what the key cannot see) to change an entity unless the key
+        sees all of it: every mention, and every relation and memory attribute about it. A shared entity
+        changes only within the caller's view, never another scope's. Returns the relations of the context."""
+        lens, ids = self._lens(caller), {i.id for i in items}
+        relations = [r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into")]
+        unseen = any(not can_see(key.split("|"), lens) for i in items for key in (i.data.get("mentions") or {}))
+        unseen = unseen or any(
+            not can_see(r.data.get("scopes"), lens)
+            for r in relations
+            if {entity_id(*r.data["from"]), entity_id(*r.data["to"])} & ids
+        )
+        unseen = unseen or any(
+            not can_see(a.data.get("scopes"), lens)
+            for a in scan(self.records, caller.context_id, "attribute")
+            if a.data.get("entity") in ids
+        )
+        if unseen:
+            raise Conflict("this entity is in use beyond what this key can see; it cannot be changed with this key",
+                           code="in_use")  # fmt: skip
+        return relations
+
     def merge(self, caller: Caller, keep_id: str, remove_id: str) -> dict[str, Any]:
         """The removed entity's name and aliases become the kept one's aliases, its mentions add up, its
         relationships and the memory attributes about it move over (without duplicates), and it stays as a
-        pointer to the kept one. Version-checked; the pointer is written last."""
+        pointer to the kept one. Version-checked; the pointer is written last. Only a key that sees all of
+        both entities may merge them (`_whole`)."""
         keep, gone = self._get(caller, keep_id), self._get(caller, remove_id)
         if keep.id == gone.id:
             raise InvalidInput("keep_id and remove_id are the same entity")
+        relations = self._whole(caller, keep, gone)
         ctx, now = caller.context_id, self.clock.now()
         k, g = dict(keep.data), gone.data
         before = len(k.get("aliases", []))
@@ -294,7 +320,6 @@ class EntityService:
                 Write(ctx, "ealias", f"{fold(alias)}|{keep.id}", {"entity": keep.id, "alias": alias}, caller.actor)
             )
         moved, seen = 0, set()
-        relations = [r for r in scan(self.records, ctx, "relation") if not r.data.get("merged_into")]
         existing = {(entity_id(*r.data["from"]), r.data["type"], entity_id(*r.data["to"])) for r in relations}
         for rel in relations:
             d = dict(rel.data)

@@ -185,7 +185,7 @@ class RecordService:
     ) -> dict[str, Any]:
         ctx = caller.context_id
         schema = self._schema(ctx, type_)
-        schema.validate(payload, ctx)
+        schema.validate(payload)
         for lk in schema.lookups:
             lookups.check_value(lk.field, payload.get(lk.field))
         tags = self.identity.write_scopes(caller, scopes)
@@ -243,7 +243,7 @@ class RecordService:
             schema = self._schema(ctx, item.data["type"])
             data = dict(item.data)
             if payload is not None:
-                schema.validate(payload, ctx)
+                schema.validate(payload)
                 for lk in schema.lookups:
                     lookups.check_value(lk.field, payload.get(lk.field))
                 data |= {"payload": payload, "schema_version": schema.version}

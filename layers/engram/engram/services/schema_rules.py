@@ -20,6 +20,8 @@ is hostile input too, and these rules keep it data:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -185,11 +187,13 @@ _CACHE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def validator(schema: dict[str, Any], key: str | None = None) -> Any:
-    """A validator for `schema` (kept under `key`: one compile per registered version), offline, with
-    linear-time patterns. InvalidInput when the schema is not valid Draft 2020-12 or a pattern does not compile."""
+def validator(schema: dict[str, Any], cache: bool = False) -> Any:
+    """A validator for `schema`, offline, with linear-time patterns (with `cache`, compiled once per distinct
+    schema in this process). InvalidInput when the schema is not valid Draft 2020-12 or a pattern does not
+    compile."""
     import jsonschema_rs
 
+    key = hashlib.blake2b(json.dumps(schema, sort_keys=True).encode(), digest_size=16).hexdigest() if cache else None
     if key is not None and key in _CACHE:
         return _CACHE[key]
     try:

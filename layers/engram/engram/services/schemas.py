@@ -87,7 +87,7 @@ class Schema:
             "version": self.version,
         }
 
-    def validate(self, payload: Any, context_id: str = "") -> None:
+    def validate(self, payload: Any) -> None:
         """Refuse a payload that fails the schema, naming the failing path (`engram.services.schema_rules`:
         offline, linear-time patterns, bounded work, the first error)."""
         size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
@@ -96,7 +96,7 @@ class Schema:
                 f"payload is {size} bytes as JSON; the limit is {MAX_PAYLOAD_BYTES}", code="payload_too_large"
             )
         try:
-            compiled = schema_rules.validator(self.json_schema, f"{context_id}|{self.type}|{self.version}")
+            compiled = schema_rules.validator(self.json_schema, cache=True)
         except InvalidInput as exc:  # registered before these rules: it must be registered again
             raise InvalidInput(
                 f"type {self.type!r} has a schema Engram no longer takes ({exc.message}); register it again",
