@@ -272,12 +272,12 @@ class EntityService:
 
         return on_conflict(attempt)  # a mention or another update came between: apply this one to it
 
-    def _whole(self, caller: Caller, *items: Item) -> list[Item]:
+    def _whole(self, caller: Caller, *items: Item) -> tuple[Item, ...]:
         """Refuse (409 `in_use`, saying nothing of what the key cannot see) to change an entity unless the key
         sees all of it: every mention, and every relation and memory attribute about it. A shared entity
         changes only within the caller's view, never another scope's. Returns the relations of the context."""
         lens, ids = self._lens(caller), {i.id for i in items}
-        relations = [r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into")]
+        relations = tuple(r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into"))
         unseen = any(not can_see(key.split("|"), lens) for i in items for key in (i.data.get("mentions") or {}))
         unseen = unseen or any(
             not can_see(r.data.get("scopes"), lens)
