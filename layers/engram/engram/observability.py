@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 audit_log = logging.getLogger("engram.audit")
@@ -41,32 +43,67 @@ class Metrics:
 metrics = Metrics()
 
 
-class Calls:
-    """Every operation this process ran in the last MAX calls: (time, tool, milliseconds, ok, error code).
-    What `get_performance_metrics` and `get_context` (errors) report: Engram's own measurements, per
-    process (per execution environment on Lambda)."""
+@dataclass(frozen=True)
+class Call:
+    at: float  # epoch seconds
+    tool: str
+    ms: float
+    ok: bool
+    code: str
+    scopes: tuple[str, ...]  # the calling key's grant: who may see this call in the log
 
-    MAX = 100_000
+
+class Calls:
+    """The operations this process ran, per context (the last MAX of each): what `get_performance_metrics`
+    and `get_context` (errors) report — Engram's own measurements, per process (per execution environment on
+    Lambda). A call is seen only in its own context, and only by a key that may see its caller's grant
+    (`engram.scopes.can_see`, as every object): one tenant never learns another's tools, counts, latencies or
+    failures, nor an agent those of a key whose scopes it cannot see. A call that never reached a context (no
+    key, a context the key does not hold) is in nobody's log."""
+
+    MAX = 20_000
+    CONTEXTS = 1_000
 
     def __init__(self) -> None:
         import time
-        from collections import deque
 
         self._lock = threading.Lock()
         self.started = time.time()
-        self.calls: deque[tuple[float, str, float, bool, str]] = deque(maxlen=self.MAX)
-        self.total = 0
+        self._by_context: OrderedDict[str, deque[Call]] = OrderedDict()
 
-    def record(self, tool: str, ms: float, ok: bool, code: str = "") -> None:
+    def record(
+        self,
+        tool: str,
+        ms: float,
+        ok: bool,
+        code: str = "",
+        context_id: str | None = None,
+        scopes: tuple[str, ...] = (),
+    ) -> None:
         import time
 
+        if context_id is None:
+            return
         with self._lock:
-            self.calls.append((time.time(), tool, ms, ok, code))
-            self.total += 1
+            log = self._by_context.get(context_id)
+            if log is None:
+                log = self._by_context[context_id] = deque(maxlen=self.MAX)
+                while len(self._by_context) > self.CONTEXTS:
+                    self._by_context.popitem(last=False)
+            self._by_context.move_to_end(context_id)
+            log.append(Call(time.time(), tool, ms, ok, code, scopes))
 
-    def since(self, t: float) -> list[tuple[float, str, float, bool, str]]:
+    def since(self, t: float, context_id: str, visibility: Sequence[Sequence[str]]) -> list[Call]:
+        """The calls of `context_id` since `t` that a caller with this visibility selector may see."""
+        from engram.scopes import can_see
+
         with self._lock:
-            return [c for c in self.calls if c[0] >= t]
+            log = list(self._by_context.get(context_id, ()))
+        return [c for c in log if c.at >= t and can_see(c.scopes, visibility)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_context.clear()
 
 
 calls = Calls()

@@ -12,7 +12,7 @@ import anyio.to_thread
 from engram.errors import EngramError, Unavailable
 from engram.observability import calls
 from engram.operations import Operation, OpInput
-from engram.services.identity import Principal
+from engram.services.identity import Caller, Principal
 from engram.services.memory import Progress
 from engram.wiring import Engram
 
@@ -24,24 +24,31 @@ async def run(
 ) -> Any:
     """Run `op` for `principal`. Returns a dict shaped by `op.output`, or text. Raises EngramError."""
 
+    entered: list[Caller] = []
+
     def work() -> Any:
         caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
+        entered.append(caller)
         return op.run(engram, caller, args, progress)
+
+    def record(ok: bool, code: str = "") -> None:  # in the call log of the caller's context, if it entered one
+        where = (entered[0].context_id, principal.grant) if entered else (None, ())
+        calls.record(op.name, (time.perf_counter() - started) * 1000, ok, code, *where)
 
     trace = uuid.uuid4().hex
     started = time.perf_counter()
     try:
         result = await anyio.to_thread.run_sync(work)
     except EngramError as exc:
-        calls.record(op.name, (time.perf_counter() - started) * 1000, False, exc.code)
+        record(False, exc.code)
         raise
     except Exception as exc:  # a fault of ours, or a store's: log it whole, tell the caller little
-        calls.record(op.name, (time.perf_counter() - started) * 1000, False, "internal")
+        record(False, "internal")
         log.exception("operation %s failed (trace %s)", op.name, trace)
         if storage_fault(exc):
             raise Unavailable(f"storage failed (trace {trace}); try again", code="storage_error") from exc
         raise EngramError(f"internal error (trace {trace})") from exc
-    calls.record(op.name, (time.perf_counter() - started) * 1000, True)
+    record(True)
     if op.output is None:
         return result
     if "traceId" in op.output.model_fields:

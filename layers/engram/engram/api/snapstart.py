@@ -225,7 +225,7 @@ def after_restore(name: str, engram: Any) -> None:
     from engram.observability import calls, metrics
 
     calls.started = time.time()
-    calls.calls.clear()
+    calls.clear()
     metrics.drain()
     from engram.wiring import fresh_credentials, lazy_clients
 

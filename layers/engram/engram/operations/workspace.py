@@ -212,7 +212,7 @@ class MetricsIn(OpInput):
 
 
 def _metrics(e: Any, c: Caller, a: MetricsIn, p: Progress) -> dict[str, Any]:
-    return e.codeviews.metrics(a.metric_types, a.time_window, a.include_percentiles, a.include_system_metrics)  # type: ignore[no-any-return]
+    return e.codeviews.metrics(c, a.metric_types, a.time_window, a.include_percentiles, a.include_system_metrics)  # type: ignore[no-any-return]
 
 
 for _op in (

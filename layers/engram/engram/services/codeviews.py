@@ -14,6 +14,7 @@ from typing import Any
 
 from engram.clock import Clock, iso, parse_time
 from engram.errors import InvalidInput, NotFound
+from engram.observability import Call, calls
 from engram.ports import Item, SearchQuery, scan
 from engram.scopes import can_see
 from engram.services.collab import DECISION, CollabService
@@ -268,12 +269,10 @@ class CodeViews:
         if "active_sessions" in types:
             out["active_sessions"] = self.collab.sessions(caller)
         if "performance" in types:
-            out["performance"] = self.metrics(["latency", "throughput", "health"], a.time_range, True)
+            out["performance"] = self.metrics(caller, ["latency", "throughput", "health"], a.time_range, True)
         if "errors" in types:
-            from engram.observability import calls
-
-            failed = [c for c in calls.since(since.timestamp()) if not c[3]]
-            out["errors"] = [{"timestamp": int(t), "tool": tool, "code": code} for t, tool, _, _, code in failed[-50:]]
+            failed = [c for c in self._calls(caller, since.timestamp()) if not c.ok]
+            out["errors"] = [{"timestamp": int(c.at), "tool": c.tool, "code": c.code} for c in failed[-50:]]
         return out
 
     def history(self, caller: Any, a: Any) -> dict[str, Any]:
@@ -337,21 +336,25 @@ class CodeViews:
 
     # -- measurements -----------------------------------------------------------------------
 
-    def metrics(self, types: list[str], window: str, percentiles: bool, system: bool = False) -> dict[str, Any]:
-        from engram.observability import calls
+    def _calls(self, caller: Any, since: float) -> list[Call]:
+        """The call log as this caller may see it: its context's calls by keys whose scopes it sees."""
+        return calls.since(since, caller.context_id, self.ws.identity.read_lens(caller, None))
 
+    def metrics(
+        self, caller: Any, types: list[str], window: str, percentiles: bool, system: bool = False
+    ) -> dict[str, Any]:
         span = parse_window(window).total_seconds()
         now = time.time()
-        seen = calls.since(now - span)
-        ms = [c[2] for c in seen]
+        seen = self._calls(caller, now - span)
+        ms = [c.ms for c in seen]
         out: dict[str, Any] = {"timestamp": iso(datetime.fromtimestamp(now).astimezone()), "time_window": window}
         if "latency" in types:
             latency: dict[str, Any] = {"unit": "milliseconds", "samples": len(ms)}
             if percentiles:
                 latency |= {"p50": _pct(ms, 50), "p95": _pct(ms, 95), "p99": _pct(ms, 99)}
             by_tool: dict[str, list[float]] = {}
-            for _, tool, m, _, _ in seen:
-                by_tool.setdefault(tool, []).append(m)
+            for c in seen:
+                by_tool.setdefault(c.tool, []).append(c.ms)
             latency["by_tool"] = {
                 t: {"count": len(v), "p50": _pct(v, 50), "p99": _pct(v, 99)} for t, v in sorted(by_tool.items())
             }
@@ -360,7 +363,7 @@ class CodeViews:
             elapsed = max(1e-9, min(span, now - calls.started))
             out["throughput"] = {
                 "requests_per_second": round(len(seen) / elapsed, 3),
-                "total_requests": calls.total,
+                "total_requests": len(self._calls(caller, 0)),
                 "requests_in_window": len(seen),
             }
         if "memory" in types:
@@ -369,7 +372,7 @@ class CodeViews:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             out["memory"] = {"peak_usage_mb": round(peak, 1), "current_usage_mb": round(_rss_mb(), 1)}
         if "health" in types:
-            errors = sum(1 for c in seen if not c[3])
+            errors = sum(1 for c in seen if not c.ok)
             out["health"] = {
                 "status": "healthy" if not seen or errors / len(seen) < 0.05 else "degraded",
                 "uptime_seconds": int(now - calls.started),
