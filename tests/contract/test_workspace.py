@@ -163,6 +163,29 @@ def test_three_agents_interleaved_edits_converge_whatever_their_order(both: Engr
     assert final["vector_clock"] == {"a1": 3, "a2": 2, "a3": 2}
 
 
+def test_twenty_parallel_syncs_all_land_in_the_file(both: Engram) -> None:
+    """Issue #22, class 6: 20 parallel `sync_document` calls on one session all succeeded, but the file lacked
+    some of them (each call wrote the file from its own view of the log; the last writer won). The file is now
+    written from the whole merged log with a version check, again on conflict: it holds every acknowledged
+    operation, with no later sync needed."""
+    e, (alice, _) = both, callers(both)
+    write(e, alice, "notes.md", "# Notes\n")
+    session = e.collab.create_session(alice, "s", [], ["notes.md"], "editing", True)["session_id"]
+    acknowledged: list[str] = []
+
+    def agent(i: int) -> None:
+        out = e.collab.sync(alice, "notes.md", [Edit("insert", 0, f"<op{i:02d}>")], {}, f"agent-{i}", session)
+        assert out["success"] and f"<op{i:02d}>" in out["content"]
+        acknowledged.append(f"<op{i:02d}>")
+
+    assert together(20, agent) == []
+    assert len(acknowledged) == 20
+    saved = e.workspace.content(e.workspace.file(alice, "notes.md"))
+    assert [m for m in acknowledged if m not in saved] == []
+    assert saved.endswith("# Notes\n")
+    assert len(e.records.query("acme", OP, prefix=f"{session}|notes.md|", limit=100).items) == 21
+
+
 def test_decisions_are_versioned_scoped_and_searchable(both: Engram) -> None:
     e, (alice, bob) = both, callers(both)
     fields = {"decision": "Adopt arena allocators", "reasoning": "Fewer frees.", "context": {}, "confidence": 0.8,

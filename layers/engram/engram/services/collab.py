@@ -218,6 +218,28 @@ class CollabService:
 
             on_conflict(append)
             applied += 1
+        converged, state, version = on_conflict(lambda: self._converge(caller, session_id, path, agent))
+        return {
+            "success": True,
+            "document_id": path,
+            "session_id": session_id,
+            "operations_applied": applied,
+            "vector_clock": state,
+            "content": converged,
+            "version": version,
+            "contributors": sorted(state),
+        }
+
+    def _converge(self, caller: Caller, session_id: str, path: str, agent: str) -> tuple[str, dict[str, int], int]:
+        """Write the file from the whole merged log: (text, vector clock, the file's version). The file's version
+        is read *before* the log, and the write expects it: a sync that appended an operation after this read
+        either wrote after it (so this write conflicts, reads again and merges that operation too) or writes
+        later itself. So the file always holds every acknowledged operation, never a writer's older view."""
+        import pycrdt
+
+        ctx = caller.context_id
+        current = self.workspace._file(caller, path)
+        at = current.version if current is not None else 0
         ops = self._ops(ctx, session_id, path)
         merged = self._state(ctx, session_id, path, None)
         converged = str(merged.get("text", type=pycrdt.Text))
@@ -227,6 +249,8 @@ class CollabService:
                 state[op.data["agent"]] = max(state.get(op.data["agent"], 0), op.data["seq"])
         self._snapshot(caller, session_id, path, merged, state, len(ops))
         contributors = tuple(sorted(state))
+        if current is not None and self.workspace.content(current) == converged:
+            return converged, state, at  # already holds all of it
         written = self.workspace.write(
             caller,
             NewFile(
@@ -236,18 +260,10 @@ class CollabService:
                 agent,
                 validate_syntax=False,
                 contributors=contributors,
+                expected_version=at,
             ),
         )
-        return {
-            "success": True,
-            "document_id": path,
-            "session_id": session_id,
-            "operations_applied": applied,
-            "vector_clock": state,
-            "content": converged,
-            "version": written["item"].version,
-            "contributors": list(contributors),
-        }
+        return converged, state, written["item"].version
 
     def _snapshot(self, caller: Caller, session_id: str, path: str, doc: Any, state: dict[str, int], n: int) -> None:
         snap = self.records.get(caller.context_id, SNAP, f"{session_id}|{path}")

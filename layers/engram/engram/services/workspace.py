@@ -78,6 +78,7 @@ class NewFile:
     validate_syntax: bool = True
     update_dependencies: bool = True
     contributors: tuple[str, ...] = ()
+    expected_version: int | None = None  # 0: must be new; None: the last writer wins, each with its version
 
 
 class WorkspaceService:
@@ -159,6 +160,9 @@ class WorkspaceService:
 
         def attempt() -> tuple[Item, Item | None, list[str]]:
             old = self.records.get(caller.context_id, FILE, prefix + path)
+            at = old.version if old else 0
+            if new.expected_version is not None and new.expected_version != at:
+                raise Conflict(f"{path!r} is at version {at}, expected {new.expected_version}", code="version_conflict")
             now = self.clock.now()
             known = set(self.paths(caller)) | {path}
             deps, external = (
@@ -167,7 +171,7 @@ class WorkspaceService:
                 else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
             )
             data = self._data(caller, path, new.content, blob_key, digest, specs, deps, external, scopes, old, now, new)
-            writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
+            writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
             job = self.queue.job(
                 INDEX_JOB, {"context_id": caller.context_id, "ids": [prefix + path]}, now, delay=SAFETY_NET
@@ -181,7 +185,8 @@ class WorkspaceService:
                 log.exception("indexing a committed file failed; the queued job will do it")
             return item, old, external
 
-        item, old, external = on_conflict(attempt, sleep=self.sleep)
+        # with an expected version a conflict is the caller's (it decides what to write again); else retried
+        item, old, external = attempt() if new.expected_version is not None else on_conflict(attempt, sleep=self.sleep)
         dependents = self.dependents(caller, path, 3)
         before = set(old.data.get("imports", [])) if old else set()
         changes = [f"added: {s}" for s in specs if s not in before] + [
