@@ -186,6 +186,80 @@ def test_twenty_parallel_syncs_all_land_in_the_file(both: Engram) -> None:
     assert len(e.records.query("acme", OP, prefix=f"{session}|notes.md|", limit=100).items) == 21
 
 
+class CountingEmbedder:
+    """A fake of the Embedder port that counts the windows it embeds (deterministic unit vectors)."""
+
+    model_id, dim = "counting", 384
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        self.texts += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+def test_a_large_write_does_work_linear_in_the_file_and_embeds_in_the_background(both: Engram) -> None:
+    """Issue #22, class 7: `write_code` of 20,000 `import` lines took 23 s: every window was embedded before
+    the write answered, and imports were found by a walk over every node in Python. Now the imports come from
+    one tree-sitter query, their resolution is linear, and a file of more than SYNC_EMBED_WINDOWS windows is
+    keyword-searchable at once with its vectors from a queued job."""
+    from engram.services.workspace import SYNC_EMBED_WINDOWS
+
+    e, (alice, _) = both, callers(both)
+    counting = CountingEmbedder()
+    e.workspace.embedder = counting
+    write(e, alice, "lib/mod7.py", "X = 7\n")
+    counting.texts = 0
+    text = "".join(f"import mod{i}\n" for i in range(20_000)) + "from lib import mod7\n"
+    out = write(e, alice, "big.py", text)
+    assert counting.texts <= SYNC_EMBED_WINDOWS  # none of its ~330 windows on the write's path
+    assert out["item"].data["deps"] == ["lib/mod7.py"] and len(out["external"]) == 20_000
+    assert e.workspace.dependents_of(alice, "lib/mod7.py") == ["big.py"]
+    hits = e.workspace.search_chunks(alice, "mod19999", "bm25", 5)
+    assert hits and hits[0].metadata["path"] == "big.py"  # keyword-searchable when the write answers
+    e.queue.join()
+    assert counting.texts >= out["item"].data["chunks"]  # the vectors followed from the queue
+    small = write(e, alice, "small.py", "import json\n")  # a small file is embedded before the answer
+    assert small["item"].data["chunks"] <= SYNC_EMBED_WINDOWS
+
+
+def test_a_file_with_more_imports_than_one_transaction_holds(both: Engram) -> None:
+    """DynamoDB takes 50 writes a transaction: a file importing 60 workspace modules was refused there. The
+    file, its job and the first edges commit together; the rest follow, carried by the job."""
+    e, (alice, _) = both, callers(both)
+    e.workspace.import_files(alice, [(f"pkg/m{i}.py", f"X = {i}\n") for i in range(60)], "seed")
+    write(e, alice, "main.py", "".join(f"from pkg import m{i}\n" for i in range(60)))
+    assert all(e.workspace.dependents_of(alice, f"pkg/m{i}.py") == ["main.py"] for i in range(60))
+    write(e, alice, "main.py", "".join(f"from pkg import m{i}\n" for i in range(5)))
+    assert [i for i in range(60) if e.workspace.dependents_of(alice, f"pkg/m{i}.py")] == list(range(5))
+    e.queue.join()  # nothing left behind for the queue to finish
+
+
+def test_imports_of_every_language(both: Engram) -> None:
+    from engram.services import code
+
+    cases = {
+        "a.py": ("import os, a.b as c\nfrom .x import y\nfrom m import *\ndef f():\n    import z\n",
+                 ["os", "a.b", ".x.y", "m", "z"]),
+        "a.ts": ('import a from "./a";\nexport * from "./b";\nconst c = require("./c");\nimport("./d");\nf("x");\n',
+                 ["./a", "./b", "./c", "./d"]),
+        "a.go": 'package a\nimport (\n  "fmt"\n  x "a/b"\n)\n', "a.rs": "use std::io;\nmod util;\nmod inner {}\n",
+        "A.java": "import java.util.List;\nimport static a.B.c;\nclass A {}\n",
+        "a.c": '#include <stdio.h>\n#include "util.h"\n',
+        "a.zig": 'const s = @import("std");\nconst n = @sizeOf(u8);\n',
+    }  # fmt: skip
+    expected = {"a.go": ["fmt", "a/b"], "a.rs": ["std::io", "mod util"], "A.java": ["java.util.List", "a.B.c"],
+                "a.c": ["stdio.h", "util.h"], "a.zig": ["std"]}  # fmt: skip
+    for path, case in cases.items():
+        text, want = case if isinstance(case, tuple) else (case, expected[path])
+        assert code.imports(path, text) == want, path
+
+
 def test_decisions_are_versioned_scoped_and_searchable(both: Engram) -> None:
     e, (alice, bob) = both, callers(both)
     fields = {"decision": "Adopt arena allocators", "reasoning": "Fewer frees.", "context": {}, "confidence": 0.8,

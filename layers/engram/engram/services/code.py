@@ -100,8 +100,8 @@ def _string(node: Any) -> str:
     return raw.strip("\"'`<>")
 
 
-def _python(root: Any) -> Iterable[str]:
-    for n in _walk(root):
+def _python(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
         if n.type == "import_statement":
             for c in n.named_children:
                 name = c.child_by_field_name("name") if c.type == "aliased_import" else c
@@ -121,8 +121,8 @@ def _python(root: Any) -> Iterable[str]:
                 yield base + name if base.endswith(".") else f"{base}.{name}"
 
 
-def _javascript(root: Any) -> Iterable[str]:
-    for n in _walk(root):
+def _javascript(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
         if n.type in ("import_statement", "export_statement"):
             source = n.child_by_field_name("source")
             if source is not None:
@@ -135,16 +135,15 @@ def _javascript(root: Any) -> Iterable[str]:
                     yield _string(first)
 
 
-def _go(root: Any) -> Iterable[str]:
-    for n in _walk(root):
-        if n.type == "import_spec":
-            path = n.child_by_field_name("path")
-            if path is not None:
-                yield _string(path)
+def _go(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
+        path = n.child_by_field_name("path")
+        if path is not None:
+            yield _string(path)
 
 
-def _rust(root: Any) -> Iterable[str]:
-    for n in _walk(root):
+def _rust(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
         if n.type == "use_declaration":
             arg = n.child_by_field_name("argument")
             if arg is not None:
@@ -155,46 +154,68 @@ def _rust(root: Any) -> Iterable[str]:
                 yield f"mod {name.text.decode()}"
 
 
-def _java(root: Any) -> Iterable[str]:
-    for n in _walk(root):
-        if n.type == "import_declaration":
-            yield n.text.decode().removeprefix("import").removesuffix(";").replace("static ", "").strip()
+def _java(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
+        yield n.text.decode().removeprefix("import").removesuffix(";").replace("static ", "").strip()
 
 
-def _c(root: Any) -> Iterable[str]:
-    for n in _walk(root):
-        if n.type == "preproc_include":
-            path = n.child_by_field_name("path")
-            if path is not None:
-                yield _string(path)
+def _c(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
+        path = n.child_by_field_name("path")
+        if path is not None:
+            yield _string(path)
 
 
-def _zig(root: Any) -> Iterable[str]:
-    for n in _walk(root):
-        if n.type == "builtin_function" and n.children and n.children[0].text == b"@import":
+def _zig(nodes: Iterable[Any]) -> Iterable[str]:
+    for n in nodes:
+        if n.children and n.children[0].text == b"@import":
             for s in _walk(n):
                 if s.type == "string_content":
                     yield s.text.decode()
                     break
 
 
-_IMPORTS: dict[str, Callable[[Any], Iterable[str]]] = {
+_IMPORTS: dict[str, Callable[[Iterable[Any]], Iterable[str]]] = {
     "python": _python, "javascript": _javascript, "typescript": _javascript, "tsx": _javascript, "go": _go,
     "rust": _rust, "java": _java, "c": _c, "cpp": _c, "zig": _zig,
 }  # fmt: skip
+# The nodes that may import, found by a tree-sitter query (in C, one pass) rather than a walk over every node
+# in Python: linear in the file, and fast (a 1 MiB file's imports in milliseconds, not seconds).
+_CALLS = "(call_expression function: [(identifier) (import)] arguments: (arguments . (string)))"
+_IMPORT_NODES = {
+    "python": "[(import_statement) (import_from_statement)]",
+    "javascript": f"[(import_statement) (export_statement) {_CALLS}]",
+    "go": "(import_spec)", "rust": "[(use_declaration) (mod_item)]", "java": "(import_declaration)",
+    "c": "(preproc_include)", "zig": "(builtin_function)",
+}  # fmt: skip
+
+
+@cache
+def _query(lang: str) -> Any:
+    import tree_sitter
+
+    kind = {"typescript": "javascript", "tsx": "javascript", "cpp": "c"}.get(lang, lang)
+    return tree_sitter.Query(_parser(lang).language, f"{_IMPORT_NODES[kind]} @node")
 
 
 def imports(path: str, text: str) -> list[str]:
     """The file's imports as it writes them, in order, without repeats."""
+    import tree_sitter
+
     lang = language(path)
     if lang is None:
         return []
-    return list(dict.fromkeys(_IMPORTS[lang](parse(lang, text).root_node)))
+    found = tree_sitter.QueryCursor(_query(lang)).captures(parse(lang, text).root_node).get("node", [])
+    return list(dict.fromkeys(_IMPORTS[lang](sorted(found, key=lambda n: n.start_byte))))
 
 
 def _candidates(path: str, spec: str) -> list[str]:
     """Workspace paths an import may name, nearest first."""
     lang, here = language(path), posixpath.dirname(path)
+    return _candidates_in(lang, here, spec)
+
+
+def _candidates_in(lang: str | None, here: str, spec: str) -> list[str]:
     out: list[str] = []
     if lang == "python":
         dots = len(spec) - len(spec.lstrip("."))
@@ -203,12 +224,12 @@ def _candidates(path: str, spec: str) -> list[str]:
             base = posixpath.dirname(base)
         parts = spec.lstrip(".").split(".") if spec.lstrip(".") else []
         # `m.a` is module m/a.py or the name a in m.py: the full path first, then its parent module
+        roots = (base,) if dots else _ancestors(here)
         for mod in ("/".join(parts), "/".join(parts[:-1])) if parts else ("",):
-            roots = [base] if dots else _ancestors(here)
             for r in roots:
-                stem = posixpath.join(r, mod) if mod else r
+                stem = (f"{r}/{mod}" if r else mod) if mod else r
                 if stem:
-                    out += [f"{stem}.py", f"{stem}/__init__.py"]
+                    out += (f"{stem}.py", f"{stem}/__init__.py")
     elif lang in ("javascript", "typescript", "tsx"):
         if spec.startswith("."):
             stem = posixpath.normpath(posixpath.join(here, spec))
@@ -230,25 +251,27 @@ def _candidates(path: str, spec: str) -> list[str]:
     return [p for p in out if p and not p.startswith("..")]
 
 
-def _ancestors(folder: str) -> list[str]:
+@cache
+def _ancestors(folder: str) -> tuple[str, ...]:
     """`folder` and every folder above it, nearest first, each also with a `src/` below it: where an absolute
     import's package may start (a tree imported under a prefix keeps its imports)."""
     out: list[str] = []
     while True:
         out += [folder, posixpath.join(folder, "src") if folder else "src"]
         if not folder:
-            return out
+            return tuple(out)
         folder = posixpath.dirname(folder)
 
 
 def resolve(path: str, specs: Iterable[str], exists: Callable[[str], bool]) -> tuple[list[str], list[str]]:
     """(workspace paths the imports name, imports that name no workspace file)."""
-    found: list[str] = []
+    found: dict[str, None] = {}
     external: list[str] = []
+    lang, here = language(path), posixpath.dirname(path)
     for spec in specs:
-        hit = next((c for c in _candidates(path, spec) if c != path and exists(c)), None)
+        hit = next((c for c in _candidates_in(lang, here, spec) if c != path and exists(c)), None)
         if hit is None:
             external.append(spec)
-        elif hit not in found:
-            found.append(hit)
-    return found, external
+        else:
+            found.setdefault(hit)
+    return list(found), external

@@ -43,6 +43,28 @@ SAFETY_NET = timedelta(seconds=30)
 MAX_FILE_BYTES = 1024 * 1024
 MAX_PATH = 1024
 WINDOW_LINES = 60
+# A write embeds its windows before it answers when they are this few (semantic search finds a small file at
+# once); a larger file is keyword-searchable at once and gets its vectors from a queued job, so a write's time
+# does not grow with the model's work (a 1 MiB file: ~1,000 windows, half a minute of embedding here).
+SYNC_EMBED_WINDOWS = 8
+# What a file's record keeps of its imports (the whole list stays derivable from its content): at most so many
+# entries and bytes each, so that the record fits any store's item (DynamoDB: 400 KB) whatever the file.
+MAX_GRAPH_ENTRIES = 1000
+MAX_GRAPH_BYTES = 64 * 1024
+
+
+def bounded(names: Sequence[str]) -> list[str]:
+    """`names` cut to MAX_GRAPH_ENTRIES entries and MAX_GRAPH_BYTES bytes (a name over 512 characters: cut)."""
+    out, size = [], 0
+    for name in names[:MAX_GRAPH_ENTRIES]:
+        name = name[:512]
+        size += len(name.encode()) + 4
+        if size > MAX_GRAPH_BYTES:
+            break
+        out.append(name)
+    return out
+
+
 SEP = "\x1f"
 
 
@@ -170,17 +192,20 @@ class WorkspaceService:
                 if new.update_dependencies
                 else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
             )
+            deps = deps[:MAX_GRAPH_ENTRIES]
             data = self._data(caller, path, new.content, blob_key, digest, specs, deps, external, scopes, old, now, new)
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
-            job = self.queue.job(
-                INDEX_JOB, {"context_id": caller.context_id, "ids": [prefix + path]}, now, delay=SAFETY_NET
-            )
-            item = self.records.transact([*writes, job], now)[0]
-            self.queue.started([job])
+            item, job, edges_done = self._commit(caller.context_id, writes, [prefix + path], now, SAFETY_NET)
             try:
-                self._reindex(caller.context_id, [item], {item.id: new.content}, old)
-                self.queue.done(job)
+                embed = int(item.data["chunks"]) <= SYNC_EMBED_WINDOWS
+                self._reindex(caller.context_id, [item], {item.id: new.content}, old, embed=embed)
+                if not embed and self.embedder is not None:
+                    vectors = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [item.id]}, now)
+                    self.records.transact([vectors], now)  # due now: the vectors follow in the background
+                    self.queue.started([vectors])
+                if edges_done:
+                    self.queue.done(job)
             except Exception:
                 log.exception("indexing a committed file failed; the queued job will do it")
             return item, old, external
@@ -224,9 +249,9 @@ class WorkspaceService:
             "hash": digest,
             "bytes": len(text.encode()),
             "lines": text.count("\n") + (0 if text.endswith("\n") or not text else 1),
-            "imports": specs,
+            "imports": bounded(specs),
             "deps": deps,
-            "externals": external,
+            "externals": bounded(external),
             "scopes": scopes,
             "created_at": old.data["created_at"] if old else iso(now),
             "chunks": len(windows(text)),
@@ -239,6 +264,42 @@ class WorkspaceService:
                 "contributors": list(new.contributors),
             },
         }
+
+    def _commit(
+        self, ctx: str, writes: list[Write], ids: list[str], now: datetime, delay: timedelta | None = None
+    ) -> tuple[Item, Write, bool]:
+        """The file's write, its index job and as many edge entries as one transaction of the store takes, in
+        one transaction; a file with more edges gets the rest right after, and its job carries them, so that a
+        crash in between leaves them to the job. Returns the file's item, the job, and whether every edge is
+        written (if not, the job must stay: it finishes them)."""
+        room = self.records.max_writes - 1
+        first, rest = writes[:room], writes[room:]
+        payload: dict[str, Any] = {"context_id": ctx, "ids": ids}
+        if rest:
+            payload["edges"] = [[w.id, w.data.get("source"), "remove" if w.remove else "add"] for w in rest]
+        job = self.queue.job(INDEX_JOB, payload, now, delay=delay)
+        item = self.records.transact([*first, job], now)[0]
+        self.queue.started([job])
+        try:
+            if rest:
+                self._finish_edges(ctx, payload["edges"])
+        except Exception:
+            log.exception("a committed file's further graph edges failed; its queued job will write them")
+            return item, job, False
+        return item, job, True
+
+    def _finish_edges(self, ctx: str, edges: list[list[Any]]) -> None:
+        """Reverse-edge entries a write committed past its first transaction: written if missing, removed if
+        there (so the job may run them again after a crash)."""
+        writes = []
+        for id_, source, op in edges:
+            if op == "remove":
+                writes.append(Write(ctx, DEP, id_, {}, "system", None, remove=True))
+            elif self.records.get(ctx, DEP, id_) is None:
+                writes.append(Write(ctx, DEP, id_, {"source": source}, "system", None))
+        step = max(1, self.records.max_writes)
+        for i in range(0, len(writes), step):
+            self.records.transact(writes[i : i + step], self.clock.now())
 
     @staticmethod
     def _edges(caller: Caller, prefix: str, path: str, before: set[str], deps: list[str]) -> list[Write]:
@@ -311,6 +372,7 @@ class WorkspaceService:
             raise InvalidInput(f"{len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
         specs = code.imports(path, text)
         deps, external = code.resolve(path, specs, lambda p: p in known)
+        deps = deps[:MAX_GRAPH_ENTRIES]
         digest = blake3.blake3(raw).hexdigest()
         blob_key = f"{caller.context_id}/ws/{digest}"
         if not self.blobs.exists(blob_key):
@@ -326,7 +388,13 @@ class WorkspaceService:
             data["syntax_valid"] = valid
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
-            return self.records.transact(writes, now)[0], int(old.data.get("chunks", 0)) if old else 0
+            room = self.records.max_writes
+            if len(writes) <= room:
+                return self.records.transact(writes, now)[0], int(old.data.get("chunks", 0)) if old else 0
+            item, job, edges_done = self._commit(caller.context_id, writes, [prefix + path], now, SAFETY_NET)
+            if edges_done:
+                self.queue.done(job)  # the batch's own job indexes it; this one only held the edges
+            return item, int(old.data.get("chunks", 0)) if old else 0
 
         return on_conflict(attempt, sleep=self.sleep)
 
@@ -420,6 +488,8 @@ class WorkspaceService:
 
     def _index_job(self, payload: dict[str, Any]) -> None:
         ctx = payload["context_id"]
+        if payload.get("edges"):
+            self._finish_edges(ctx, payload["edges"])
         found = self.records.get_many(ctx, FILE, payload["ids"])
         self._reindex(ctx, list(found.values()), {})
 

@@ -237,7 +237,12 @@ class OpenSearchIndex:
                 if (r := next(iter(i.values()))).get("error") and not (missing_ok and r.get("status") == 404)
             ]
             if failed:
-                raise RuntimeError(f"OpenSearch refused {len(failed)} of {len(result['items'])} bulk items")
+                first = next(iter(failed[0].values())).get("error")
+                reason = first.get("reason") if isinstance(first, dict) else first
+                raise RuntimeError(
+                    f"OpenSearch refused {len(failed)} of {len(result['items'])} bulk items "
+                    f"(first: {str(reason)[:300]})"
+                )
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None:
         self._wrote([context_id])
