@@ -57,7 +57,13 @@ BOUNDS: dict[str, Bound] = {
 
 
 def json_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    """Bytes of `value` as compact JSON (UTF-8); models count as what they hold."""
+    from pydantic_core import to_json
+
+    try:
+        return len(to_json(value))
+    except Exception:  # what pydantic cannot write (a lone surrogate, refused before): count it as text
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8", "replace"))
 
 
 def depth_of(value: Any) -> int:

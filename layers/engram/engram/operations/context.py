@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue
 
+from engram.limits import Bounded
 from engram.operations.registry import Operation, OpInput, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
@@ -45,7 +46,7 @@ declare(
 
 class SetIn(OpInput):
     key: str = KEY
-    value: Any = Field(..., json_schema_extra={"type": JSON_TYPES})
+    value: Annotated[Any, Bounded("context_value")] = Field(..., json_schema_extra={"type": JSON_TYPES})
     ttl_seconds: int | None = Field(None, ge=1, le=MAX_TTL)
     run_id: str | None = RUN
     expected_version: int | None = EXPECTED
@@ -71,7 +72,7 @@ declare(
 
 class MergeIn(OpInput):
     key: str = KEY
-    value: Any = Field(..., json_schema_extra={"type": JSON_TYPES})
+    value: Annotated[Any, Bounded("context_value")] = Field(..., json_schema_extra={"type": JSON_TYPES})
     strategy: Literal["replace", "merge_shallow", "merge_deep", "append"] = "merge_deep"
     run_id: str | None = RUN
     expected_version: int | None = EXPECTED

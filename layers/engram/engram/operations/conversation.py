@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engram.operations.registry import Operation, OpInput, declare
+from engram.operations.registry import Metadata, Operation, OpInput, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 
@@ -18,7 +18,7 @@ class AppendIn(OpInput):
     thread_id: str = THREAD
     role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(..., min_length=1, max_length=32_000)
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     namespace: str | None = NAMESPACE
     extract_facts: bool | None = Field(None, description="user messages also feed memory (kept per thread)")
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engram.operations.registry import Operation, OpInput, declare
+from engram.operations.registry import Metadata, Operation, OpInput, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 
@@ -118,7 +118,7 @@ class UpdateIn(OpInput):
     entity_id: str = ID
     name: str | None = Field(None, min_length=1, max_length=300)
     description: str | None = Field(None, max_length=4000)
-    metadata: dict[str, Any] | None = Field(None, description="merged into the entity's")
+    metadata: Metadata | None = Field(None, description="merged into the entity's")
 
 
 class UpdateOut(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engram.operations.registry import Operation, OpInput, declare
+from engram.operations.registry import Operation, OpInput, Scalar, declare
 from engram.services.identity import ANY, MANAGEMENT, Caller
 from engram.services.memory import Progress
 
@@ -77,7 +77,7 @@ class PrincipalIn(OpInput):
     externalId: str | None = Field(None, min_length=1, max_length=256, description="your id of the principal")
     type: str | None = Field(None, max_length=64, description="user / org / client, or an identity schema")
     field: str | None = Field(None, max_length=64, description="a lookup field of that identity schema")
-    value: str | int | float | bool | None = None
+    value: Scalar | None = None
 
     @model_validator(mode="after")
     def _one_way(self) -> PrincipalIn:

@@ -6,18 +6,29 @@ from __future__ import annotations
 import base64
 import binascii
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engram.errors import Forbidden, InvalidInput
-from engram.operations.registry import Operation, OpInput, Passthrough, Scalar, Selector, declare
+from engram.limits import Bounded
+from engram.operations.registry import (
+    Metadata,
+    Operation,
+    OpInput,
+    Passthrough,
+    Scalar,
+    Selector,
+    Short,
+    Stamp,
+    declare,
+)
 from engram.services.documents import MAX_DOCUMENT_BYTES, NewDocument, Search
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 
-Meta = dict[str, Any]
-MetaFilter = dict[str, str | int | float | bool | list[str | int | float | bool]]
+Meta = Metadata
+MetaFilter = Annotated[dict[str, Scalar | Annotated[list[Scalar], Field(max_length=100)]], Bounded("filter")]
 """A metadata filter: each key's value, or any of a list of values (scalars: what metadata is matched on)."""
 MAX_TEXT = 2_000_000
 Strategy = Literal["fixed", "sentence", "paragraph", "semantic"]
@@ -172,7 +183,7 @@ class BulkDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str = Field(..., max_length=500)
     content: str = Field(..., max_length=MAX_TEXT)
-    source_url: str | None = None
+    source_url: str | None = Field(None, max_length=2000)
     metadata: Meta | None = None
 
 
@@ -215,8 +226,8 @@ class DocIngestIn(OpInput):
     title: str | None = Field(None, max_length=500)
     externalId: str | None = Field(None, max_length=256, description="Idempotency key")
     schemaId: str | None = Field(None, max_length=128)
-    payload: Meta | None = None
-    folderId: str | None = None
+    payload: Annotated[dict[str, Any], Bounded("payload")] | None = None
+    folderId: Short | None = None
     type: str | None = Field(None, max_length=128)
     mimeType: str | None = Field(None, max_length=200)
     metadata: Meta | None = None
@@ -327,7 +338,7 @@ declare(
 
 
 class ChunksIn(DocIdIn):
-    cursor: str | None = None
+    cursor: Short | None = None
     limit: int = Field(50, ge=1, le=500)
 
 
@@ -355,9 +366,9 @@ class DocUpdateIn(DocIdIn):
     text: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
     title: str | None = Field(None, max_length=500)
     metadata: Meta | None = None
-    labels: list[str] | None = None
-    folderId: str | None = None
-    type: str | None = None
+    labels: list[Short] | None = Field(None, max_length=50)
+    folderId: Short | None = None
+    type: Short | None = None
     expectedVersion: int | None = Field(None, ge=1)
 
 
@@ -416,9 +427,9 @@ class DocQueryIn(OpInput):
     order: Literal["asc", "desc"] = "asc"
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0)
-    collection: str | None = None
-    folderId: str | None = None
-    type: str | None = None
+    collection: Short | None = None
+    folderId: Short | None = None
+    type: Short | None = None
 
 
 def _field(doc: dict[str, Any], name: str) -> Any:
@@ -497,9 +508,11 @@ class SearchIn(OpInput):
     k: int | None = Field(None, ge=1, le=100, description="Spectron: results (default 5)")
     limit: int | None = Field(None, ge=1, le=100, description="Cortex: results")
     threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
-    filter: dict[str, list[str]] | None = Field(None, description="by mime_type, type, collection")
+    filter: Annotated[dict[str, list[Short]], Bounded("filter")] | None = Field(
+        None, description="by mime_type, type, collection"
+    )
     metadata_filter: MetaFilter | None = None
-    collection: str | None = None
+    collection: Short | None = None
     lens: Selector | None = None
 
 
@@ -559,12 +572,12 @@ declare(
 class VectrosFilters(OpInput):
     """The retrieval filters hybrid_search and rag_ask share."""
 
-    folderId: str | None = None
-    type: str | None = None
+    folderId: Short | None = None
+    type: Short | None = None
     metadataFilters: MetaFilter | None = None
-    dateFrom: str | None = Field(None, description="ISO 8601")
-    dateTo: str | None = Field(None, description="ISO 8601")
-    collection: str | None = None
+    dateFrom: Stamp | None = Field(None, description="ISO 8601")
+    dateTo: Stamp | None = Field(None, description="ISO 8601")
+    collection: Short | None = None
 
     def search(self, query: str, k: int, **extra: Any) -> Search:
         return Search(
@@ -690,8 +703,8 @@ declare(
 class GetIn(OpInput):
     kind: Literal["document", "chunk", "chunks", "node"] = "document"
     id: str | None = Field(None, max_length=256)
-    node: dict[str, str] | None = Field(None, description="kind and slug")
-    cursor: str | None = None
+    node: Annotated[dict[str, Short], Bounded("filter")] | None = Field(None, description="kind and slug")
+    cursor: Short | None = None
     limit: int = Field(50, ge=1, le=500)
 
 
@@ -763,7 +776,7 @@ declare(
 
 class FolderIn(OpInput):
     name: str = Field(..., min_length=1, max_length=256)
-    parentId: str | None = None
+    parentId: Short | None = None
     description: str | None = Field(None, max_length=1000)
     metadata: Meta | None = None
 
@@ -771,13 +784,13 @@ class FolderIn(OpInput):
 class FolderUpdateIn(OpInput):
     id: str = Field(..., min_length=1, max_length=128)
     name: str | None = Field(None, min_length=1, max_length=256)
-    parentId: str | None = None
+    parentId: Short | None = None
     description: str | None = Field(None, max_length=1000)
     metadata: Meta | None = None
 
 
 class FolderQueryIn(OpInput):
-    parentId: str | None = None
+    parentId: Short | None = None
     prefix: str | None = Field(None, max_length=256)
     limit: int = Field(50, ge=1, le=500)
     offset: int = Field(0, ge=0)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from engram.clock import parse_time
-from engram.operations.registry import Operation, OpInput, Selector, declare
+from engram.limits import Bounded
+from engram.operations.registry import Operation, OpInput, Scalar, Selector, Stamp, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress, Turn, validate_query
 
@@ -16,7 +17,7 @@ MAX_CONTENT = 32_000
 MAX_QUERY = 4_000
 MAX_K = 100
 
-Meta = dict[str, str | int | float | bool]
+Meta = Annotated[dict[str, Scalar], Bounded("metadata")]
 SCOPES = Field(None, description="DNF of scope paths to tag")
 LENS = Field(None, description="DNF scope filter")
 
@@ -284,8 +285,8 @@ class NoArgs(OpInput):
 
 class SessionsIn(OpInput):
     project: str = Field(..., min_length=1, max_length=256)
-    from_: str | None = Field(None, alias="from", description="ISO 8601")
-    to: str | None = Field(None, description="ISO 8601")
+    from_: Stamp | None = Field(None, alias="from", description="ISO 8601")
+    to: Stamp | None = Field(None, description="ISO 8601")
     days_back: float | None = Field(None, gt=0, le=36500)
 
 

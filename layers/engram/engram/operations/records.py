@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from engram.limits import Bounded
 from engram.operations.registry import Operation, OpInput, Passthrough, Scalar, Selector, declare
 from engram.services.identity import ANY, MANAGEMENT, WRITERS, Caller
 from engram.services.memory import Progress
@@ -15,7 +16,8 @@ from engram.services.schemas import IndexMode, LookupOp, PrincipalType, Surface
 TYPE = Field(..., min_length=1, max_length=64, description="A schema's type name (list_schemas)")
 RECORD_ID = Field(..., min_length=1, max_length=64)
 EXPECTED = Field(None, ge=1, description="fail unless the record is at this version")
-Flat = dict[str, Scalar]
+Flat = Annotated[dict[str, Scalar], Bounded("metadata")]
+Payload = Annotated[dict[str, JsonValue], Bounded("payload")]
 
 
 Out = Passthrough
@@ -41,7 +43,9 @@ class LookupFieldIn(BaseModel):
 class SchemaIn(OpInput):
     type: str = TYPE
     surface: Surface = "record"
-    jsonSchema: dict[str, JsonValue] = Field(..., description="JSON Schema (Draft 2020-12) of the payload")
+    jsonSchema: Annotated[dict[str, JsonValue], Bounded("json_schema")] = Field(
+        ..., description="JSON Schema (Draft 2020-12) of the payload"
+    )
     lookupFields: list[LookupFieldIn] = Field([], max_length=10)
     indexMode: IndexMode = Field("hybrid", description="records' default: none / keyword / hybrid search")
     principalType: PrincipalType | None = Field(None, description="identity schemas: what a record names")
@@ -81,7 +85,7 @@ for _op in (
 
 class CreateIn(OpInput):
     type: str = TYPE
-    payload: dict[str, JsonValue]
+    payload: Payload
     externalId: str | None = Field(None, max_length=256, description="your id: a retry returns the same record")
     indexMode: IndexMode | None = Field(None, description="default: the schema's")
     metadata: Flat | None = Field(None, max_length=50)
@@ -102,7 +106,7 @@ def _get(e: Any, c: Caller, a: IdIn, p: Progress) -> dict[str, Any]:
 
 class UpdateIn(OpInput):
     id: str = RECORD_ID
-    payload: dict[str, JsonValue] | None = Field(None, description="the whole new payload")
+    payload: Payload | None = Field(None, description="the whole new payload")
     expectedVersion: int | None = EXPECTED
     indexMode: IndexMode | None = None
     metadata: Flat | None = Field(None, max_length=50)

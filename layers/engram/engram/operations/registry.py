@@ -8,19 +8,29 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engram.errors import InvalidInput
-from engram.limits import check_arguments, where
+from engram.limits import Bounded, check_arguments, where
 from engram.services.identity import Caller, Role
 from engram.services.memory import Progress
 
 if TYPE_CHECKING:
     from engram.wiring import Engram
 
-Selector = list[list[str]]
+# Bounded shapes every operation uses (the limit policy, `engram.limits`; the values are enforced, not
+# advertised: tools/list leaves lengths and counts out).
+ScopePath = Annotated[str, Field(max_length=256)]
+Selector = Annotated[list[Annotated[list[ScopePath], Field(max_length=16)]], Field(max_length=32)]
+"""A DNF selector of scope paths: at most 32 clauses of at most 16 paths."""
+Short = Annotated[str, Field(max_length=256)]
+"""An id, a name, a cursor, a filter value."""
+Stamp = Annotated[str, Field(max_length=64)]
+"""An ISO 8601 time."""
+Metadata = Annotated[dict[str, Any], Bounded("metadata")]
+Filter = Annotated[dict[str, Any], Bounded("filter")]
 
 
 class OpInput(BaseModel):
@@ -52,7 +62,7 @@ class Passthrough(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-Scalar = str | int | float | bool
+Scalar = Annotated[str, Field(max_length=4096)] | int | float | bool
 
 
 class TextOutput(BaseModel):

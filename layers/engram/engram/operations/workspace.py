@@ -5,17 +5,18 @@ which answers both seeds' arguments."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from engram.operations.registry import Operation, OpInput, Passthrough, declare
+from engram.limits import Bounded
+from engram.operations.registry import Operation, OpInput, Passthrough, Stamp, declare
 from engram.services.identity import ANY, WRITERS, Caller
 from engram.services.memory import Progress
 from engram.services.workspace import MAX_FILE_BYTES, MAX_PATH, NewFile
 
 PATH = Field(..., min_length=1, max_length=MAX_PATH, description="File path inside the workspace")
-WINDOW = Field("1h", pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")
+WINDOW = Field("1h", max_length=8, pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")
 
 
 Out = Passthrough
@@ -132,7 +133,9 @@ def _context(e: Any, c: Caller, a: ContextIn, p: Progress) -> dict[str, Any]:
 class DecisionIn(OpInput):
     decision: str = Field(..., min_length=1, max_length=2000)
     reasoning: str = Field(..., min_length=1, max_length=20000)
-    context: dict[str, JsonValue] = Field({}, description="what was known when deciding")
+    context: Annotated[dict[str, JsonValue], Bounded("decision")] = Field(
+        {}, description="what was known when deciding"
+    )
     confidence: float = Field(0.5, ge=0, le=1)
     alternatives: list[str] = Field([], max_length=50)
     impact: Literal["low", "medium", "high", "critical"] = "medium"
@@ -144,8 +147,8 @@ def _decision(e: Any, c: Caller, a: DecisionIn, p: Progress) -> dict[str, Any]:
 
 class TimeRange(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    start: str | None = Field(None, description="ISO 8601")
-    end: str | None = Field(None, description="ISO 8601")
+    start: Stamp | None = Field(None, description="ISO 8601")
+    end: Stamp | None = Field(None, description="ISO 8601")
 
 
 ChangeType = Literal["create", "update"]
@@ -155,7 +158,7 @@ CHANGES: tuple[ChangeType, ...] = ("create", "update")
 class HistoryIn(OpInput):
     entity_id: str = Field(..., min_length=1, max_length=MAX_PATH, description="a file path or a decision id")
     time_range: TimeRange | None = None
-    change_types: list[ChangeType] = Field(default_factory=lambda: list(CHANGES))
+    change_types: list[ChangeType] = Field(default_factory=lambda: list(CHANGES), max_length=2)
     include_diff: bool = False
     max_results: int = Field(20, ge=1, le=1000)
 
@@ -178,19 +181,22 @@ def _session(e: Any, c: Caller, a: SessionIn, p: Progress) -> dict[str, Any]:
     )
 
 
+Clock = Annotated[dict[Annotated[str, Field(max_length=128)], int], Bounded("vector_clock")]
+
+
 class OperationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["insert", "delete"]
     position: int = Field(..., ge=0, le=MAX_FILE_BYTES)
     content: str = Field("", max_length=MAX_FILE_BYTES)
     length: int = Field(0, ge=0, le=MAX_FILE_BYTES, description="delete: how many characters")
-    vector_clock: dict[str, int] | None = None
+    vector_clock: Clock | None = None
 
 
 class SyncIn(OpInput):
     document_id: str = PATH
-    operations: list[OperationIn] = Field(..., min_length=1, max_length=500)
-    vector_clock: dict[str, int] = Field(default_factory=dict)
+    operations: Annotated[list[OperationIn], Bounded("crdt_operations")] = Field(..., min_length=1, max_length=500)
+    vector_clock: Clock = Field(default_factory=dict)
     agent_id: str = Field(..., min_length=1, max_length=128)
     session_id: str | None = Field(None, max_length=64, description="default: the document's open session")
 
