@@ -89,7 +89,7 @@ def test_the_walk_finds_an_unbounded_field() -> None:
     class Loose(OpInput):
         meta: dict[str, Any] | None = None
         name: str = ""
-        tags: list[str] = []
+        tags: list[str] | None = None
         scopes: Selector | None = None
 
     assert _bounded_everywhere(Loose, set(), "loose") == [
