@@ -6,8 +6,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engram.errors import EngramError
 from engram.settings import Settings
@@ -62,6 +63,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from engram.api.edge import jsonrpc_unicode_error
     from engram.api.mcp import build_server
     from engram.operations.registry import select
     from engram.services.identity import Principal
@@ -76,12 +78,58 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
     server = build_server(engram, select(settings.tool_filter()), principal_of, transport="stdio")
 
+    wire_in, wire_out = _claim_stdio()
+    stdout = _LineWriter(anyio.wrap_file(wire_out))
+
+    async def checked_lines() -> AsyncIterator[str]:
+        """stdin's lines, less those holding a lone surrogate: each is answered here with -32602 naming the
+        field (the SDK's parser would drop it unanswered, and the client would wait for ever)."""
+        async for line in anyio.wrap_file(wire_in):
+            refused = jsonrpc_unicode_error(line)
+            if refused is None:
+                yield line
+            else:
+                await stdout.write(refused + "\n")
+                await stdout.flush()
+
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server(cast(Any, checked_lines()), cast(Any, stdout)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(main)
     return 0
+
+
+def _claim_stdio() -> tuple[Any, Any]:
+    """The MCP wire (stdin and stdout, as UTF-8 text) taken for Engram alone: fd 0 then reads the null device
+    and fd 1 writes to stderr, so nothing else the process prints can corrupt the protocol."""
+    import io
+    import os
+
+    wire_in = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
+    wire_out = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8", line_buffering=False)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+class _LineWriter:
+    """stdout for two writers (the SDK's and the refusals of `checked_lines`): one whole line at a time."""
+
+    def __init__(self, out: Any) -> None:
+        import anyio
+
+        self.out, self.lock = out, anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self.lock:
+            await self.out.write(text)
+
+    async def flush(self) -> None:
+        async with self.lock:
+            await self.out.flush()
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

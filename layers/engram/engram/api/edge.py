@@ -117,7 +117,7 @@ class Edge:
         return body
 
 
-def _check_unicode(body: bytes) -> None:
+def _check_unicode(body: bytes | str) -> None:
     """Raise BadUnicode for the first lone surrogate the JSON body holds (a pair is one valid character)."""
     try:
         message = json.loads(body)
@@ -128,3 +128,16 @@ def _check_unicode(body: bytes) -> None:
         if not isinstance(request_id, str | int) or next(lone_surrogates(request_id), None) is not None:
             request_id = None
         raise BadUnicode(where(at), request_id)
+
+
+def jsonrpc_unicode_error(line: str) -> str | None:
+    """For a JSON-RPC message (one stdio line) holding a lone surrogate: the JSON-RPC error line that answers
+    it (-32602 naming the field), else None. On stdio the SDK's parser would drop such a line unanswered."""
+    if "\\u" not in line or not _ESCAPED_SURROGATE.search(line.encode()):
+        return None
+    try:
+        _check_unicode(line)
+    except BadUnicode as exc:
+        error = {"code": -32602, "message": exc.message, "data": exc.details}
+        return json.dumps({"jsonrpc": "2.0", "id": exc.request_id, "error": error})
+    return None
