@@ -33,9 +33,10 @@ def rest(live: Live, key: str, method: str, path: str, body: str) -> httpx.Respo
 
 
 def mcp(live: Live, key: str, tool: str, arguments_json: str) -> httpx.Response:
-    body = f'{{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {{"name": "{tool}", "arguments": {arguments_json}}}}}'
-    return httpx.post(f"{live.url}/mcp", content=body.encode(), headers={"Authorization": f"Bearer {key}", **MCP_HEADERS},
-                      timeout=30)  # fmt: skip
+    params = f'{{"name": "{tool}", "arguments": {arguments_json}}}'
+    body = f'{{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {params}}}'
+    headers = {"Authorization": f"Bearer {key}", **MCP_HEADERS}
+    return httpx.post(f"{live.url}/mcp", content=body.encode(), headers=headers, timeout=30)
 
 
 TAG = uuid.uuid4().hex[:6]
