@@ -1,0 +1,128 @@
+"""Issue #22 through the Lambda path: every class of hostile input, sent as API Gateway v2 events through the
+template's routes, authorizer and functions (DynamoDB, S3 and SQS on moto, a real OpenSearch node)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram.services.identity import ANY
+from tests.aws_lambda.apigw import Response
+from tests.aws_lambda.conftest import Stack
+from tests.aws_lambda.test_functions import MCP_HEADERS, call
+from tests.concurrency import together
+
+pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
+
+
+def rest(stack: Stack, method: str, path: str, body: Any, key: str) -> Response:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return stack.api.request(method, f"/api/v1/acme{path}", raw if method != "GET" else None, key)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"enum": ["SECRET"]}')
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def test_schemas_reach_nowhere_and_patterns_cannot_stall(
+    stack: Stack, tmp_path: Path, listener: tuple[str, list[str]]
+) -> None:
+    url, seen = listener
+    secret = tmp_path / "s.json"
+    secret.write_text('{"enum": ["FILE-SECRET"]}')
+    for ref in (secret.as_uri(), f"{url}/x.json", "#/$defs/missing"):
+        schema = {"type": "lam-ref", "jsonSchema": {"type": "object", "properties": {"a": {"$ref": ref}}}}
+        answer = rest(stack, "POST", "/schemas", schema, stack.keys.management)
+        assert answer.status == 400 and "SECRET" not in answer.body.decode(), answer.body
+    assert seen == []
+    evil = {"type": "lam-evil", "jsonSchema": {"type": "object", "properties": {"a": {"pattern": "^(a+)+$"}}}}
+    assert rest(stack, "POST", "/schemas", evil, stack.keys.management).status == 200
+    started = time.perf_counter()
+    answer = rest(stack, "POST", "/records", {"type": "lam-evil", "payload": {"a": "a" * 40 + "!"}}, stack.keys.agent)
+    assert answer.status == 400 and answer.json()["error"]["code"] == "schema_violation"
+    assert time.perf_counter() - started < 5  # a backtracking engine: hours for 40 characters
+
+
+def test_lone_surrogates_and_oversize_metadata_are_refused_naming_the_field(stack: Stack) -> None:
+    body = b'{"key": "lam", "value": {"note": "\\ud800"}}'
+    answer = rest(stack, "PUT", "/context/value", body, stack.keys.agent)
+    assert answer.status == 400 and answer.json()["error"]["details"]["field"] == "value.note", answer.body
+    rpc = (b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "entity_update", '
+           b'"arguments": {"entity_id": "Person:x", "metadata": {"m": "\\udfff"}}}}')  # fmt: skip
+    for path in ("/mcp", "/mcp/entities"):
+        answer = stack.api.request("POST", path, rpc, stack.keys.agent, MCP_HEADERS)
+        assert answer.status == 400, answer.body
+        assert answer.json()["error"]["data"]["field"] == "params.arguments.metadata.m"
+    big = {"entity_id": "Person:x", "metadata": {"blob": "x" * 20_000}}
+    answer = rest(stack, "PATCH", "/entities", big, stack.keys.agent)
+    assert answer.status == 400 and "the limit is 16384" in answer.json()["error"]["message"]
+    assert rest(stack, "GET", "/context/value?key=lam", None, stack.keys.agent).status == 404  # nothing written
+
+
+def test_a_shared_entity_is_merged_only_by_a_key_that_sees_all_of_it(stack: Stack) -> None:
+    ident = stack.engram.identity
+    ident.register_scopes("acme", ["org/acme/user/alice", "org/acme/user/bob"])
+    alice, _ = ident.create_key(["acme"], "agent", ["org/acme/user/alice"])
+    bob, _ = ident.create_key(["acme"], "agent", ["org/acme/user/bob"])
+    call(stack, "memory_store", {"content": "My sister is Wanda Lambda."}, alice)
+    call(stack, "memory_store", {"content": "My friend is Wanda Lambda."}, bob)
+    merged = call(stack, "entity_merge", {"keep_id": "Person:bob", "remove_id": "Person:wanda lambda"}, bob)
+    assert merged.get("isError") and merged["structuredContent"]["error"]["code"] == "in_use", merged
+    mine = call(stack, "entity_relationships", {"entity_id": "Person:wanda lambda"}, alice)["structuredContent"]
+    assert [r["type"] for r in mine["relationships"]] == ["sister"]
+
+
+def test_metrics_are_per_tenant(stack: Stack) -> None:
+    call(stack, "folder_query", {}, stack.keys.other_tenant)
+    answer = call(stack, "get_performance_metrics", {}, stack.keys.management)["structuredContent"]
+    assert "folder_query" not in answer["latency"]["by_tool"]
+    theirs = call(stack, "get_performance_metrics", {}, stack.keys.other_tenant)["structuredContent"]
+    assert "folder_query" in theirs["latency"]["by_tool"] and "memory_store" not in theirs["latency"]["by_tool"]
+
+
+def test_parallel_syncs_all_land_and_a_large_file_writes_at_once(stack: Stack) -> None:
+    key = stack.keys.agent
+    call(stack, "write_code", {"path": "lam/doc.md", "content": "# Doc\n", "reason": "start"}, key)
+    session = call(stack, "create_session", {"session_name": "s", "document_paths": ["lam/doc.md"]}, key)
+    sid = session["structuredContent"]["session_id"]
+
+    def sync(i: int) -> None:
+        ops = [{"type": "insert", "position": 0, "content": f"<{i:02d}>"}]
+        out = call(stack, "sync_document", {"document_id": "lam/doc.md", "operations": ops, "agent_id": f"a{i}",
+                                            "session_id": sid}, key)  # fmt: skip
+        assert not out.get("isError"), out
+
+    assert together(10, sync) == []
+    read = call(stack, "read_code", {"path": "lam/doc.md"}, key)["structuredContent"]
+    assert [i for i in range(10) if f"<{i:02d}>" not in read["content"]] == []
+    text = "".join(f"import mod{i}\n" for i in range(20_000))
+    written = call(stack, "write_code", {"path": "lam/big.py", "content": text, "reason": "big"}, key)
+    assert not written.get("isError"), written
+    stack.drain()  # its vectors, from the queue
+    found = call(stack, "semantic_search", {"query": "import mod19999"}, key)
+    assert not found.get("isError"), found
+    _, p = stack.engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    assert stack.engram.workspace.exists(stack.engram.identity.enter(p, "acme", ANY, "t"), "lam/big.py")
