@@ -112,8 +112,8 @@ def _write_before(target: Target) -> None:
         "title": "Vault notes", "filename": "vault.md"})  # fmt: skip
     w["record"] = _setup_call(target, "record_create", {"type": "note", "payload": {"title": "Setup record"}})
     w["context"] = _setup_call(target, "context_set", {"key": "setup-key", "value": {"kept": [1, "two"]}})
-    w["message"] = _setup_call(target, "conversation_append",
-                               {"thread_id": "setup-thread", "role": "user", "content": "Keep this message."})  # fmt: skip
+    message = {"thread_id": "setup-thread", "role": "user", "content": "Keep this message."}
+    w["message"] = _setup_call(target, "conversation_append", message)
     w["file"] = _setup_call(target, "write_code", {"path": "setup/keep.py", "content": "X = 1\n", "reason": "setup"})
     w["decision"] = _setup_call(target, "record_decision", {"decision": "Keep it", "reasoning": "setup"})
     w["folder"] = _setup_call(target, "folder_create", {"name": "setup-folder"})
