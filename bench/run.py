@@ -1,5 +1,5 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda), as JSON on stdout and in bench/out/latest.json;
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile), as JSON on stdout and in bench/out/latest.json;
 bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
@@ -13,7 +13,18 @@ from typing import Any
 
 
 def main(names: list[str]) -> None:
-    from bench import coldstart, conversations, cranfield, lambda_latency, latency, locomo, records, scores, workspace
+    from bench import (
+        coldstart,
+        conversations,
+        cranfield,
+        hostile,
+        lambda_latency,
+        latency,
+        locomo,
+        records,
+        scores,
+        workspace,
+    )
 
     benches = {
         "locomo": locomo.run,
@@ -27,6 +38,7 @@ def main(names: list[str]) -> None:
         "cranfield-opensearch": cranfield.run_opensearch,
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,
+        "hostile": hostile.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

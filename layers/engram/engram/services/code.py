@@ -64,12 +64,19 @@ def _walk(node: Any) -> Iterator[Any]:
         stack.extend(reversed(n.children))
 
 
-def check(path: str, text: str) -> SyntaxProblem | None:
-    """The first syntax error of a file in a language Engram parses (None: valid, or not parsed)."""
+def tree(path: str, text: str) -> Any:
+    """The file's parse (None for a language Engram does not parse): one parse for `check` and `imports`."""
+    lang = language(path)
+    return parse(lang, text) if lang is not None else None
+
+
+def check(path: str, text: str, tree: Any = None) -> SyntaxProblem | None:
+    """The first syntax error of a file in a language Engram parses (None: valid, or not parsed). `tree`: the
+    file's parse, when the caller has it."""
     lang = language(path)
     if lang is None:
         return None
-    root = parse(lang, text).root_node
+    root = (tree if tree is not None else parse(lang, text)).root_node
     if not root.has_error:
         return None
     for n in _walk(root):
@@ -198,14 +205,16 @@ def _query(lang: str) -> Any:
     return tree_sitter.Query(_parser(lang).language, f"{_IMPORT_NODES[kind]} @node")
 
 
-def imports(path: str, text: str) -> list[str]:
-    """The file's imports as it writes them, in order, without repeats."""
+def imports(path: str, text: str, tree: Any = None) -> list[str]:
+    """The file's imports as it writes them, in order, without repeats. `tree`: the file's parse, when the
+    caller has it."""
     import tree_sitter
 
     lang = language(path)
     if lang is None:
         return []
-    found = tree_sitter.QueryCursor(_query(lang)).captures(parse(lang, text).root_node).get("node", [])
+    root = (tree if tree is not None else parse(lang, text)).root_node
+    found = tree_sitter.QueryCursor(_query(lang)).captures(root).get("node", [])
     return list(dict.fromkeys(_IMPORTS[lang](sorted(found, key=lambda n: n.start_byte))))
 
 
@@ -263,12 +272,32 @@ def _ancestors(folder: str) -> tuple[str, ...]:
         folder = posixpath.dirname(folder)
 
 
-def resolve(path: str, specs: Iterable[str], exists: Callable[[str], bool]) -> tuple[list[str], list[str]]:
-    """(workspace paths the imports name, imports that name no workspace file)."""
+def _python_heads(here: str, known: Iterable[str]) -> set[str]:
+    """The first names an absolute Python import from `here` may start with to name a workspace file: the
+    first path segment below each of its roots (`_ancestors`) of every known path."""
+    roots = _ancestors(here)
+    heads: set[str] = set()
+    for p in known:
+        for r in roots:
+            if not r or p.startswith(r + "/"):
+                rest = p[len(r) + 1 :] if r else p
+                heads.add(rest.split("/", 1)[0].removesuffix(".py"))
+    return heads
+
+
+def resolve(
+    path: str, specs: Iterable[str], exists: Callable[[str], bool], known: Iterable[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(workspace paths the imports name, imports that name no workspace file). `known` (the workspace's
+    paths, when the caller has them) lets an import that can name none of them be told at once."""
     found: dict[str, None] = {}
     external: list[str] = []
     lang, here = language(path), posixpath.dirname(path)
+    heads = _python_heads(here, known) if lang == "python" and known is not None else None
     for spec in specs:
+        if heads is not None and not spec.startswith(".") and spec.split(".", 1)[0] not in heads:
+            external.append(spec)  # no workspace path under any root starts with its first name
+            continue
         hit = next((c for c in _candidates_in(lang, here, spec) if c != path and exists(c)), None)
         if hit is None:
             external.append(spec)

@@ -165,15 +165,16 @@ class WorkspaceService:
         if not new.reason.strip():
             raise InvalidInput("reason must say why the file changes", code="invalid_reason")
         lang = code.language(path)
+        parsed = code.tree(path, new.content) if new.validate_syntax or new.update_dependencies else None
         if new.validate_syntax:
-            problem = code.check(path, new.content)
+            problem = code.check(path, new.content, parsed)
             if problem is not None:
                 raise InvalidInput(
                     problem.message,
                     code="syntax_error",
                     details={"line": problem.line, "column": problem.column, "language": lang},
                 )
-        specs = code.imports(path, new.content) if new.update_dependencies else []
+        specs = code.imports(path, new.content, parsed) if new.update_dependencies else []
         digest = blake3.blake3(raw).hexdigest()
         blob_key = f"{caller.context_id}/ws/{digest}"
         if not self.blobs.exists(blob_key):
@@ -188,7 +189,7 @@ class WorkspaceService:
             now = self.clock.now()
             known = set(self.paths(caller)) | {path}
             deps, external = (
-                code.resolve(path, specs, lambda p: p in known)
+                code.resolve(path, specs, lambda p: p in known, known)
                 if new.update_dependencies
                 else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
             )
@@ -370,15 +371,16 @@ class WorkspaceService:
         raw = text.encode()
         if len(raw) > MAX_FILE_BYTES:
             raise InvalidInput(f"{len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
-        specs = code.imports(path, text)
-        deps, external = code.resolve(path, specs, lambda p: p in known)
+        parsed = code.tree(path, text)
+        specs = code.imports(path, text, parsed)
+        deps, external = code.resolve(path, specs, lambda p: p in known, known)
         deps = deps[:MAX_GRAPH_ENTRIES]
         digest = blake3.blake3(raw).hexdigest()
         blob_key = f"{caller.context_id}/ws/{digest}"
         if not self.blobs.exists(blob_key):
             self.blobs.put(blob_key, raw, "text/plain; charset=utf-8")
         _, scopes = self.space(caller)
-        valid = code.check(path, text) is None
+        valid = code.check(path, text, parsed) is None
 
         def attempt() -> tuple[Item, int]:
             old = self.records.get(caller.context_id, FILE, prefix + path)
