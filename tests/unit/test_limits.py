@@ -138,3 +138,14 @@ def test_nesting_deeper_than_the_limit_is_refused_and_scrub_mends_what_was_store
         check_arguments({"value": deep})
     check_arguments({"value": "\U0001f600", "n": 2**63 - 1, "f": 1e308})  # an astral character, the ranges' edges
     assert scrub({"a\ud800": ["x\udfffy", float("nan"), 1.5]}) == {"a\ufffd": ["x\ufffdy", None, 1.5]}
+
+
+def test_the_readme_states_every_bound() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    for kind, bound in BOUNDS.items():
+        size = f"{bound.bytes // (1 << 20)} MiB" if bound.bytes % (1 << 20) == 0 else f"{bound.bytes // 1024} KiB"
+        assert size in section, f"README's Limits section does not state {kind}'s {size}"
+    assert f"at most {MAX_DEPTH} deep" in section
