@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from bench.latency import mcp_call, pct
+from bench.latency import mcp_call
+from bench.records import timed
 from engram.devserver import cli, serve
 
 PATTERNED = {
@@ -55,20 +56,11 @@ def _largest_string() -> dict[str, Any]:
     return {"note": "a" * (LIMIT - 20) + "!"}
 
 
-def _timed(samples: int, call: Any) -> dict[str, float]:
-    ms = []
-    for i in range(samples):
-        t = time.perf_counter()
-        call(i)
-        ms.append((time.perf_counter() - t) * 1000)
-    return {"p50": pct(ms, 50), "p99": pct(ms, 99), "mean": round(statistics.mean(ms), 2)}
-
-
 def _in_process(payload: dict[str, Any], samples: int = 200) -> dict[str, float]:
     from engram.services import schema_rules
 
     compiled = schema_rules.validator(PATTERNED["jsonSchema"])
-    return _timed(samples, lambda _: schema_rules.first_error(compiled, payload))
+    return timed(samples, lambda _: schema_rules.first_error(compiled, payload))
 
 
 def _writes(texts: dict[str, str], worker: bool, n: int = 5) -> dict[str, Any]:
@@ -141,11 +133,11 @@ def run(samples: int = 300) -> dict[str, Any]:
                     "lines": len(json.dumps(lines, separators=(",", ":"))),
                     "string": len(json.dumps(string, separators=(",", ":"))),
                 },
-                "floor_record_get_ms": _timed(samples, lambda _: mcp_call(http, url, "record_get", {"id": rid})),
-                "largest_lines_ms": _timed(
+                "floor_record_get_ms": timed(samples, lambda _: mcp_call(http, url, "record_get", {"id": rid})),
+                "largest_lines_ms": timed(
                     samples, lambda _: mcp_call(http, url, "record_create", {"type": "order", "payload": lines})
                 ),
-                "largest_catastrophic_string_refused_ms": _timed(
+                "largest_catastrophic_string_refused_ms": timed(
                     samples, lambda _: mcp_call(http, url, "record_create", {"type": "order", "payload": string})
                 ),
                 "validation_in_process_ms": {"lines": _in_process(lines), "string": _in_process(string)},

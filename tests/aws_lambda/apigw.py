@@ -154,6 +154,25 @@ def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
     return json.loads(json.dumps(result["answer"]))
 
 
+class Environments:
+    """A function as Lambda scales it: each execution environment takes one invocation at a time, and an
+    invocation that finds none free gets a new one (`make` loads the function afresh), so concurrent
+    invocations never share an environment's in-flight state."""
+
+    def __init__(self, make: Callable[[], Handler]) -> None:
+        self.make, self.free, self.lock = make, list[Handler](), threading.Lock()
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        with self.lock:
+            handler = self.free.pop() if self.free else None
+        handler = handler or self.make()
+        try:
+            return handler(event, context)
+        finally:
+            with self.lock:
+                self.free.append(handler)
+
+
 class ApiGateway:
     def __init__(self, functions: dict[str, Handler], authorizer: Handler) -> None:
         self.routes = routes()

@@ -3,9 +3,7 @@ template's routes, authorizer and functions (DynamoDB, S3 and SQS on moto, a rea
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +12,11 @@ from typing import Any
 import pytest
 
 from engram.services.identity import ANY
-from tests.aws_lambda.apigw import Response
-from tests.aws_lambda.conftest import Stack
+from tests.aws_lambda.apigw import Environments, Response
+from tests.aws_lambda.conftest import Stack, load_function
 from tests.aws_lambda.test_functions import MCP_HEADERS, call
 from tests.concurrency import together
+from tests.fixtures.listener import loopback_listener
 
 pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
 
@@ -29,22 +28,8 @@ def rest(stack: Stack, method: str, path: str, body: Any, key: str) -> Response:
 
 @pytest.fixture
 def listener() -> Iterator[tuple[str, list[str]]]:
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"enum": ["SECRET"]}')
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
+    with loopback_listener(b'{"enum": ["SECRET"]}') as found:
+        yield found
 
 
 def test_schemas_reach_nowhere_and_patterns_cannot_stall(
@@ -103,16 +88,20 @@ def test_metrics_are_per_tenant(stack: Stack) -> None:
     assert "folder_query" in theirs["latency"]["by_tool"] and "memory_store" not in theirs["latency"]["by_tool"]
 
 
-def test_parallel_syncs_all_land_and_a_large_file_writes_at_once(stack: Stack) -> None:
+def test_parallel_syncs_all_land_and_a_large_file_writes_at_once(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     key = stack.keys.agent
     call(stack, "write_code", {"path": "lam/doc.md", "content": "# Doc\n", "reason": "start"}, key)
     session = call(stack, "create_session", {"session_name": "s", "document_paths": ["lam/doc.md"]}, key)
     sid = session["structuredContent"]["session_id"]
+    # ten invocations at once: ten execution environments of the workspace function, one DynamoDB table
+    monkeypatch.setitem(
+        stack.api.functions, "WorkspaceFunction", Environments(lambda: load_function("workspace").handler)
+    )
 
     def sync(i: int) -> None:
         ops = [{"type": "insert", "position": 0, "content": f"<{i:02d}>"}]
-        out = call(stack, "sync_document", {"document_id": "lam/doc.md", "operations": ops, "agent_id": f"a{i}",
-                                            "session_id": sid}, key)  # fmt: skip
+        arguments = {"document_id": "lam/doc.md", "operations": ops, "agent_id": f"a{i}", "session_id": sid}
+        out = call(stack, "sync_document", arguments, key, "/mcp/workspace")
         assert not out.get("isError"), out
 
     assert together(10, sync) == []

@@ -8,8 +8,6 @@ Each case here was reproduced on the code before the fix: a `file:` reference di
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,29 +20,16 @@ from engram.services.identity import ANY, Caller
 from engram.services.schema_rules import MAX_CHAIN_COST
 from engram.services.schemas import MAX_PAYLOAD_BYTES
 from engram.wiring import Engram
+from tests.fixtures.listener import loopback_listener
 
 SECRET = "TOPSECRET-4815162342"
 
 
 @pytest.fixture
 def listener() -> Iterator[tuple[str, list[str]]]:
-    """A loopback HTTP server that logs every request it gets and answers with a schema holding SECRET."""
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"enum": ["' + SECRET.encode() + b'"]}')
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
+    """A loopback listener that answers with a schema holding SECRET, and logs every request."""
+    with loopback_listener(b'{"enum": ["' + SECRET.encode() + b'"]}') as found:
+        yield found
 
 
 def agent(e: Engram) -> Caller:

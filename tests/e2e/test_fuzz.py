@@ -17,8 +17,6 @@ and afterwards every object written before the fuzzing (another scope's, one of 
 from __future__ import annotations
 
 import base64
-import contextlib
-import http.server
 import json
 import os
 import threading
@@ -35,6 +33,7 @@ from hypothesis import strategies as st
 
 from engram.devserver import cli, start, stop
 from engram.operations.registry import Operation, select
+from tests.fixtures.listener import loopback_listener
 
 pytestmark = pytest.mark.e2e
 
@@ -59,29 +58,6 @@ class Target:
     outcomes: dict[str, int] = field(default_factory=dict)
     health: list[float] = field(default_factory=list)
     health_failures: list[str] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def _listener() -> Iterator[tuple[str, list[str]]]:
-    """A loopback HTTP server that counts every request: nothing the fuzzer sends may reach it."""
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
 
 
 def _mcp(target: Target, key: str, tool: str, arguments: Any) -> httpx.Response:
@@ -150,7 +126,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         out = cli("keys", "create", "--context", "acme", "--principal", "management", "--grant", grant, data_dir=data)
         keys.append(out.strip().splitlines()[-1])
     cli("scopes", "create", "--context", "acme", "org/acme/user/alice", data_dir=data)
-    with _listener() as (listener, reached):
+    with loopback_listener() as (listener, reached):
         proc, url = start(data)
         t = Target(url, keys[0], keys[1], listener, reached)
         stop_polling = threading.Event()
