@@ -71,6 +71,11 @@ def test_merge_strategies(both: Engram) -> None:
     w.merge(alice, "log", {"step": 1}, "append", None)  # a new key: a one-element array
     w.merge(alice, "log", {"step": 2}, "append", None)
     assert w.get(alice, "log", None)["value"] == [{"step": 1}, {"step": 2}]
+    # issue #23: appending a list to a list extends it (it appended the list as one element)
+    w.merge(alice, "steps", ["start"], "append", None)
+    w.merge(alice, "steps", ["step-1", "step-2"], "append", None)
+    w.merge(alice, "steps", "step-3", "append", None)
+    assert w.get(alice, "steps", None)["value"] == ["start", "step-1", "step-2", "step-3"]
     with pytest.raises(InvalidInput, match="array"):
         w.merge(alice, "s", {"x": 1}, "append", None)  # append on a non-array
     with pytest.raises(InvalidInput, match="object"):

@@ -147,3 +147,39 @@ def test_recall_is_relevance_first_with_a_floor(engram: object) -> None:
         == "No relevant memory found."
     )
     assert engram.causantic.predict(caller, "opera singers of Milan", "atlas").startswith("No ")
+
+
+def test_short_range_prefers_recent_context_but_never_answers_with_what_is_not_relevant(engram: object) -> None:
+    """Issue #23: with recent sessions about something else, "how does the authentication system work?" with
+    the default `range: "short"` answered two unrelated recent turns and none of the three authentication turns
+    from a few days before. Relevant chunks are answered whatever their age, the recent ones first; a turn that
+    shares nothing with the question is not answered at all."""
+    from engram.services.identity import ANY
+    from engram.services.memory import Turn
+    from engram.wiring import Engram
+
+    assert isinstance(engram, Engram)
+    engram.identity.register_scopes("acme", ["org/acme/project/gate"])
+    _, p = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = engram.identity.enter(p, "acme", ANY, "t")
+    said = [
+        ("auth", "2025-06-02T09:00:00Z", "The authentication system issues short-lived JWTs from the gateway."),
+        ("auth", "2025-06-02T09:05:00Z", "Refresh tokens rotate on every use; authentication fails closed."),
+        ("auth", "2025-06-02T09:10:00Z", "Login goes through the authentication service, then the session store."),
+        ("pref", "2025-06-05T09:00:00Z", "Please always answer me concisely and directly."),
+        ("dash", "2025-06-06T09:00:00Z", "Started work on the dashboard charts."),
+        ("dash2", "2025-06-06T15:00:00Z", "The charts use a dark palette for the weekly view."),
+        ("lunch", "2025-06-07T12:00:00Z", "Lunch order: two pizzas and a salad."),
+    ]
+    for session, when, content in said:
+        turn = Turn(content, session_id=session, said_at=parse_time(when))
+        engram.memory.store(caller, turn, [["org/acme/project/gate"]])
+    answer = engram.causantic.recall(caller, "how does the authentication system work?", project="gate")
+    assert answer.startswith("Found 3 relevant"), answer
+    for content in ("short-lived JWTs", "Refresh tokens rotate", "Login goes through"):
+        assert content in answer
+    for unrelated in ("concisely", "dashboard charts", "dark palette", "pizzas"):
+        assert unrelated not in answer
+    # recent and relevant: the best match first
+    charts = engram.causantic.recall(caller, "what palette do the dashboard charts use", project="gate")
+    assert charts.startswith("Found 2 relevant") and "dark palette" in charts.split("\n\n")[1], charts

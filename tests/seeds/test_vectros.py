@@ -214,6 +214,11 @@ async def test_records_schemas_principals_and_history(live: Live) -> None:
         ranged = await ok(c, "record_query", type=ticket, field="priority", **{"from": 3, "to": 5}, order="desc")
         assert [r["payload"]["priority"] for r in ranged["items"]] == [5, 4, 3]
         exact = await ok(c, "record_query", type=ticket, field="title", value="Printer jam")
+        # issue #23: `payload.<field>`, as document_query spells it for typed documents, is the same lookup
+        spelled = await ok(c, "record_query", type=ticket, field="payload.title", value="Printer fixed")
+        assert [r["payload"]["title"] for r in spelled["items"]] == ["Printer fixed"]
+        seats = await ok(c, "record_query", type=ticket, field="payload.priority", **{"from": 3, "to": 5})
+        assert [r["id"] for r in seats["items"]] == [r["id"] for r in reversed(ranged["items"])]
         assert exact["items"] == []  # its title changed: the old value no longer finds it
         coverage.passed(SEED, "record_query")
 

@@ -22,6 +22,12 @@ NO_PREDICTION = "No predictions available based on current context."
 # Below it a chunk is not worth the tokens: a weak match (for the scale, README "Scores"; off-topic
 # queries' hits score below it on the dev collections, bench/RESULTS.md "Scores")
 RELEVANT_SCORE = 0.3
+# ... and it must match the question by meaning: on its own (MEANING_ALONE: cosine 0.4, a score of 0.5 from
+# meaning alone), or at least a little beside shared words (SOME_MEANING: cosine 0.19). "Started work on the
+# dashboard charts" shares "work" with "how does the authentication system work?" and nothing else: in a
+# small memory that rare word alone scored 0.55, while its meaning is unrelated (cosine < 0.1).
+MEANING_ALONE = 0.5
+SOME_MEANING = 0.15
 SHORT_SESSIONS = 3  # "short" range: the most recent sessions
 
 
@@ -133,10 +139,15 @@ class CausanticService:
         found = self.memory.recall(
             caller, query, k=20, mode="hybrid", kinds=("turn",), extra_visibility=extra, everything_when_small=False
         )
-        hits = [h for h in found["results"] if h["score"] >= RELEVANT_SCORE]
+        hits = [h for h in found["results"] if relevant(h)]
         if rng == "short" and hits:
+            # recent context first: the relevant chunks of the most recent sessions, then the other relevant
+            # ones newest first — never a recent chunk that is not relevant while relevant ones exist
             recent = self._recent_sessions(caller, project)
-            hits = [h for h in hits if h["session_id"] in recent]
+            mine = [h for h in hits if h["session_id"] in recent]
+            older = sorted((h for h in hits if h["session_id"] not in recent),
+                           key=lambda h: str(h.get("said_at") or ""), reverse=True)  # fmt: skip
+            hits = mine + older
         return _fit(hits, budget, keep_newest=False)
 
     def _recent_sessions(self, caller: Caller, project: str | None) -> set[str]:
@@ -223,6 +234,18 @@ class CausanticService:
                 out.append({"id": item.id, "text": text, "said_at": d["said_at"], "session_id": d["session_id"]})
         out.sort(key=lambda t: (t["said_at"], t["id"]))
         return out
+
+
+def relevant(hit: dict[str, Any]) -> bool:
+    """Worth the tokens: at least RELEVANT_SCORE, and matching the question by meaning, alone or beside shared
+    words (without an embedder: sharing words)."""
+    evidence = hit.get("evidence") or {}
+    lexical, semantic = float(evidence.get("lexical") or 0.0), evidence.get("semantic")
+    if hit["score"] < RELEVANT_SCORE:
+        return False
+    if semantic is None:
+        return lexical > 0.0
+    return bool(semantic >= MEANING_ALONE or (lexical > 0.0 and semantic >= SOME_MEANING))
 
 
 def _fit(hits: Sequence[dict[str, Any]], budget: int, keep_newest: bool) -> list[dict[str, Any]]:

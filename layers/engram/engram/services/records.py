@@ -147,6 +147,8 @@ class RecordService:
         token: str | None,
     ) -> dict[str, Any]:
         schema = self._schema(caller.context_id, type_)
+        if field is not None and field.startswith("payload."):  # document_query's spelling, taken here too
+            field = field.removeprefix("payload.")
         found, next_token = lookups.find(
             self.records,
             caller.context_id,

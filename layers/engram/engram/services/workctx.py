@@ -205,12 +205,13 @@ def combine(old: Any, value: Any, strategy: Strategy, key: str) -> tuple[Any, li
     """The merged value and the keys the merge set (top-level keys of `value`; for append, none)."""
     if strategy == "replace":
         return value, sorted(value) if isinstance(value, dict) else []
-    if strategy == "append":
+    if strategy == "append":  # a list extends the array item by item; any other value is one item
+        items = list(value) if isinstance(value, list) else [value]
         if old is None:
-            return [value], []
+            return items, []
         if not isinstance(old, list):
             raise InvalidInput(f"append needs an array at {key!r}; it holds {type(old).__name__}")
-        return [*old, value], []
+        return [*old, *items], []
     base = old if isinstance(old, dict) else {}
     if old is not None and not isinstance(old, dict):
         raise InvalidInput(f"{strategy} needs an object at {key!r}; it holds {type(old).__name__}")
