@@ -84,7 +84,8 @@ def test_another_scope_set_sees_no_entity(both: Engram) -> None:
     ):
         with pytest.raises(NotFound):
             call()
-    assert ent.query(bob, "carol", None)["entity"]["description"] == ""  # untouched
+    # untouched: what Bob reads is drawn from his own sentence (issue #23), not from Alice's refused update
+    assert ent.query(bob, "carol", None)["entity"]["description"] == "My wife is Carol."
 
 
 def test_concurrent_updates_each_land(both: Engram) -> None:

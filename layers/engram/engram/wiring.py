@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from engram.services.conversation import ConversationService
     from engram.services.documents import DocumentService
     from engram.services.entities import EntityService
+    from engram.services.graph import GraphService
     from engram.services.history import History
     from engram.services.memory import MemoryService
     from engram.services.principals import Principals
@@ -53,7 +54,7 @@ class Engram:
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
         # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
         from engram.queue import BLOB_CREATED_JOB
-        from engram.services import conversation, documents, memory, records, workspace
+        from engram.services import conversation, documents, graph, memory, records, workspace
 
         def lazy(service: str, method: str) -> Callable[[Any], None]:
             return lambda payload: getattr(getattr(self, service), method)(payload)
@@ -63,6 +64,7 @@ class Engram:
         self.queue.register(records.INDEX_JOB, lazy("typed", "_index_job"))
         self.queue.register(workspace.INDEX_JOB, lazy("workspace", "_index_job"))
         self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
+        self.queue.register(graph.JOB, lazy("graph", "_job"))
         self.queue.register(
             documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
         )
@@ -140,6 +142,12 @@ class Engram:
         from engram.services.history import History
 
         return History(self.records, self.identity)
+
+    @cached_property
+    def graph(self) -> GraphService:
+        from engram.services.graph import GraphService
+
+        return GraphService(self.records, self.index, self.embedder, self.clock, self.queue)
 
     @cached_property
     def entities(self) -> EntityService:

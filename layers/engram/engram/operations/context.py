@@ -91,8 +91,7 @@ def _merge(e: Any, c: Caller, a: MergeIn, p: Progress) -> dict[str, Any]:
 declare(
     Operation(
         "context_merge", "context",
-        "Merge a value into a key atomically: objects deep or shallow; append adds an item to an array (an "
-        "array value extends it item by item).",
+        "Merge a value into a key atomically; append adds to an array (an array's items one by one).",
         MergeIn, MergeOut, WRITERS, "PATCH", "/context/value", _merge,
     )
 )  # fmt: skip

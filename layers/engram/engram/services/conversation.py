@@ -40,6 +40,7 @@ from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
+from engram.services import graph
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
 
@@ -126,7 +127,7 @@ class ConversationService:
         text = turn_text(content, (metadata or {}).get("speaker"))
         embedded: tuple[str, Any] | None = None
 
-        def commit() -> tuple[dict[str, Any], str, Write, Any, bool]:
+        def commit() -> tuple[dict[str, Any], str, tuple[Write, Write], Any, bool]:
             """One numbered message and its thread, version-checked; a loser reads again (`on_conflict`)."""
             nonlocal embedded
             rid, scopes, thread = self._thread(caller, thread_id, namespace)
@@ -158,16 +159,18 @@ class ConversationService:
             facts = bool(thread.data.get("extract_facts")) if extract_facts is None and thread else bool(extract_facts)
             head["extract_facts"] = facts
             job = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [mid]}, now, delay=SAFETY_NET)
+            names = graph.extraction_job(self.queue, caller.context_id, "message", mid, now)
             writes = [
                 Write(caller.context_id, "thread", rid, head, caller.actor, thread.version if thread else 0),
                 Write(caller.context_id, "message", mid, message, caller.actor, 0),
                 job,
+                names,
             ]
             self.records.transact(writes, now)
-            return message, mid, job, embedded[1], facts
+            return message, mid, (job, names), embedded[1], facts
 
-        message, mid, job, vector, facts = on_conflict(commit, sleep=self.sleep)
-        self.queue.started([job])
+        message, mid, (job, names), vector, facts = on_conflict(commit, sleep=self.sleep)
+        self.queue.started([job, names])
         try:
             self.index.upsert([_index_doc(caller.context_id, mid, message).with_vector(vector)])
             self.queue.done(job)

@@ -37,7 +37,7 @@ from engram.ports import (
 from engram.queue import BLOB_CREATED_JOB, Queue
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
-from engram.services import answering, lookups
+from engram.services import answering, entities, graph, lookups
 from engram.services.chunking import Chunk, Strategy, chunk
 from engram.services.history import PRIVATE_DOCUMENT_FIELDS
 from engram.services.identity import Caller, IdentityService, Principal
@@ -208,8 +208,9 @@ class DocumentService:
                 keys = lookups.entries(schema, new.payload or {}, str(data["created_at"]), new.external_id, doc_id)
                 writes += lookups.changes(ctx, LOOKUP, caller.actor, set(), keys, "document", doc_id)
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
+            names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
             try:
-                self.records.transact([*writes, job], now)
+                self.records.transact([*writes, job, names], now)
             except Conflict:
                 # a concurrent write won: the same bytes or externalId (then that is the answer), or the
                 # collection was created meanwhile (then try again)
@@ -225,7 +226,7 @@ class DocumentService:
                 raise
             break
         self._index_now(ctx, data, chunk_data, [])
-        self.queue.started([job])
+        self.queue.started([job, names])
         return self._ingest_result(data, 1, deduplicated=False)
 
     def _typed(self, ctx: str, schema_id: str | None, payload: dict[str, Any] | None) -> Schema | None:
@@ -620,8 +621,9 @@ class DocumentService:
         job = self.queue.job(
             EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
         )
+        names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
         try:
-            self.records.transact([*writes, job], now)
+            self.records.transact([*writes, job, names], now)
         except BaseException:
             if new_blob is not None:
                 self.blobs.delete(new_blob)  # the loser leaves no trace
@@ -631,7 +633,7 @@ class DocumentService:
             self._index_now(ctx, data, chunk_data, [], reuse="title" not in changes)
         else:
             self._index_now(ctx, data, chunk_data, retire["chunks"])
-        self.queue.started([job])
+        self.queue.started([job, names])
         return self.get(caller, doc_id)
 
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
@@ -645,13 +647,16 @@ class DocumentService:
             now,
         )
         gone = lookups.changes(ctx, LOOKUP, caller.actor, self._lookup_entries(item), set(), "document", doc_id)
-        self.records.transact([Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone, job], now)
+        names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)  # its names and edges leave too
+        self.records.transact(
+            [Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone, job, names], now
+        )
         self.index.delete(ctx, chunk_ids)  # gone from search at once; the job purges the chunk records
         for kind, key in (("hash", data.get("hash_key")), ("extid", data.get("extid_key"))):
             pointer = self.records.get(ctx, kind, key) if key else None
             if pointer is not None and pointer.data["document_id"] == doc_id:
                 self.records.purge(ctx, kind, key)  # type: ignore[arg-type]
-        self.queue.started([job])
+        self.queue.started([job, names])
         return {"id": doc_id, "deleted": True, "version": item.version + 1}
 
     def history(self, caller: Caller, doc_id: str) -> list[dict[str, Any]]:
@@ -819,18 +824,21 @@ class DocumentService:
         item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() == wanted), None)
         if item is not None and item.data.get("merged_into"):  # merged away: the entity it went into
             item = self.records.get(ctx, "entity", item.data["merged_into"])
-        if item is None or not can_see(item.data.get("scopes"), visibility):
+        if item is None or not can_see(item.data.get("scopes"), visibility) or not entities.active(item.data):
             raise NotFound(f"node {kind}/{slug} not found")
-        edges = [
-            {k: v for k, v in i.data.items() if k != "scopes"}
-            for i in scan(self.records, ctx, "relation")
-            if not i.data.get("merged_into")
-            and [str(x).lower() for x in i.data.get("from", [])] == item.id.lower().split(":", 1)
-            and can_see(i.data.get("scopes"), visibility)
-        ]
+        me = item.id.lower().split(":", 1)
+        edges = []
+        for rel in scan(self.records, ctx, "relation"):
+            d = rel.data
+            ends = [str(x).lower() for x in d.get("from", [])], [str(x).lower() for x in d.get("to", [])]
+            if me not in ends or not entities.current_edge(d) or not can_see(d.get("scopes"), visibility):
+                continue
+            edge = {"id": rel.id, "type": d["type"], "from": d["from"], "to": d["to"], "since": d.get("since"),
+                    "direction": "outgoing" if ends[0] == me else "incoming",
+                    "evidence": entities.evidence(d, visibility)}  # fmt: skip
+            edges.append(edge)
         # no version: it counts the mentions of every scope, some of which the caller may not see
-        node = {k: v for k, v in item.data.items() if k not in ("scopes", "mentions")}
-        return {"kind": "node", "node": dict(node, id=item.id), "edges": edges}
+        return {"kind": "node", "node": entities.public(item, visibility), "edges": edges}
 
     # -- collections and folders ----------------------------------------------------------
     #

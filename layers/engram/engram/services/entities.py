@@ -57,62 +57,119 @@ def index_doc(ctx: str, eid: str, d: dict[str, Any]) -> IndexDoc:
     return IndexDoc(ctx, "entity", eid, entity_text(d), None, d["scopes"], None, None, {"type": d["type"]})
 
 
-def mention(plan: Plan, etype: str, name: str, touched: bool, tags: list[str]) -> str:
+def mention(
+    plan: Plan,
+    etype: str,
+    name: str,
+    touched: bool,
+    tags: list[str],
+    sentence: str = "",
+    source: dict[str, str] | None = None,
+) -> str:
     """What memory writes when a turn mentions an entity: created (with its name's lookup entry), or its
-    mention counted and its scopes widened to those of the turn. A name that was merged away counts for
-    the entity it was merged into."""
+    mention counted and its scopes widened to those of the turn; `sentence` and `source` (the turn) are what a
+    caller who may see the turn is shown of it. A name that was merged away counts for the entity it was
+    merged into."""
     eid = entity_id(etype, name)
     current = plan.get("entity", eid)
     if current is not None and current.get("merged_into"):
         eid = current["merged_into"]
         current = plan.get("entity", eid)
+    key = scope_set(tags)
     if current is None:
-        data = {
+        data: dict[str, Any] = {
             "type": etype,
             "name": name,
             "aliases": [],
             "description": "",
             "metadata": {},
-            "mentions": {_scope_set(tags): 1},
+            "mentions": {key: 1},
             "created_at": iso(plan.now),
             "scopes": sorted(tags),
         }
+        _note(data, key, sentence, source)
         plan.put("entity", eid, data)
         plan.put("ealias", f"{fold(name)}|{eid}", {"entity": eid, "alias": name})
         plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
         return "created"
     scopes = sorted(set(current.get("scopes") or []) | set(tags))
     mentions = dict(current.get("mentions") or {})
-    mentions[_scope_set(tags)] = mentions.get(_scope_set(tags), 0) + 1
-    data = dict(current, scopes=scopes, mentions=mentions)
+    mentions[key] = mentions.get(key, 0) + 1
+    data = dict(current, scopes=scopes, mentions=mentions, dormant=False)
+    _note(data, key, sentence, source)
     plan.put("entity", eid, data)
-    if scopes != sorted(current.get("scopes") or []):  # the index filters by scopes: keep them current
+    if scopes != sorted(current.get("scopes") or []) or current.get("dormant"):  # the index filters by scopes
         plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
     return "updated" if touched else "unchanged"
 
 
-def _scope_set(tags: list[str]) -> str:
+def _note(data: dict[str, Any], key: str, sentence: str, source: dict[str, str] | None) -> None:
+    """Memory's sentence and source for a scope set: the first sentence, the last sources."""
+    if not sentence and source is None:
+        return
+    info = {k: dict(v) for k, v in (data.get("minfo") or {}).items()}
+    entry = info.setdefault(key, {"sentence": "", "sources": []})
+    entry["sentence"] = entry["sentence"] or sentence[:240]
+    if source is not None:
+        entry["sources"] = [*[s for s in entry["sources"] if s.get("id") != source.get("id")], source][-10:]
+    data["minfo"] = info
+
+
+def scope_set(tags: list[str]) -> str:
     return "|".join(sorted(set(tags)))
+
+
+def _seen(d: dict[str, Any], field: str, lens: list[list[str]]) -> list[dict[str, Any]]:
+    """The entries of a per-scope-set map (`gm`: the sources', `minfo`: memory's) a caller may see."""
+    return [v for key, v in sorted((d.get(field) or {}).items()) if can_see(key.split("|"), lens)]
 
 
 def mention_count(d: dict[str, Any], lens: list[list[str]]) -> int:
     """The mentions a caller may know of: those made under scope sets it can see (counting the others would
-    tell it that someone it cannot see talks about this entity)."""
-    return sum(n for key, n in (d.get("mentions") or {}).items() if can_see(key.split("|"), lens))
+    tell it that someone it cannot see talks about this entity) — memory's turns and every other source."""
+    memory = sum(int(n) for key, n in (d.get("mentions") or {}).items() if can_see(key.split("|"), lens))
+    return memory + sum(int(v["n"]) for v in _seen(d, "gm", lens))
 
 
 def public(item: Item, lens: list[list[str]]) -> dict[str, Any]:
+    """An entity as a caller may see it: its aliases, description and sources drawn only from the scope sets
+    it may see (an edited description or alias is the entity's own)."""
     d = item.data
+    entries = [*_seen(d, "gm", lens), *_seen(d, "minfo", lens)]
+    aliases = list(d.get("aliases", []))
+    for entry in _seen(d, "gm", lens):
+        aliases += sorted(entry.get("aliases") or {}, key=lambda a: -int(entry["aliases"][a]))
+    sentence = next((str(e["sentence"]) for e in entries if e.get("sentence")), "")
+    sources = [{k: v for k, v in s.items() if k != "source"} for e in entries for s in (e.get("sources") or [])][:20]
     return {
         "id": item.id,
         "name": d["name"],
         "type": d["type"],
-        "aliases": list(d.get("aliases", [])),
-        "description": d.get("description") or "",
+        "aliases": _unique(aliases, d["name"]),
+        "description": d.get("description") or sentence,
         "mention_count": mention_count(d, lens),
         "metadata": dict(d.get("metadata") or {}),
         "created_at": d.get("created_at"),
+        "sources": sources,
     }
+
+
+def current_edge(d: dict[str, Any]) -> bool:
+    """A relation that holds now: not merged away, not ended (`until`: memory's superseded attribute)."""
+    return not d.get("merged_into") and not d.get("until")
+
+
+def evidence(d: dict[str, Any], lens: list[list[str]]) -> list[dict[str, Any]]:
+    """The sources behind an edge that a caller may see (memory's turn, or the graph's sources)."""
+    out = [{k: v for k, v in s.items() if k != "source"} for e in _seen(d, "ev", lens) for s in e.get("sources") or []]
+    if d.get("turn") and can_see(d.get("turn_scopes") or d.get("scopes"), lens):
+        out.insert(0, {"kind": "turn", "id": d["turn"]})
+    return out[:20]
+
+
+def active(d: dict[str, Any]) -> bool:
+    """In lists and search: not merged away, and mentioned by someone (or edited by a caller)."""
+    return not d.get("merged_into") and (not d.get("dormant") or bool(d.get("edited")))
 
 
 class EntityService:
@@ -131,6 +188,8 @@ class EntityService:
             if item is None or not can_see(item.data.get("scopes"), self._lens(caller)):
                 break
             if not item.data.get("merged_into"):
+                if not active(item.data):
+                    break
                 return item
             eid = item.data["merged_into"]
         raise NotFound(f"Entity with ID {eid!r} not found")
@@ -140,7 +199,7 @@ class EntityService:
         return [
             i
             for i in scan(self.records, caller.context_id, "entity")
-            if not i.data.get("merged_into") and can_see(i.data.get("scopes"), lens)
+            if active(i.data) and can_see(i.data.get("scopes"), lens)
         ]
 
     # -- reads -----------------------------------------------------------------------------
@@ -182,19 +241,11 @@ class EntityService:
         results = []
         for h in self.index.search(q, self.clock.now()):
             item = self.records.get(caller.context_id, "entity", h.id)
-            if item is None or item.data.get("merged_into") or not can_see(item.data.get("scopes"), lens):
+            if item is None or not active(item.data) or not can_see(item.data.get("scopes"), lens):
                 continue
-            d = item.data
-            results.append(
-                {
-                    "id": item.id,
-                    "name": d["name"],
-                    "type": d["type"],
-                    "score": h.score,
-                    "description": d.get("description") or "",
-                    "aliases": list(d.get("aliases", [])),
-                }
-            )
+            seen = public(item, lens)
+            results.append({k: seen[k] for k in ("id", "name", "type", "description", "aliases", "mention_count")}
+                           | {"score": h.score})  # fmt: skip
         return {"results": results}
 
     def relationships(self, caller: Caller, eid: str, direction: str, rtype: str | None) -> dict[str, Any]:
@@ -203,7 +254,7 @@ class EntityService:
         out = []
         for rel in scan(self.records, caller.context_id, "relation"):
             d = rel.data
-            if d.get("merged_into") or not can_see(d.get("scopes"), lens) or (rtype is not None and d["type"] != rtype):
+            if not current_edge(d) or not can_see(d.get("scopes"), lens) or (rtype is not None and d["type"] != rtype):
                 continue
             src, dst = entity_id(*d["from"]), entity_id(*d["to"])
             for way, me, other in (("outgoing", src, dst), ("incoming", dst, src)):
@@ -211,8 +262,9 @@ class EntityService:
                     continue
                 target = self._peer(caller, other)
                 out.append(
-                    {"id": rel.id, "type": d["type"], "direction": way, "target": target, "since": d.get("since")}
-                )
+                    {"id": rel.id, "type": d["type"], "direction": way, "target": target, "since": d.get("since"),
+                     "evidence": evidence(d, lens)}
+                )  # fmt: skip
         return {"entity_id": item.id, "relationships": out}
 
     def _peer(self, caller: Caller, eid: str) -> dict[str, Any]:
@@ -265,6 +317,7 @@ class EntityService:
                 d["metadata"] = {**(d.get("metadata") or {}), **metadata}
                 changed.append("metadata")
             if changed:
+                d["edited"] = True  # a caller's entity: it stays in lists and search when nobody mentions it
                 writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
                 self.records.transact(writes, now)
                 self._reindex(caller.context_id, item.id, d)
@@ -278,7 +331,8 @@ class EntityService:
         changes only within the caller's view, never another scope's. Returns the relations of the context."""
         lens, ids = self._lens(caller), {i.id for i in items}
         relations = tuple(r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into"))
-        unseen = any(not can_see(key.split("|"), lens) for i in items for key in (i.data.get("mentions") or {}))
+        keys = [k for i in items for k in (*(i.data.get("mentions") or {}), *(i.data.get("gm") or {}))]
+        unseen = any(not can_see(key.split("|"), lens) for key in keys)
         unseen = unseen or any(
             not can_see(r.data.get("scopes"), lens)
             for r in relations
@@ -311,6 +365,17 @@ class EntityService:
         for key, n in (g.get("mentions") or {}).items():
             mentions[key] = mentions.get(key, 0) + n
         k["mentions"] = mentions
+        for field in ("gm", "minfo"):  # the sources' counts, sentences and spellings add up per scope set
+            merged = {key: dict(v) for key, v in (k.get(field) or {}).items()}
+            for key, v in (g.get(field) or {}).items():
+                mine = merged.setdefault(key, {"n": 0, "sentence": "", "sources": [], "aliases": {}} if field == "gm"
+                                         else {"sentence": "", "sources": []})  # fmt: skip
+                mine["sentence"] = mine.get("sentence") or v.get("sentence") or ""
+                mine["sources"] = [*mine.get("sources", []), *v.get("sources", [])][-10:]
+                if field == "gm":
+                    mine["n"] = int(mine.get("n", 0)) + int(v.get("n", 0))
+                    mine["aliases"] = {**v.get("aliases", {}), **mine.get("aliases", {})}
+            k[field] = merged
         k["metadata"] = {**(g.get("metadata") or {}), **(k.get("metadata") or {})}
         k["description"] = k.get("description") or g.get("description") or ""
         k["scopes"] = sorted(set(k.get("scopes") or []) | set(g.get("scopes") or []))

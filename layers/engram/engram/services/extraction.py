@@ -204,5 +204,5 @@ def extract(text: str) -> Extraction:
                     if k in ("employer",):
                         out.mentions.append(("Organization", value))
                     elif k in ("location", "hometown"):
-                        out.mentions.append(("Place", value))
+                        out.mentions.append(("Location", value))
     return out

@@ -201,7 +201,7 @@ class MemoryService:
             assert turn_data is not None
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = self._extract(turn.content)
-            out = self._reconcile(plan, ex, subject, tags, said, turn_id)
+            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content)
             out |= {"turn_id": turn_id, "session_id": session_id}
             results.append(out)
         return plan, results
@@ -240,8 +240,11 @@ class MemoryService:
         tags: list[str],
         said: datetime,
         turn_id: str,
+        content: str = "",
     ) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
+        source = {"kind": "turn", "id": turn_id}
+        ended: list[tuple[str, str]] = []  # (edge type, old value) of attributes this turn superseded
         corrections: list[dict[str, Any]] = []
         instructions: list[dict[str, Any]] = []
         entity_key = f"Person:{subject.lower()}"
@@ -264,33 +267,46 @@ class MemoryService:
                 )
             if fact.correction:
                 corrections.append({"key": fact.key, "old": old, "new": fact.value})
-        entities = [{"id": ["Person", subject], "action": self._entity(plan, "Person", subject, touched, tags)}]
+            if fact.key in ATTRIBUTE_EDGES and old is not None and old != fact.value:
+                ended.append((ATTRIBUTE_EDGES[fact.key][0], old))
+        sentence = content[:240]
+        entities = [{"id": ["Person", subject],
+                     "action": self._entity(plan, "Person", subject, touched, tags, sentence, source)}]  # fmt: skip
         for etype, name in ex.mentions:
-            entities.append({"id": [etype, name], "action": self._entity(plan, etype, name, False, tags)})
+            entities.append(
+                {"id": [etype, name], "action": self._entity(plan, etype, name, False, tags, sentence, source)}
+            )
+        # an attribute whose value names an entity is an edge too: employer -> works_at, location -> lives_in
+        edges = [(r.type, "Person", r.target) for r in ex.relations]
+        edges += [(ATTRIBUTE_EDGES[f.key][0], ATTRIBUTE_EDGES[f.key][1], f.value) for f in ex.facts
+                  if f.key in ATTRIBUTE_EDGES]  # fmt: skip
+        for rtype, old_value in ended:  # the superseded value's edge ends where the new one begins
+            gone = plan.get("relation", f"rel:{_slug(subject)}:{rtype}:{_slug(old_value)}")
+            if gone is not None and not gone.get("until"):
+                plan.put("relation", f"rel:{_slug(subject)}:{rtype}:{_slug(old_value)}", dict(gone, until=iso(said)))
         relations = []
-        for rel in ex.relations:
-            rid = f"rel:{_slug(subject)}:{rel.type}:{_slug(rel.target)}"
-            exists = plan.get("relation", rid) is not None
+        for rtype, ttype, target in edges:
+            rid = f"rel:{_slug(subject)}:{rtype}:{_slug(target)}"
+            current = plan.get("relation", rid)
+            exists = current is not None and not current.get("until")
             if not exists:
                 plan.put(
                     "relation",
                     rid,
                     {
                         "from": ["Person", subject],
-                        "type": rel.type,
-                        "to": ["Person", rel.target],
+                        "type": rtype,
+                        "to": [ttype, target],
                         "scopes": tags,
                         "since": iso(said),
+                        "turn": turn_id,
+                        "turn_scopes": tags,
                     },
                 )
             relations.append(
-                {
-                    "from": ["Person", subject],
-                    "type": rel.type,
-                    "to": ["Person", rel.target],
-                    "action": "unchanged" if exists else "created",
-                }
-            )
+                {"from": ["Person", subject], "type": rtype, "to": [ttype, target],
+                 "action": "unchanged" if exists else "created"}
+            )  # fmt: skip
         uncertainties = [{"statement": u} for u in ex.uncertainties]
         return {
             "entities": entities,
@@ -301,10 +317,19 @@ class MemoryService:
             "corrections": corrections,
         }
 
-    def _entity(self, plan: _Plan, etype: str, name: str, touched: bool, tags: list[str]) -> str:
+    def _entity(
+        self,
+        plan: _Plan,
+        etype: str,
+        name: str,
+        touched: bool,
+        tags: list[str],
+        sentence: str = "",
+        source: dict[str, str] | None = None,
+    ) -> str:
         """Entities belong to the entities family: memory records a mention through it. An entity carries
         the scopes of everything that mentioned it (engram.scopes.can_see decides who sees it)."""
-        return entities.mention(plan, etype, name, touched, tags)
+        return entities.mention(plan, etype, name, touched, tags, sentence, source)
 
     def _set_attribute(
         self,
@@ -692,6 +717,10 @@ def attribute_text(subject: str, key: str, value: str) -> str:
 def approx_tokens(text: str) -> int:
     """Token estimate used for budgets: ~4 characters a token (the usual English rule of thumb)."""
     return max(1, (len(text) + 3) // 4)
+
+
+# attributes whose value names an entity, and the edge they make: (edge type, the entity's type)
+ATTRIBUTE_EDGES = {"employer": ("works_at", "Organization"), "location": ("lives_in", "Location")}
 
 
 def hit_dict(h: Hit) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from engram.ports import Embedder, IndexDoc, Item, RecordStore, SearchIndex, Wri
 from engram.queue import Queue
 from engram.retry import ATTEMPTS, on_conflict
 from engram.scopes import can_see, tags_key
-from engram.services import lookups
+from engram.services import graph, lookups
 from engram.services.identity import Caller, IdentityService
 from engram.services.schemas import IndexMode, LookupOp, Schema, SchemaService
 
@@ -295,8 +295,9 @@ class RecordService:
         if not indexed:
             return self.records.transact(writes, now)[0]
         job = self.queue.job(INDEX_JOB, {"context_id": ctx, "ids": [data["id"]]}, now, delay=SAFETY_NET)
-        item = self.records.transact([*writes, job], now)[0]
-        self.queue.started([job])
+        names = graph.extraction_job(self.queue, ctx, "record", data["id"], now)  # its names, in the graph too
+        item = self.records.transact([*writes, job, names], now)[0]
+        self.queue.started([job, names])
         try:
             self._reindex(ctx, [item])
             self.queue.done(job)
