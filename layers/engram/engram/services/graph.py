@@ -99,12 +99,14 @@ class GraphService:
         shown = dict(shown, source=source)
         mentions: dict[str, tuple[str, str, str]] = {}  # entity id -> (type, spelling, sentence)
         edges: dict[str, tuple[str, str, str, str]] = {}  # relation id -> (from id, type, to id, sentence)
+        spelled: dict[str, str] = {}  # entity id -> the name a relation shows
         if found is not None and scopes:
             names, facts = graph_rules.read(text)
             ids: dict[tuple[str, str], str] = {}
             for name, sentence in names:
                 eid = ids.setdefault((name.type, name.text), self._resolve(ctx, name.type, name.text))
                 mentions.setdefault(eid, (name.type, name.text, sentence))
+                spelled.setdefault(eid, name.text)
             for fact in facts:
                 head = ids.get((fact.head.type, fact.head.text))
                 tail = ids.get((fact.tail.type, fact.tail.text))
@@ -123,7 +125,9 @@ class GraphService:
         for eid, (etype, spelling, sentence) in mentions.items():
             touched.add(self._mention(ctx, eid, etype, spelling, sentence, shown, scopes))
         for rid, (head, rtype, tail, sentence) in edges.items():
-            self._relate(ctx, rid, head, rtype, tail, shown, scopes, sentence)
+            ends = ([head.split(":", 1)[0], self._name(ctx, head, spelled)],
+                    [tail.split(":", 1)[0], self._name(ctx, tail, spelled)])  # fmt: skip
+            self._relate(ctx, rid, ends, rtype, shown, scopes, sentence)
         now = self.clock.now()
         if found is None:
             if before is not None:
@@ -250,13 +254,16 @@ class GraphService:
 
     # -- relations ---------------------------------------------------------------------------------------------
 
+    def _name(self, ctx: str, eid: str, spelled: dict[str, str]) -> str:
+        item = self.records.get(ctx, "entity", self._live(ctx, eid))
+        return str(item.data["name"]) if item is not None else spelled.get(eid, eid.split(":", 1)[1])
+
     def _relate(
         self,
         ctx: str,
         rid: str,
-        head: str,
+        ends: tuple[list[str], list[str]],
         rtype: str,
-        tail: str,
         shown: dict[str, str],
         scopes: list[str],
         sentence: str,
@@ -269,7 +276,7 @@ class GraphService:
             now = self.clock.now()
             item = self.records.get(ctx, "relation", rid)
             data: dict[str, Any] = dict(item.data) if item is not None else {
-                "from": head.split(":", 1), "type": rtype, "to": tail.split(":", 1), "since": iso(now)}  # fmt: skip
+                "from": ends[0], "type": rtype, "to": ends[1], "since": iso(now)}  # fmt: skip
             ev = {k: dict(v) for k, v in (data.get("ev") or {}).items()}
             entry = ev.setdefault(key, {"n": 0, "sources": [], "sentence": _short(sentence)})
             entry["n"] += 1

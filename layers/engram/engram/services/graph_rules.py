@@ -75,8 +75,10 @@ LEADING = {  # capitalised because they open a sentence or a clause, not names
     "how", "among", "against", "despite", "earlier", "later", "each", "every", "no", "not", "other",
     "such", "another", "several", "few", "once", "twice", "only", "just", "still", "even", "former", "late",
 }  # fmt: skip
-ROLE_WORDS = {"ceo", "cto", "cfo", "coo", "cio", "vp", "svp", "evp", "chairman", "president", "director", "head",
-              "founder", "chief", "manager", "member", "secretary", "minister", "spokesman", "spokeswoman"}  # fmt: skip
+ROLE_WORDS = {
+    "ceo", "cto", "cfo", "coo", "cio", "ciso", "cmo", "vp", "svp", "evp", "chairman", "president", "director",
+    "head", "founder", "chief", "manager", "member", "secretary", "minister", "spokesman", "spokeswoman",
+}  # fmt: skip
 AMBIGUOUS = {  # places that are also people's names: a place only where a place is expected
     "lincoln", "kennedy", "jackson", "washington", "houston", "austin", "charlotte", "madison", "jefferson",
     "franklin", "warren", "florence", "victoria", "eugene", "lawrence", "marion", "troy", "clinton", "columbus",
@@ -264,8 +266,9 @@ def _whole(toks: list[str], start: int, end: int) -> Name | None:
             ):
                 return None  # split at the connector by the caller: the organisation, then the place
         return Name(start, end, text, ORG)
-    if len(words) == 1 and words[0].isupper() and 2 <= len(words[0]) <= 6 and words[0].replace("-", "").isalpha():
-        return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP
+    acronym = len(words) == 1 and words[0].isupper() and 2 <= len(words[0]) <= 6
+    if acronym and words[0].replace("-", "").isalpha() and low[0] not in ROLE_WORDS:
+        return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP (not CEO, CTO: roles)
     if before in TITLES or (low[0] in first_names() and len(words) >= 2):
         return Name(start, end, text, PERSON)
     if len(words) <= 3 and all(_namelike(w) or w.isupper() for w in words) and _org_after(toks, end):
@@ -408,7 +411,9 @@ def _between(a: Name, b: Name, mid: str, after: str, sentence: str) -> list[Fact
     elif kinds == (ORG, PERSON):
         if _FOUNDED_BY.match(mid) or re.match(r"^(?:'s )?(?:co-)?founder,?$", mid):
             add(b, "founded", a)
-        elif _ORG_PERSON_MID.match(mid):
+        elif re.match(r"^(?:has |have )?(?:hired|appointed|named|promoted)$", mid) or _ORG_PERSON_MID.match(
+            mid
+        ):  # "Acme hired Mary Lee"
             add(b, "works_at", a)
     elif kinds == (PERSON, PLACE):
         if _BORN_MID.match(mid):
