@@ -317,7 +317,11 @@ class EntityService:
                 d["metadata"] = {**(d.get("metadata") or {}), **metadata}
                 changed.append("metadata")
             if changed:
-                d["edited"] = True  # a caller's entity: it stays in lists and search when nobody mentions it
+                # a caller's entity: it stays in lists and search, for the editor's scopes, when nobody mentions it
+                d["edited"] = True
+                d["edits"] = {**(d.get("edits") or {}), scope_set(self.identity.write_scopes(caller, None)): 1}
+                d["scopes"] = sorted({p for k in [*(d.get("mentions") or {}), *(d.get("gm") or {}), *d["edits"]]
+                                      for p in k.split("|") if p})  # fmt: skip
                 writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
                 self.records.transact(writes, now)
                 self._reindex(caller.context_id, item.id, d)
@@ -331,7 +335,7 @@ class EntityService:
         changes only within the caller's view, never another scope's. Returns the relations of the context."""
         lens, ids = self._lens(caller), {i.id for i in items}
         relations = tuple(r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into"))
-        keys = [k for i in items for k in (*(i.data.get("mentions") or {}), *(i.data.get("gm") or {}))]
+        keys = [k for i in items for f in ("mentions", "gm", "edits") for k in (i.data.get(f) or {})]
         unseen = any(not can_see(key.split("|"), lens) for key in keys)
         unseen = unseen or any(
             not can_see(r.data.get("scopes"), lens)

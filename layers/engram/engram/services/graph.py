@@ -104,9 +104,10 @@ class GraphService:
             names, facts = graph_rules.read(text)
             ids: dict[tuple[str, str], str] = {}
             for name, sentence in names:
-                eid = ids.setdefault((name.type, name.text), self._resolve(ctx, name.type, name.text))
-                mentions.setdefault(eid, (name.type, name.text, sentence))
-                spelled.setdefault(eid, name.text)
+                spelling = canonical(name.type, name.text)
+                eid = ids.setdefault((name.type, name.text), self._resolve(ctx, name.type, spelling))
+                mentions.setdefault(eid, (name.type, spelling, sentence))
+                spelled.setdefault(eid, spelling)
             for fact in facts:
                 head = ids.get((fact.head.type, fact.head.text))
                 tail = ids.get((fact.tail.type, fact.tail.text))
@@ -318,8 +319,15 @@ class GraphService:
 
 def _scopes(data: dict[str, Any]) -> list[str]:
     """An entity's scopes: those of every scope set that mentions it (memory's and the sources')."""
-    keys = [*(data.get("mentions") or {}), *(data.get("gm") or {})]
+    keys = [*(data.get("mentions") or {}), *(data.get("gm") or {}), *(data.get("edits") or {})]
     return sorted({p for k in keys for p in k.split("|") if p})
+
+
+def canonical(etype: str, name: str) -> str:
+    """A name as the graph keeps it: an organisation's abbreviated suffix without its period ("Acme Corp.")."""
+    if etype == graph_rules.ORG and name.endswith(".") and name.rsplit(" ", 1)[-1].lower().rstrip(".") in ORG_SUFFIXES:
+        return name[:-1]
+    return name
 
 
 def _spellings(etype: str, name: str) -> list[str]:

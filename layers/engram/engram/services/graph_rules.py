@@ -271,11 +271,27 @@ def _whole(toks: list[str], start: int, end: int) -> Name | None:
         return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP (not CEO, CTO: roles)
     if before in TITLES or (low[0] in first_names() and len(words) >= 2):
         return Name(start, end, text, PERSON)
-    if len(words) <= 3 and all(_namelike(w) or w.isupper() for w in words) and _org_after(toks, end):
+    if (
+        len(words) <= 3
+        and all(_namelike(w) or w.isupper() for w in words)
+        and (_org_after(toks, end) or _org_before(toks, start))
+    ):
         return Name(start, end, text, ORG)
     if len(words) <= 3 and all(_namelike(w) for w in words) and _said_after(toks, end):
         return Name(start, end, text, PERSON)
     return None
+
+
+_WHERE_ONE_WORKS = re.compile(
+    r"(?:works?|worked|working|employed|a job|an internship) (?:at|for|by|with)$|(?:joined|hired by|acquired by|"
+    r"left)$|(?:ceo|cto|cfo|coo|founder|co-founder|head|director|president|chairman|engineer|manager|employee|"
+    r"intern|analyst|developer|designer|scientist|researcher|consultant|spokesman|spokeswoman) (?:of|at|with|for)$"
+)
+
+
+def _org_before(toks: list[str], start: int) -> bool:
+    """Where an organisation is expected: "works at X", "joined X", "an engineer at X"."""
+    return bool(_WHERE_ONE_WORKS.search(" ".join(toks[max(0, start - 3) : start]).lower()))
 
 
 def _org_after(toks: list[str], end: int) -> bool:
@@ -299,7 +315,8 @@ def _said_after(toks: list[str], end: int) -> bool:
     return bool(
         re.match(
             r"(?:, \d+ ,|said|says|told|, who|, a |, an |, the |was born|died|was killed|was elected|"
-            r"was assassinated|was shot|was arrested|was convicted)",
+            r"was assassinated|was shot|was arrested|was convicted|works? (?:at|for)|worked (?:at|for)|lives in|"
+            r"lived in|reports to|joined)",
             nxt,
         )
     )
