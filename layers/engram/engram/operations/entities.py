@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram.operations.registry import Metadata, Operation, OpInput, declare
 from engram.services.identity import ANY, WRITERS, Caller
@@ -12,6 +12,14 @@ from engram.services.memory import Progress
 
 ID = Field(..., min_length=1, max_length=300)
 TYPE = Field(None, min_length=1, max_length=64)
+
+
+class SourceOut(BaseModel):
+    """Where an entity or an edge was read: a document, a message (with its thread), a record, a memory turn."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    id: str
 
 
 class EntityOut(BaseModel):
@@ -23,6 +31,7 @@ class EntityOut(BaseModel):
     mention_count: int
     metadata: dict[str, Any]
     created_at: str | None = None
+    sources: list[SourceOut] = []
 
 
 class QueryIn(OpInput):
@@ -95,6 +104,7 @@ class RelationshipOut(BaseModel):
     direction: str
     target: TargetOut
     since: str | None = None
+    evidence: list[SourceOut] = []
 
 
 class RelationshipsOut(BaseModel):

@@ -820,8 +820,9 @@ class DocumentService:
         the caller may see it (an entity by the scopes of what mentioned it, an edge by its own)."""
         ctx = caller.context_id
         visibility = self.identity.read_lens(caller, None)
-        wanted = f"{kind}:{slug}".lower()
-        item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() == wanted), None)
+        # Spectron's slugs: `jane_smith` or `jane-smith` name the entity `Person:jane smith`
+        wanted = {f"{kind}:{slug}".lower(), f"{kind}:{slug.replace('_', ' ').replace('-', ' ')}".lower()}
+        item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() in wanted), None)
         if item is not None and item.data.get("merged_into"):  # merged away: the entity it went into
             item = self.records.get(ctx, "entity", item.data["merged_into"])
         if item is None or not can_see(item.data.get("scopes"), visibility) or not entities.active(item.data):

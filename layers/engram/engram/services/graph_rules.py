@@ -92,6 +92,7 @@ MONTHS_DAYS = {"january", "february", "march", "april", "may", "june", "july", "
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "mt", "jr", "sr", "inc", "corp", "co", "ltd", "gen", "sen", "rep",
                  "gov", "lt", "col", "capt", "sgt", "adm", "maj", "rev", "prof", "ft", "no", "vs", "bros"}  # fmt: skip
 
+ORG_ABBREVIATIONS = {"inc", "corp", "co", "ltd", "bros"}
 _TOKEN = re.compile(r"(?:[A-Z]\.){2,}|[A-Za-z0-9](?:[\w&'\-]*\w)?\.?|'s|[^\w\s]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
@@ -143,8 +144,9 @@ def sentences(text: str) -> list[str]:
 
 
 def _ends_with_abbreviation(sentence: str) -> bool:
+    """A title or an initial ("Mr.", "J.") runs on into the next piece; a company's "Inc." may end a sentence."""
     last = sentence.rsplit(" ", 1)[-1].lower().rstrip(".")
-    return last in ABBREVIATIONS or (len(last) == 1 and last.isalpha())
+    return last in ABBREVIATIONS - ORG_ABBREVIATIONS or (len(last) == 1 and last.isalpha())
 
 
 def tokens(sentence: str) -> list[str]:
@@ -299,8 +301,8 @@ def _org_after(toks: list[str], end: int) -> bool:
     nxt = " ".join(toks[end : end + 5]).lower()
     return bool(
         re.match(
-            r"(?:, (?:which|that) )?(?:was |is |has been )?(?:founded|co-founded|headquartered|"
-            r"incorporated|acquired by|listed on)\b|(?:hired|acquired|employs|announced) ",
+            r"(?:, (?:which|that) )?(?:(?:was|is|has been) (?:founded|co-founded|incorporated|acquired by|listed on)|"
+            r"(?:is |was )?headquartered)\b|(?:hired|acquired|employs|announced) ",
             nxt,
         )
     )
@@ -311,12 +313,13 @@ def _namelike(word: str) -> bool:
 
 
 def _said_after(toks: list[str], end: int) -> bool:
-    nxt = " ".join(toks[end : end + 3]).lower()
+    """What only a person does: "X said", "X, 45,", "X works at", "X is the CTO of"."""
+    nxt = " ".join(toks[end : end + 5]).lower()
     return bool(
         re.match(
             r"(?:, \d+ ,|said|says|told|, who|, a |, an |, the |was born|died|was killed|was elected|"
             r"was assassinated|was shot|was arrested|was convicted|works? (?:at|for)|worked (?:at|for)|lives in|"
-            r"lived in|reports to|joined)",
+            r"lived in|reports to|joined|founded|co-founded|manages|(?:is|was) (?:the|a|an) \S+ (?:of|at|for))",
             nxt,
         )
     )
