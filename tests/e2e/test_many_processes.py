@@ -180,7 +180,8 @@ def test_kill_9_mid_conversation_then_every_acknowledged_message_is_there_and_fo
     every acknowledged message is in the thread's history, numbered without gaps or repeats, and found by
     a search; the thread takes new messages."""
     folder, key = data
-    body = lambda w, n: {"thread_id": "ops", "role": "user", "content": f"Writer {w} reports valve {n} leaking."}  # noqa: E731
+    said = "Writer {w} reports valve {n} leaking. Jane Smith works at Acme Corporation."
+    body = lambda w, n: {"thread_id": "ops", "role": "user", "content": said.format(w=w, n=n)}  # noqa: E731
     acknowledged = [a["message_id"] for _, a in killed_mid_writes(folder, key, "/threads/messages", body)]
     proc, url = start(folder)
     try:
@@ -200,6 +201,19 @@ def test_kill_9_mid_conversation_then_every_acknowledged_message_is_there_and_fo
             assert found.status_code == 200, found.text
             hits = {x["message_id"] for x in found.json()["results"]}
             assert len(hits & set(acknowledged)) >= min(99, len(acknowledged))
+            # issue #23: each message's names reach the graph by a job committed with it, the killed
+            # process's jobs included: Acme is mentioned once by every writer's message in the thread
+            writers = len(numbers) - 1  # less "Back online."
+            deadline, count = time.monotonic() + 120, -1
+            while time.monotonic() < deadline:
+                got = c.get("/entities/lookup", params={"name": "Acme Corporation"})
+                count = got.json()["entity"]["mention_count"] if got.status_code == 200 else -1
+                if count == writers:
+                    break
+                time.sleep(0.5)
+            assert count == writers >= len(acknowledged)
+            rels = c.get("/entities/relationships", params={"entity_id": "Person:jane smith"}).json()
+            assert [r["type"] for r in rels["relationships"]] == ["works_at"]
     finally:
         stop(proc)
 
