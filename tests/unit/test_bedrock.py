@@ -118,3 +118,30 @@ def test_bedrock_embedder_with_stubbed_invoke_model() -> None:
     stub.add_client_error("invoke_model", "ThrottlingException", "slow down", 429)
     with stub, pytest.raises(Unavailable):
         emb.embed(["x"])
+
+
+def test_the_graph_reads_a_source_with_converse_and_keeps_only_what_the_text_holds(
+    stubbed: tuple[BedrockGenerator, Stubber],
+) -> None:
+    """Issue #23: with Bedrock configured the graph's names and relations come from the model; a name the text
+    does not hold, a type the graph does not know and a relation between unknown names are dropped."""
+    from engram.services.graph_rules import read_with_llm
+
+    gen, stub = stubbed
+    answer = {
+        "names": [{"name": "Jane Smith", "type": "Person"}, {"name": "Acme Corp", "type": "Organization"},
+                  {"name": "Invented Person", "type": "Person"}, {"name": "Tuesday", "type": "Date"}],
+        "relations": [{"head": "Jane Smith", "type": "works_at", "tail": "Acme Corp"},
+                      {"head": "Jane Smith", "type": "admires", "tail": "Acme Corp"},
+                      {"head": "Invented Person", "type": "works_at", "tail": "Acme Corp"}],
+    }  # fmt: skip
+    stub.add_response("converse", converse_response(json.dumps(answer)), EXPECTED)
+    with stub:
+        names, facts = read_with_llm(lambda s, p: gen.generate(s, p), "On Tuesday Jane Smith joined Acme Corp.")
+    stub.assert_no_pending_responses()
+    assert [(n.text, n.type) for n, _ in names] == [("Jane Smith", "Person"), ("Acme Corp", "Organization")]
+    assert [(f.head.text, f.relation, f.tail.text) for f in facts] == [("Jane Smith", "works_at", "Acme Corp")]
+    stub.add_response("converse", converse_response("no JSON here"), EXPECTED)
+    with stub:
+        names, facts = read_with_llm(lambda s, p: gen.generate(s, p), "Jane Smith works at Acme Corporation.")
+    assert [(f.head.text, f.relation, f.tail.text) for f in facts] == [("Jane Smith", "works_at", "Acme Corporation")]

@@ -147,7 +147,7 @@ class Engram:
     def graph(self) -> GraphService:
         from engram.services.graph import GraphService
 
-        return GraphService(self.records, self.index, self.embedder, self.clock, self.queue)
+        return GraphService(self.records, self.index, self.embedder, self.clock, self.queue, self.generator)
 
     @cached_property
     def entities(self) -> EntityService:

@@ -27,7 +27,7 @@ from typing import Any
 
 from engram.clock import Clock, iso
 from engram.errors import Conflict
-from engram.ports import Embedder, Item, RecordStore, SearchIndex, Write
+from engram.ports import Embedder, Generator, Item, RecordStore, SearchIndex, Write
 from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.services import graph_rules
@@ -53,9 +53,16 @@ def extraction_job(queue: Queue, ctx: str, kind: str, id_: str, now: datetime) -
 
 class GraphService:
     def __init__(
-        self, records: RecordStore, index: SearchIndex, embedder: Embedder | None, clock: Clock, queue: Queue
+        self,
+        records: RecordStore,
+        index: SearchIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        queue: Queue,
+        generator: Generator | None = None,
     ) -> None:
         self.records, self.index, self.embedder, self.clock, self.queue = records, index, embedder, clock, queue
+        self.generator = generator  # with one (Bedrock), a model reads the sources; else the rules
 
     # -- reading a source as it is now ------------------------------------------------------------------------
 
@@ -101,7 +108,11 @@ class GraphService:
         edges: dict[str, tuple[str, str, str, str]] = {}  # relation id -> (from id, type, to id, sentence)
         spelled: dict[str, str] = {}  # entity id -> the name a relation shows
         if found is not None and scopes:
-            names, facts = graph_rules.read(text)
+            if self.generator is not None:
+                gen = self.generator
+                names, facts = graph_rules.read_with_llm(lambda sys, p: gen.generate(sys, p, max_tokens=800), text)
+            else:
+                names, facts = graph_rules.read(text)
             ids: dict[tuple[str, str], str] = {}
             for name, sentence in names:
                 spelling = canonical(name.type, name.text)

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 PERSON, ORG, PLACE = "Person", "Organization", "Location"
 
@@ -486,3 +487,37 @@ def read(text: str) -> tuple[list[tuple[Name, str]], list[Fact]]:
         mentions += [(n, sentence) for n in found]
         facts += stated
     return mentions, facts
+
+
+RELATION_TYPES = ("works_at", "founded", "member_of", "manages", "reports_to", "lives_in", "born_in", "located_in",
+                  "based_in", "killed", *FAMILY)  # fmt: skip
+LLM_SYSTEM = (
+    "Read the text and list who and what it names, and how they relate, only as it states. Answer only JSON: "
+    '{"names": [{"name": "Jane Smith", "type": "Person|Organization|Location"}], "relations": [{"head": '
+    '"Jane Smith", "type": "works_at", "tail": "Acme Corp"}]}. Relation types: ' + ", ".join(RELATION_TYPES) + "."
+)
+
+
+def read_with_llm(generate: Any, text: str) -> tuple[list[tuple[Name, str]], list[Fact]]:
+    """`read`, by a language model (`generate(system, prompt) -> str`): its names and relations, each kept only
+    when its text is in the source and its types are ones the rules know; a malformed answer falls back to the
+    rules, so a bad answer never loses the source."""
+    import json
+
+    try:
+        raw = generate(LLM_SYSTEM, text[:20_000])
+        data = json.loads(raw[raw.index("{") : raw.rindex("}") + 1])
+        found = {
+            str(n["name"]): Name(0, 0, str(n["name"]), str(n["type"]))
+            for n in data.get("names", [])
+            if n.get("type") in (PERSON, ORG, PLACE) and str(n.get("name", "")).strip() and str(n["name"]) in text
+        }
+        mentions = [(n, next((s for s in sentences(text) if n.text in s), text[:240])) for n in found.values()]
+        facts = [
+            Fact(found[str(r["head"])], str(r["type"]), found[str(r["tail"])], "")
+            for r in data.get("relations", [])
+            if r.get("type") in RELATION_TYPES and str(r.get("head")) in found and str(r.get("tail")) in found
+        ]
+        return mentions, facts
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return read(text)
