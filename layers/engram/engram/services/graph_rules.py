@@ -21,6 +21,7 @@ The rules were chosen on CoNLL04's training sentences and are measured on its de
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -93,6 +94,11 @@ MONTHS_DAYS = {"january", "february", "march", "april", "may", "june", "july", "
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "mt", "jr", "sr", "inc", "corp", "co", "ltd", "gen", "sen", "rep",
                  "gov", "lt", "col", "capt", "sgt", "adm", "maj", "rev", "prof", "ft", "no", "vs", "bros"}  # fmt: skip
 
+PLACE_WORDS = {
+    "county", "parish", "province", "state", "valley", "island", "islands", "lake", "river", "mountain", "mountains",
+    "bay", "sea", "ocean", "avenue", "street", "boulevard", "road", "square", "park", "peninsula", "desert", "canyon",
+    "coast", "strait", "gulf", "harbor", "harbour", "beach", "heights", "hills", "falls", "springs", "city",
+}  # fmt: skip
 ORG_ABBREVIATIONS = {"inc", "corp", "co", "ltd", "bros"}
 _TOKEN = re.compile(r"(?:[A-Z]\.){2,}|[A-Za-z0-9](?:[\w&'\-]*\w)?\.?|'s|[^\w\s]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -181,7 +187,16 @@ def names(toks: list[str]) -> list[Name]:
     out: list[Name] = []
     i = 0
     while i < len(toks):
-        if not _cap(toks[i]) or (toks[i].isupper() and len(toks[i]) > 6):  # a headline's capitals: not names
+        if toks[i].isupper() and len(toks[i]) > 6:  # a headline's capitals: names only if a place ("BRUSSELS,")
+            j = i + 1
+            while j < len(toks) and toks[j].isupper() and toks[j][:1].isalpha():
+                j += 1
+            text = _join(toks[i:j])
+            if text.lower() in places():
+                out.append(Name(i, j, text.title(), PLACE))
+            i = j
+            continue
+        if not _cap(toks[i]):
             i += 1
             continue
         j = i + 1
@@ -217,7 +232,8 @@ def _segment(toks: list[str], start: int, end: int) -> list[Name]:
         return []
     for k in range(start, end):  # a title inside: what follows it is a person
         titled = _word(toks[k]) in TITLES or (k > start and _word(toks[k]) in ROLE_WORDS)
-        if titled and k + 1 < end and _cap(toks[k + 1]) and toks[k + 1].lower() not in CONNECT:
+        named = _word(toks[end - 1]) in PLACE_WORDS | ORG_WORDS  # "King County", "Prince Edward Island"
+        if titled and not named and k + 1 < end and _cap(toks[k + 1]) and toks[k + 1].lower() not in CONNECT:
             rest = end
             for c in range(k + 1, end):
                 if toks[c].lower() in CONNECT:
@@ -249,13 +265,21 @@ def _personal(words: list[str]) -> bool:
     return bool(words) and len(words) <= 4 and all(w[:1].isupper() for w in words)
 
 
+_KNOWN: ContextVar[dict[str, str]] = ContextVar("names the text typed elsewhere", default={})  # noqa: B039
+
+
 def _whole(toks: list[str], start: int, end: int) -> Name | None:
-    """The run [start, end) as one name, when something marks its type."""
+    """The run [start, end) as one name, when something marks its type (or the text typed it elsewhere)."""
     words = toks[start:end]
     text = _join(words)
+    elsewhere = _KNOWN.get().get(text.lower())
+    if elsewhere is not None and (elsewhere != PLACE or text.lower() not in AMBIGUOUS):
+        return Name(start, end, text, elsewhere)
     low = [_word(w) for w in words]
     before = _word(toks[start - 1]) if start > 0 else ""
     after = " ".join(toks[end : end + 2]).lower()
+    if len(words) >= 2 and low[-1] in PLACE_WORDS and low[0] not in ORG_HEADS:  # "King County", "Okhotsk Sea"
+        return Name(start, end, text, PLACE)
     if text.lower() in places():
         if text.lower() not in AMBIGUOUS or before in ("in", "to", "from", "at", "near", "of") or after.startswith(","):
             return Name(start, end, text, PLACE)
@@ -362,6 +386,7 @@ _PERSON_PLACE_MID = [
         r"^(?:, )?(?:who |she |he |and )?(?:lives?|lived|living|resides?|resided|grew up|settled|is based|"
         r"was based) in(?: the)?$"
     ),
+    re.compile(r"^(?:, )?(?:who |she |he |and )?(?:has |have |had )?(?:just |recently )?(?:moved|relocated) to$"),
     re.compile(r"^, (?:a |an )?(?:[a-z\-]+ )?(?:native|resident|citizen) of$"),
 ]
 _BORN_MID = re.compile(r"^(?:, )?(?:who )?(?:was )?born (?:[a-z]+ )?(?:in|near|at)$")
@@ -479,14 +504,25 @@ def _unique(facts: list[Fact]) -> list[Fact]:
 
 
 def read(text: str) -> tuple[list[tuple[Name, str]], list[Fact]]:
-    """Every name a text gives (with the sentence that gives it) and every relation it states."""
-    mentions: list[tuple[Name, str]] = []
-    facts: list[Fact] = []
-    for sentence in sentences(text):
-        found, stated = relations(sentence)
-        mentions += [(n, sentence) for n in found]
-        facts += stated
-    return mentions, facts
+    """Every name a text gives (with the sentence that gives it) and every relation it states. A name typed in
+    one sentence types it in the others, and a person's surname alone is that person ("Jane Smith ... Smith
+    said"): the text is read twice when it named anyone."""
+    pieces = sentences(text)
+    read_once = [relations(s) for s in pieces]
+    known: dict[str, str] = {}
+    for found, _ in read_once:
+        for n in found:
+            known.setdefault(n.text.lower(), n.type)
+            if n.type == PERSON and " " in n.text:
+                known.setdefault(n.text.split()[-1].lower(), PERSON)
+    if known:
+        token = _KNOWN.set(known)
+        try:
+            read_once = [relations(s) for s in pieces]
+        finally:
+            _KNOWN.reset(token)
+    mentions = [(n, s) for s, (found, _) in zip(pieces, read_once, strict=True) for n in found]
+    return mentions, [f for _, stated in read_once for f in stated]
 
 
 RELATION_TYPES = ("works_at", "founded", "member_of", "manages", "reports_to", "lives_in", "born_in", "located_in",
