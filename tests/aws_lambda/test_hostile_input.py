@@ -115,3 +115,17 @@ def test_parallel_syncs_all_land_and_a_large_file_writes_at_once(stack: Stack, m
     assert not found.get("isError"), found
     _, p = stack.engram.identity.create_key(["acme"], "agent", ["org/acme"])
     assert stack.engram.workspace.exists(stack.engram.identity.enter(p, "acme", ANY, "t"), "lam/big.py")
+
+
+def test_the_graph_is_fed_through_the_worker(stack: Stack) -> None:
+    """Issue #23 on AWS: a message's graph job goes to SQS with the message's commit; the worker function runs it."""
+    key = stack.keys.agent
+    text = "Priya Nair works at Umbrella Corporation, which is based in Raccoon City."
+    assert not call(stack, "conversation_append", {"thread_id": "lam-graph", "role": "user", "content": text}, key).get(
+        "isError"
+    )
+    stack.drain()
+    found = call(stack, "entity_query", {"name": "Umbrella Corporation"}, key)["structuredContent"]["entity"]
+    assert found["mention_count"] == 1 and found["sources"][0]["kind"] == "message"
+    rels = call(stack, "entity_relationships", {"entity_id": "Person:priya nair"}, key)["structuredContent"]
+    assert [(r["type"], r["target"]["name"]) for r in rels["relationships"]] == [("works_at", "Umbrella Corporation")]

@@ -119,6 +119,25 @@ def test_a_shared_entity_changes_only_within_the_callers_view(world: dict[str, A
     assert e.entities.merge(manager, zelda, "Person:zelda")["kept_entity_id"] == zelda
 
 
+def test_a_shared_entity_fed_by_both_scopes_loses_only_the_deleted_sources_mentions(world: dict[str, Any]) -> None:
+    """Issue #23: the graph every source feeds keeps the one rule. Alice's and Bob's documents both name Jane
+    Smith; Bob deletes his: Alice's view of Jane (count, sentence, sources, edge) is unchanged, and Bob no longer
+    sees Jane at all (what is left of her is Alice's)."""
+    e, alice, bob = world["e"], world["alice"], world["bob"]
+    mine = e.documents.ingest(alice, NewDocument(b"Jane Smith works at Initech.", "Alice's"))
+    his = e.documents.ingest(bob, NewDocument(b"Jane Smith lives in Oslo.", "Bob's"))
+    e.queue.join()
+    before = e.entities.query(alice, "Jane Smith", None)["entity"]
+    assert before["mention_count"] == 1 and [s["id"] for s in before["sources"]] == [mine["id"]]
+    assert e.entities.query(bob, "Jane Smith", None)["entity"]["sources"] == [{"kind": "document", "id": his["id"]}]
+    e.documents.delete(bob, his["id"])
+    e.queue.join()
+    assert e.entities.query(alice, "Jane Smith", None)["entity"] == before
+    assert [r["type"] for r in e.entities.relationships(alice, "Person:jane smith", "both", None)["relationships"]] == [
+        "works_at"]  # fmt: skip
+    hidden(lambda: e.entities.query(bob, "Jane Smith", None))
+
+
 def test_memories_attributes_and_profile(world: dict[str, Any]) -> None:
     e, alice = world["e"], world["alice"]
     found = e.memory.recall(alice, "where does bob live, who is his wife", k=10)
