@@ -6,6 +6,7 @@ Pattern from LangChain's standard-tests: the suite holds the assertions; subclas
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -346,6 +347,33 @@ class QueueContract:
         assert self.open_jobs(records) == [net.id]
         queue.done(net)
         assert queue.join(30) and seen == [] and self.open_jobs(records) == []
+
+    def test_a_started_job_withdrawn_by_its_writer_never_runs(self, setup: tuple[Queue, RecordStore]) -> None:
+        """Issue #24: a write commits a safety net, starts it, does the work itself and withdraws it. On SQS the
+        message was sent at once and the worker ran the job anyway (a second index, a second embedding)."""
+        queue, records = setup
+        seen: list[int] = []
+        queue.register("net", lambda p: seen.append(1))
+        net = queue.job("net", {}, datetime.now(UTC), delay=timedelta(seconds=1))
+        records.transact([net], T0)
+        queue.started([net])
+        queue.done(net)
+        time.sleep(1.5)  # past its due time: nothing holds it back any more but its withdrawal
+        assert queue.join(30) and seen == [] and self.open_jobs(records) == []
+
+    def test_a_delayed_job_never_runs_before_it_is_due(self, setup: tuple[Queue, RecordStore]) -> None:
+        queue, records = setup
+        ran: list[datetime] = []
+        queue.register("later", lambda p: ran.append(datetime.now(UTC)))
+        due = datetime.now(UTC) + timedelta(seconds=2)
+        job = queue.job("later", {}, due - timedelta(seconds=2), delay=timedelta(seconds=2))
+        records.transact([job], T0)
+        queue.started([job])
+        queue.join(0.5)  # a worker that looks now finds nothing to run yet
+        assert ran == []
+        time.sleep(2.2)
+        assert queue.join(30) and len(ran) == 1 and ran[0] >= due - timedelta(milliseconds=50)
+        assert self.open_jobs(records) == []
 
     def test_a_domain_error_ends_the_job(self, setup: tuple[Queue, RecordStore]) -> None:
         queue, records = setup

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from engram.ports import RecordStore, Write, scan
 from engram.queue import BLOB_CREATED_JOB, JOBS, LEASE, Handlers, Payload, job_write
 
 log = logging.getLogger("engram.queue")
+MAX_DELAY = 900  # seconds: the most SQS delays a message
 
 
 def decode(body: str) -> tuple[str, Payload, str | None]:
@@ -49,13 +51,17 @@ class SqsQueue(Handlers):
     def done(self, job: Write) -> None:
         self._done([job.id])
 
-    def _send(self, name: str, payload: Payload, job_id: str | None) -> None:
+    def _send(self, name: str, payload: Payload, job_id: str | None, due: datetime | None = None) -> None:
+        """One message; a job not due yet is delayed until it is (SQS delays a message by 15 minutes at most:
+        one due later is held again by `handle_batch` until its time)."""
         body = {"job": name, "payload": payload} | ({"id": job_id} if job_id else {})
-        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(body))
+        wait = 0 if due is None else math.ceil((due - datetime.now(UTC)).total_seconds())
+        extra = {"DelaySeconds": min(MAX_DELAY, wait)} if wait > 0 else {}
+        self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(body), **extra)
 
     def started(self, jobs: Sequence[Write]) -> None:
         for w in jobs:
-            self._send(w.data["name"], w.data["payload"], w.id)
+            self._send(w.data["name"], w.data["payload"], w.id, parse_time(w.data.get("due")))
 
     def submit(self, name: str, payload: Payload) -> None:
         self.check(name, payload)
@@ -104,6 +110,8 @@ class SqsQueue(Handlers):
             try:
                 name, payload, job_id = decode(record["body"])
                 self.check(name, payload)
+                if not self._runnable(name, payload, job_id):
+                    continue  # withdrawn by its writer (it did the work), or held until it is due
                 decoded.append((record["messageId"], name, payload))
                 job_ids[record["messageId"]] = job_id
             except Exception:
@@ -123,6 +131,21 @@ class SqsQueue(Handlers):
                 failed += ids
         order = {r.get("messageId"): n for n, r in enumerate(records)}
         return sorted(failed, key=lambda m: order.get(m, 0))
+
+    def _runnable(self, name: str, payload: Payload, job_id: str | None) -> bool:
+        """Whether a message's job is to run now: its record is still there (`done` withdraws it when the
+        writer did the work itself), and it is due (a job due later than SQS can delay is sent again, delayed
+        as far as SQS allows). A message without a record (an S3 event, a job submitted without a store) runs."""
+        if job_id is None or self._records is None:
+            return True
+        item = self._records.get(JOBS, "job", job_id)
+        if item is None or item.data.get("status") == "failed":
+            return False
+        due = parse_time(item.data.get("due"))
+        if due is not None and due > datetime.now(UTC) + timedelta(seconds=1):
+            self._send(name, payload, job_id, due)
+            return False
+        return True
 
     def join(self, timeout: float | None = None) -> bool:
         """Receive and run until the queue is empty; failed messages stay for redelivery."""
