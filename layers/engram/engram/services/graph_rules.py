@@ -397,7 +397,8 @@ _PLACE_TITLE_PERSON = re.compile(
 )
 _LOCATED_MID = re.compile(r"^(?:,|in(?: the)?|, in(?: the)?)$")
 _BASED_MID = re.compile(
-    r"^(?:, )?(?:(?:which|that) )?(?:(?:is|was|are|were) )?(?:based|headquartered|located) in(?: the)?$|^(?:in|of)(?: the)?$"
+    r"^(?:, )?(?:(?:which|that) )?(?:(?:is|was|are|were) )?(?:based|headquartered|located) in(?: the)?$"
+    r"|^(?:in|of)(?: the)?$"
     r"|^,$"
     r"|^, (?:a |an |the )?(?:[a-z\-]+ ){0,3}(?:company|firm|maker|group|bank|agency|startup|"
     r"retailer) (?:based )?in$"
