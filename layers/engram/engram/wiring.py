@@ -7,9 +7,10 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engram.clock import Clock, SystemClock
+from engram.kinds import Guarded, GuardedIndex
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
 from engram.services.identity import IdentityService
@@ -47,6 +48,12 @@ class Engram:
     queue: Queue = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
+        # kind without scopes, is refused at run time (engram.kinds).
+        if not isinstance(self.records, Guarded):
+            self.records = cast(RecordStore, Guarded(self.records))
+        if not isinstance(self.index, GuardedIndex):
+            self.index = cast(SearchIndex, GuardedIndex(self.index))
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)

@@ -156,7 +156,7 @@ def public(item: Item, lens: list[list[str]]) -> dict[str, Any]:
 
 def current_edge(d: dict[str, Any]) -> bool:
     """A relation that holds now: not merged away, not ended (`until`: memory's superseded attribute)."""
-    return not d.get("merged_into") and not d.get("until")
+    return not d.get("merged_into") and not d.get("until") and not d.get("retracted")
 
 
 def evidence(d: dict[str, Any], lens: list[list[str]]) -> list[dict[str, Any]]:

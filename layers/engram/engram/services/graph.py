@@ -251,8 +251,11 @@ class GraphService:
                     if entry["n"] <= 0:
                         del gm[key]
                 data["gm"] = gm
-                data["scopes"] = _scopes(data)
-                data["dormant"] = not data["scopes"] and not data.get("edited")
+                left = _scopes(data)
+                # nobody mentions it any more: dormant (out of every list and search), keeping the scopes it
+                # had, as every record of a scoped kind does
+                data["dormant"] = not left and not data.get("edited")
+                data["scopes"] = left or data.get("scopes") or scopes
                 writes.append(Write(ctx, "entity", target, data, "graph", item.version))
             self.records.transact(writes, self.clock.now())
             return target
@@ -302,6 +305,7 @@ class GraphService:
             entry["sources"] = [*[s for s in entry["sources"] if s["source"] != source], shown][-MAX_SOURCES:]
             data["ev"] = ev
             data["scopes"] = sorted({p for k in ev for p in k.split("|") if p})
+            data["retracted"] = False
             self.records.transact(
                 [Write(ctx, EVIDENCE, f"{rid}|{source}", {"relation": rid, "source": source}, "graph", 0),
                  Write(ctx, "relation", rid, data, "graph", item.version if item else 0)],
@@ -328,7 +332,9 @@ class GraphService:
                     if ev[key]["n"] <= 0:
                         del ev[key]
                 data["ev"] = ev
-                data["scopes"] = sorted({p for k in ev for p in k.split("|") if p})  # none: seen by nobody
+                left = sorted({p for k in ev for p in k.split("|") if p})
+                data["retracted"] = not left  # no source states it any more: no reader shows it
+                data["scopes"] = left or data.get("scopes") or scopes
                 writes.append(Write(ctx, "relation", rid, data, "graph", item.version))
             self.records.transact(writes, self.clock.now())
 
