@@ -61,7 +61,7 @@ class Engram:
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
         # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
         from engram.queue import BLOB_CREATED_JOB
-        from engram.services import conversation, documents, graph, memory, records, workspace
+        from engram.services import collab, conversation, documents, entities, graph, memory, records, workspace
 
         def lazy(service: str, method: str) -> Callable[[Any], None]:
             return lambda payload: getattr(getattr(self, service), method)(payload)
@@ -72,6 +72,8 @@ class Engram:
         self.queue.register(workspace.INDEX_JOB, lazy("workspace", "_index_job"))
         self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
         self.queue.register(graph.JOB, lazy("graph", "_job"))
+        self.queue.register(entities.INDEX_JOB, lazy("entities", "_index_job"))
+        self.queue.register(collab.DECISION_JOB, lazy("collab", "_decision_job"))
         self.queue.register(
             documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
         )
@@ -86,9 +88,9 @@ class Engram:
             self.embedder,
             self.clock,
             self.identity,
+            self.queue,
             self.generator,
             self.settings.recall_cache_size,
-            self.queue,
         )
 
     @cached_property
@@ -160,7 +162,7 @@ class Engram:
     def entities(self) -> EntityService:
         from engram.services.entities import EntityService
 
-        return EntityService(self.records, self.index, self.embedder, self.clock, self.identity)
+        return EntityService(self.records, self.index, self.embedder, self.clock, self.identity, self.queue)
 
     @cached_property
     def conversation(self) -> ConversationService:

@@ -27,8 +27,10 @@ from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.services.identity import Caller, IdentityService
 from engram.services.workspace import NewFile, WorkspaceService, clean_path
+from engram.unit_of_work import UnitOfWork
 
 SESSION, OP, CLOCK, SNAP, DECISION = "wsession", "wop", "wclock", "wsnap", "decision"
+DECISION_JOB = "workspace.decision"
 SNAPSHOT_EVERY = 50
 BASE = "_base"
 MAX_OPS = 500
@@ -66,7 +68,7 @@ class CollabService:
         workspace: WorkspaceService,
     ) -> None:
         self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
-        self.identity, self.workspace = identity, workspace
+        self.identity, self.workspace, self.queue = identity, workspace, workspace.queue
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -286,18 +288,16 @@ class CollabService:
         now = self.clock.now()
         decision_id = "dec_" + new_id("d").partition(":")[2]
         data = dict(fields, id=decision_id, scopes=scopes, created_at=iso(now), agent=caller.actor)
-        item = self.records.transact([Write(caller.context_id, DECISION, decision_id, data, caller.actor, 0)], now)[0]
-        text = f"{fields['decision']}\n{fields['reasoning']}\n" + "\n".join(fields.get("alternatives") or [])
+        doc = decision_doc(caller.context_id, data)
         vector = None
         if self.embedder is not None:
             with embedding_errors():
-                vector = self.embedder.embed([text])[0]
-        meta: dict[str, str | int | float | bool] = {
-            "decision_id": decision_id,
-            "impact": fields.get("impact", ""),
-            "created_at": iso(now) or "",
-        }
-        self.index.upsert([IndexDoc(caller.context_id, DECISION, decision_id, text, vector, scopes, None, None, meta)])
+                vector = self.embedder.embed([doc.text])[0]  # before the commit: a failing model writes nothing
+        write = Write(caller.context_id, DECISION, decision_id, data, caller.actor, 0)
+        net = (DECISION_JOB, {"context_id": caller.context_id, "ids": [decision_id]})
+        [item] = UnitOfWork(self.records, self.queue).commit(
+            [write], now, reindex=lambda _: self.index.upsert([doc.with_vector(vector)]), net=net
+        )
         return {
             "success": True,
             "decision_id": decision_id,
@@ -306,5 +306,24 @@ class CollabService:
             "recorded_at": iso(now),
         }
 
+    def _decision_job(self, payload: dict[str, Any]) -> None:
+        ctx = payload["context_id"]
+        found = self.records.get_many(ctx, DECISION, list(payload["ids"]))
+        docs = [decision_doc(ctx, item.data) for item in found.values()]
+        if docs:
+            vectors = self.embedder.embed([d.text for d in docs]) if self.embedder is not None else [None] * len(docs)
+            self.index.upsert([d.with_vector(v) for d, v in zip(docs, vectors, strict=True)])
+
     def decision(self, caller: Caller, decision_id: str) -> Item:
         return self._visible(caller, DECISION, decision_id, "decision")
+
+
+def decision_doc(ctx: str, data: dict[str, Any]) -> IndexDoc:
+    """What the search index holds for a decision."""
+    text = f"{data['decision']}\n{data['reasoning']}\n" + "\n".join(data.get("alternatives") or [])
+    meta: dict[str, str | int | float | bool] = {
+        "decision_id": data["id"],
+        "impact": data.get("impact", ""),
+        "created_at": data.get("created_at") or "",
+    }
+    return IndexDoc(ctx, DECISION, data["id"], text, None, data["scopes"], None, None, meta)

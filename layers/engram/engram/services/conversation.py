@@ -43,6 +43,7 @@ from engram.search_rules import query_vector
 from engram.services import graph
 from engram.services.chunking import sentences
 from engram.services.identity import Caller, IdentityService
+from engram.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +73,6 @@ class ConversationService:
         self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
         self.identity, self.queue, self.generator, self.memory = identity, queue, generator, memory
         self.sleep = time.sleep
-        queue.register(INDEX_JOB, self._index_job)
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class ConversationService:
         text = turn_text(content, (metadata or {}).get("speaker"))
         embedded: tuple[str, Any] | None = None
 
-        def commit() -> tuple[dict[str, Any], str, tuple[Write, Write], Any, bool]:
+        def commit() -> tuple[dict[str, Any], str, bool]:
             """One numbered message and its thread, version-checked; a loser reads again (`on_conflict`)."""
             nonlocal embedded
             rid, scopes, thread = self._thread(caller, thread_id, namespace)
@@ -158,24 +158,21 @@ class ConversationService:
                 head["created_at"] = thread.data["created_at"]
             facts = bool(thread.data.get("extract_facts")) if extract_facts is None and thread else bool(extract_facts)
             head["extract_facts"] = facts
-            job = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [mid]}, now, delay=SAFETY_NET)
-            names = graph.extraction_job(self.queue, caller.context_id, "message", mid, now)
             writes = [
                 Write(caller.context_id, "thread", rid, head, caller.actor, thread.version if thread else 0),
                 Write(caller.context_id, "message", mid, message, caller.actor, 0),
-                job,
-                names,
             ]
-            self.records.transact(writes, now)
-            return message, mid, (job, names), embedded[1], facts
+            vector = embedded[1]
+            UnitOfWork(self.records, self.queue).commit(
+                writes,
+                now,
+                reindex=lambda _: self.index.upsert([_index_doc(caller.context_id, mid, message).with_vector(vector)]),
+                net=(INDEX_JOB, {"context_id": caller.context_id, "ids": [mid]}),
+                jobs=[graph.extraction_job(self.queue, caller.context_id, "message", mid, now)],
+            )
+            return message, mid, facts
 
-        message, mid, (job, names), vector, facts = on_conflict(commit, sleep=self.sleep)
-        self.queue.started([job, names])
-        try:
-            self.index.upsert([_index_doc(caller.context_id, mid, message).with_vector(vector)])
-            self.queue.done(job)
-        except Exception:
-            log.exception("indexing a committed message failed; the queued job will do it")
+        message, _mid, facts = on_conflict(commit, sleep=self.sleep)
         if facts and role == "user" and self.memory is not None:
             flat = {k: v for k, v in (metadata or {}).items() if isinstance(v, str | int | float | bool)}
             turn = Turn(content, "user", session_id=thread_id, said_at=parse_time(message["created_at"]),

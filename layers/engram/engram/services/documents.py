@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -34,7 +35,7 @@ from engram.ports import (
     Write,
     scan,
 )
-from engram.queue import BLOB_CREATED_JOB, Queue
+from engram.queue import Queue
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
 from engram.services import answering, entities, graph, lookups
@@ -44,6 +45,7 @@ from engram.services.identity import Caller, IdentityService, Principal
 from engram.services.memory import Progress, _no_progress
 from engram.services.parsing import TEXT, detect, parse
 from engram.services.schemas import Schema, SchemaService
+from engram.unit_of_work import UnitOfWork
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 EMBED_JOB = "documents.embed"
@@ -115,8 +117,6 @@ class DocumentService:
         self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
         self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
         self.schemas = schemas or SchemaService(records, clock)
-        queue.register(EMBED_JOB, self._embed_job, batch=self._embed_jobs)
-        queue.register(BLOB_CREATED_JOB, self._blob_created_job)
 
     # -- ingest ---------------------------------------------------------------------------
     #
@@ -209,8 +209,10 @@ class DocumentService:
                 writes += lookups.changes(ctx, LOOKUP, caller.actor, set(), keys, "document", doc_id)
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
-            try:
-                self.records.transact([*writes, job, names], now)
+            try:  # commit, then the chunks searchable by keyword at once, then the embedding and graph jobs
+                reindex = partial(self._searchable_now, ctx, data, chunk_data)
+                UnitOfWork(self.records, self.queue).commit(writes, now, reindex=reindex, jobs=[job, names],
+                                                            covered=True)  # fmt: skip
             except Conflict:
                 # a concurrent write won: the same bytes or externalId (then that is the answer), or the
                 # collection was created meanwhile (then try again)
@@ -225,9 +227,11 @@ class DocumentService:
                 self.blobs.delete(blob_key)
                 raise
             break
-        self._index_now(ctx, data, chunk_data, [])
-        self.queue.started([job, names])
         return self._ingest_result(data, 1, deduplicated=False)
+
+    def _searchable_now(self, ctx: str, data: dict[str, Any], chunks: list[dict[str, Any]], _: list[Item]) -> None:
+        """A new document's chunks in the index by keyword, at once (their vectors follow from its job)."""
+        self._index_now(ctx, data, chunks, [])
 
     def _typed(self, ctx: str, schema_id: str | None, payload: dict[str, Any] | None) -> Schema | None:
         """The document schema a typed document names, its payload checked against it."""
@@ -622,18 +626,19 @@ class DocumentService:
             EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
         )
         names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
+
+        def reindex(_: list[Item]) -> None:
+            if chunk_data is None:  # metadata only: the same chunks, indexed again with it, vectors kept
+                self._index_now(ctx, data, self._chunk_items(ctx, data), [], reuse="title" not in changes)
+            else:
+                self._index_now(ctx, data, chunk_data, retire["chunks"])
+
         try:
-            self.records.transact([*writes, job, names], now)
+            UnitOfWork(self.records, self.queue).commit(writes, now, reindex=reindex, jobs=[job, names], covered=True)
         except BaseException:
             if new_blob is not None:
                 self.blobs.delete(new_blob)  # the loser leaves no trace
             raise
-        if chunk_data is None:  # metadata only: the same chunks, indexed again with it, vectors kept
-            chunk_data = self._chunk_items(ctx, data)
-            self._index_now(ctx, data, chunk_data, [], reuse="title" not in changes)
-        else:
-            self._index_now(ctx, data, chunk_data, retire["chunks"])
-        self.queue.started([job, names])
         return self.get(caller, doc_id)
 
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
@@ -648,15 +653,17 @@ class DocumentService:
         )
         gone = lookups.changes(ctx, LOOKUP, caller.actor, self._lookup_entries(item), set(), "document", doc_id)
         names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)  # its names and edges leave too
-        self.records.transact(
-            [Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone, job, names], now
+        UnitOfWork(self.records, self.queue).commit(
+            [Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone],
+            now,
+            reindex=lambda _: self.index.delete(ctx, chunk_ids),  # gone from search at once; the job purges chunks
+            jobs=[job, names],
+            covered=True,
         )
-        self.index.delete(ctx, chunk_ids)  # gone from search at once; the job purges the chunk records
         for kind, key in (("hash", data.get("hash_key")), ("extid", data.get("extid_key"))):
             pointer = self.records.get(ctx, kind, key) if key else None
             if pointer is not None and pointer.data["document_id"] == doc_id:
                 self.records.purge(ctx, kind, key)  # type: ignore[arg-type]
-        self.queue.started([job, names])
         return {"id": doc_id, "deleted": True, "version": item.version + 1}
 
     def history(self, caller: Caller, doc_id: str) -> list[dict[str, Any]]:

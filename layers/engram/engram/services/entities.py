@@ -14,18 +14,22 @@ Entities are indexed (kind `entity`: name, aliases, description) for `entity_sea
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from engram.clock import Clock, iso
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.ports import IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write, scan
+from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.search_rules import query_vector
 from engram.services.identity import Caller, IdentityService
+from engram.unit_of_work import UnitOfWork
 
 SORTS = ("name", "mention_count", "created_at")
+INDEX_JOB = "entities.index"
 
 
 class Plan(Protocol):
@@ -174,9 +178,16 @@ def active(d: dict[str, Any]) -> bool:
 
 class EntityService:
     def __init__(
-        self, records: RecordStore, index: SearchIndex, embedder: Any, clock: Clock, identity: IdentityService
+        self,
+        records: RecordStore,
+        index: SearchIndex,
+        embedder: Any,
+        clock: Clock,
+        identity: IdentityService,
+        queue: Queue,
     ) -> None:
         self.records, self.index, self.embedder, self.clock, self.identity = records, index, embedder, clock, identity
+        self.queue = queue
 
     def _lens(self, caller: Caller) -> list[list[str]]:
         return self.identity.read_lens(caller, None)
@@ -323,8 +334,7 @@ class EntityService:
                 d["scopes"] = sorted({p for k in [*(d.get("mentions") or {}), *(d.get("gm") or {}), *d["edits"]]
                                       for p in k.split("|") if p})  # fmt: skip
                 writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
-                self.records.transact(writes, now)
-                self._reindex(caller.context_id, item.id, d)
+                self._commit(caller.context_id, writes, now, [item.id])
             return {"entity_id": item.id, "updated_fields": changed}
 
         return on_conflict(attempt)  # a mention or another update came between: apply this one to it
@@ -423,11 +433,13 @@ class EntityService:
                 )
         pointer = dict(g, merged_into=keep.id)
         writes.append(Write(ctx, "entity", gone.id, pointer, caller.actor, gone.version))
-        step = self.records.max_writes
-        for i in range(0, len(writes), step):
-            self.records.transact(writes[i : i + step], now)
-        self.index.delete(ctx, [gone.id])
-        self._reindex(ctx, keep.id, k)
+        step = self.records.max_writes - 1
+        for i in range(0, len(writes), step):  # the pointer last: its transaction indexes both ends
+            part = writes[i : i + step]
+            if i + step >= len(writes):
+                self._commit(ctx, part, now, [keep.id, gone.id])
+            else:
+                self.records.transact(part, now)
         return {
             "kept_entity_id": keep.id,
             "removed_entity_id": gone.id,
@@ -435,10 +447,24 @@ class EntityService:
             "relationships_transferred": moved,
         }
 
-    def _reindex(self, ctx: str, eid: str, d: dict[str, Any]) -> None:
-        doc = index_doc(ctx, eid, d)
-        vector = self.embedder.embed([doc.text])[0] if self.embedder is not None else None
-        self.index.upsert([doc.with_vector(vector)])
+    def _commit(self, ctx: str, writes: Sequence[Write], now: Any, ids: Sequence[str]) -> None:
+        """Commit with a safety net that brings the entities' index documents up to date (`engram.unit_of_work`)."""
+        net = (INDEX_JOB, {"context_id": ctx, "ids": ids})
+        UnitOfWork(self.records, self.queue).commit(writes, now, reindex=lambda _: self._reindex(ctx, ids), net=net)
+
+    def _reindex(self, ctx: str, ids: Sequence[str]) -> None:
+        """The entities' index documents as their records are now: out of the index when merged away or dormant."""
+        found = self.records.get_many(ctx, "entity", ids)
+        gone = [eid for eid in ids if eid not in found or not active(found[eid].data)]
+        if gone:
+            self.index.delete(ctx, gone)
+        docs = [index_doc(ctx, eid, found[eid].data) for eid in ids if eid not in gone]
+        if docs:
+            vectors = self.embedder.embed([d.text for d in docs]) if self.embedder is not None else [None] * len(docs)
+            self.index.upsert([d.with_vector(v) for d, v in zip(docs, vectors, strict=True)])
+
+    def _index_job(self, payload: dict[str, Any]) -> None:
+        self._reindex(payload["context_id"], list(payload["ids"]))
 
 
 def _unique(names: list[str], but: str) -> list[str]:

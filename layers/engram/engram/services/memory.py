@@ -43,13 +43,14 @@ from engram.search_rules import query_terms, query_vector, semantic_evidence
 from engram.services import entities
 from engram.services.extraction import SINGLE_VALUED, Extraction, Fact, extract
 from engram.services.identity import OVERSEERS, Caller, IdentityService
+from engram.unit_of_work import UnitOfWork
 
 Progress = Callable[[float, float | None, str | None], None]
 
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
 CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
-_RETRIES = 8
+_RETRIES = 200  # as engram.retry: concurrent writers land one at a time
 INDEX_JOB = "memory.index"
 SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after its commit (see _Plan.finish)
 log = logging.getLogger("engram.memory")
@@ -80,9 +81,9 @@ class MemoryService:
         embedder: Embedder | None,
         clock: Clock,
         identity: IdentityService,
+        queue: Queue,
         generator: Generator | None = None,
         cache_size: int = 512,
-        queue: Queue | None = None,
     ) -> None:
         self.records = records
         self.index = index
@@ -94,9 +95,7 @@ class MemoryService:
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._writers: dict[str, threading.RLock] = {}
-        self.queue = queue
-        if queue is not None:
-            queue.register(INDEX_JOB, self._index_job)
+        self.queue = queue  # its jobs are registered by the composition root (engram.wiring)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -139,6 +138,16 @@ class MemoryService:
     def _store_group(self, caller: Caller, turns: list[Turn], tags: list[str], now: datetime) -> list[dict[str, Any]]:
         # Writers of one context take turns in this process (appending to a session is a read-modify-write
         # of its record); writers in other processes are met by the version check and retried, with jitter.
+        # A conflict plans again from what is now stored; the embeddings of the same texts are kept (the slow
+        # part), so many concurrent writers of one entity or session cost a re-read each, not a re-embedding.
+        memo: dict[str, Vector | None] = {}
+
+        def embed(texts: Sequence[str]) -> list[Vector | None]:
+            missing = [t for t in dict.fromkeys(texts) if t not in memo]
+            if missing:
+                memo.update(zip(missing, self.embed(missing), strict=True))
+            return [memo[t] for t in texts]
+
         with self._writer(caller.context_id):
             for attempt in range(_RETRIES):
                 plan, results = self._plan(caller, turns, tags, now)
@@ -148,11 +157,11 @@ class MemoryService:
                         caller, turns[half:], tags, now
                     )
                 try:
-                    plan.finish(self.index, self.embed, self.queue)
-                except Conflict:
-                    if attempt == _RETRIES - 1:
+                    plan.finish(self.index, embed, self.queue)
+                except Conflict as exc:
+                    if attempt == _RETRIES - 1 or exc.code != "version_conflict":
                         raise
-                    time.sleep(random.uniform(0, 0.01 * 2**attempt))
+                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                     continue
                 return results
         raise AssertionError("unreachable")
@@ -629,30 +638,25 @@ class _Plan:
         """Close an indexed document's validity once the records are committed."""
         self._closings.append((id_, until))
 
-    def finish(
-        self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue | None = None
-    ) -> None:
+    def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue) -> None:
         """Embed first (the slow part, before anything is written), then commit the records in one
         transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
-        nothing). With a queue, the commit also holds a job, due a little later, that indexes the same
-        records again from the store: it is withdrawn once this process has indexed them, and finishes the
-        work if the process dies (or the index fails) in between."""
+        nothing) — `engram.unit_of_work`: the commit also holds a safety net that indexes the same records
+        again from the store if this process dies (or the index fails) before it has."""
         vectors = embed([t for _, t in self._docs])
         touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]
-        job = None
-        if queue is not None and touched:
-            job = queue.job(INDEX_JOB, {"context_id": self.ctx, "items": touched}, self.now, delay=SAFETY_NET)
-        self.commit([job] if job is not None else [])
-        try:
+        writes = self._writes_to_commit()
+        if not writes:
+            return
+
+        def reindex(_: list[Item]) -> None:
             index.upsert(
                 [d.with_vector(v) for (d, _), v in zip(self._docs, vectors, strict=True)],
                 [(self.ctx, id_, until) for id_, until in self._closings],
             )
-        except Exception:
-            log.exception("indexing committed memories failed; the queued job will do it")
-            return
-        if queue is not None and job is not None:
-            queue.done(job)
+
+        net = (INDEX_JOB, {"context_id": self.ctx, "items": touched}) if touched else None
+        UnitOfWork(self.records, queue).commit(writes, self.now, reindex=reindex if touched else None, net=net)
 
     def written(self, kind: str) -> list[str]:
         return [i for (k, i) in self._writes if k == kind]
@@ -662,13 +666,11 @@ class _Plan:
         """How many records the commit writes (the index job included)."""
         return len(self._writes) + (1 if self._docs or self._closings else 0)
 
-    def commit(self, extra: Sequence[Write] = ()) -> None:
-        writes = [
+    def _writes_to_commit(self) -> list[Write]:
+        return [
             Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
             for (kind, id_), data in self._writes.items()
         ]
-        if writes:
-            self.records.transact([*writes, *extra], self.now)
 
 
 def index_doc_of(item: Item) -> IndexDoc:

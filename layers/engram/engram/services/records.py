@@ -30,6 +30,7 @@ from engram.scopes import can_see, tags_key
 from engram.services import graph, lookups
 from engram.services.identity import Caller, IdentityService
 from engram.services.schemas import IndexMode, LookupOp, Schema, SchemaService
+from engram.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.records")
 KIND = "record"
@@ -290,20 +291,15 @@ class RecordService:
     # -- the search index -------------------------------------------------------------------
 
     def _commit(self, ctx: str, writes: list[Write], data: dict[str, Any], now: Any, indexed: bool) -> Item:
-        """The writes, with the index job that finishes them after a crash; then the index, at once. A record
-        that neither was nor becomes searchable (`indexMode` none) has no index work, and no job."""
+        """The writes, with the index job that finishes them after a crash and the graph's job; then the index,
+        at once (`engram.unit_of_work`). A record that neither was nor becomes searchable (`indexMode` none) has
+        no index work, and no job."""
         if not indexed:
             return self.records.transact(writes, now)[0]
-        job = self.queue.job(INDEX_JOB, {"context_id": ctx, "ids": [data["id"]]}, now, delay=SAFETY_NET)
         names = graph.extraction_job(self.queue, ctx, "record", data["id"], now)  # its names, in the graph too
-        item = self.records.transact([*writes, job, names], now)[0]
-        self.queue.started([job, names])
-        try:
-            self._reindex(ctx, [item])
-            self.queue.done(job)
-        except Exception:
-            log.exception("indexing a committed record failed; the queued job will do it")
-        return item
+        uow = UnitOfWork(self.records, self.queue)
+        net = (INDEX_JOB, {"context_id": ctx, "ids": [data["id"]]})
+        return uow.commit(writes, now, reindex=lambda items: self._reindex(ctx, items[:1]), net=net, jobs=[names])[0]
 
     def _index_doc(self, item: Item, vector: Any) -> IndexDoc:
         d = item.data

@@ -19,7 +19,7 @@ import logging
 import posixpath
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +35,7 @@ from engram.scopes import can_see, tags_key
 from engram.search_rules import _WORD, STOP_WORDS, index_terms, query_vector, stem
 from engram.services import code
 from engram.services.identity import Caller, IdentityService
+from engram.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.workspace")
 FILE, DEP, CHUNK = "wfile", "wdep", "wchunk"
@@ -197,18 +198,15 @@ class WorkspaceService:
             data = self._data(caller, path, new.content, blob_key, digest, specs, deps, external, scopes, old, now, new)
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
-            item, job, edges_done = self._commit(caller.context_id, writes, [prefix + path], now, SAFETY_NET)
-            try:
-                embed = int(item.data["chunks"]) <= SYNC_EMBED_WINDOWS
-                self._reindex(caller.context_id, [item], {item.id: new.content}, old, embed=embed)
-                if not embed and self.embedder is not None:
-                    vectors = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [item.id]}, now)
-                    self.records.transact([vectors], now)  # due now: the vectors follow in the background
-                    self.queue.started([vectors])
-                if edges_done:
-                    self.queue.done(job)
-            except Exception:
-                log.exception("indexing a committed file failed; the queued job will do it")
+            # a large file is keyword-searchable at once and gets its vectors from a job due now
+            embed = len(windows(new.content)) <= SYNC_EMBED_WINDOWS
+            vectors = [] if embed or self.embedder is None else [
+                self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [prefix + path]}, now)]  # fmt: skip
+
+            def reindex(i: Item) -> None:
+                self._reindex(caller.context_id, [i], {i.id: new.content}, old, embed=embed)
+
+            item = self._commit(caller.context_id, writes, [prefix + path], now, vectors, reindex)
             return item, old, external
 
         # with an expected version a conflict is the caller's (it decides what to write again); else retried
@@ -267,27 +265,31 @@ class WorkspaceService:
         }
 
     def _commit(
-        self, ctx: str, writes: list[Write], ids: list[str], now: datetime, delay: timedelta | None = None
-    ) -> tuple[Item, Write, bool]:
-        """The file's write, its index job and as many edge entries as one transaction of the store takes, in
-        one transaction; a file with more edges gets the rest right after, and its job carries them, so that a
-        crash in between leaves them to the job. Returns the file's item, the job, and whether every edge is
-        written (if not, the job must stay: it finishes them)."""
-        room = self.records.max_writes - 1
+        self,
+        ctx: str,
+        writes: list[Write],
+        ids: list[str],
+        now: datetime,
+        jobs: Sequence[Write] = (),
+        reindex: Callable[[Item], None] | None = None,
+    ) -> Item:
+        """The file's write and as many edge entries as one transaction of the store takes, committed with its
+        safety net (`engram.unit_of_work`); a file with more edges gets the rest right after, carried by the
+        safety net, so that a crash in between leaves them to it. Then `reindex`. Returns the file's item."""
+        room = self.records.max_writes - 1 - len(jobs)
         first, rest = writes[:room], writes[room:]
         payload: dict[str, Any] = {"context_id": ctx, "ids": ids}
         if rest:
             payload["edges"] = [[w.id, w.data.get("source"), "remove" if w.remove else "add"] for w in rest]
-        job = self.queue.job(INDEX_JOB, payload, now, delay=delay)
-        item = self.records.transact([*first, job], now)[0]
-        self.queue.started([job])
-        try:
+
+        def finish(items: list[Item]) -> None:
             if rest:
                 self._finish_edges(ctx, payload["edges"])
-        except Exception:
-            log.exception("a committed file's further graph edges failed; its queued job will write them")
-            return item, job, False
-        return item, job, True
+            if reindex is not None:
+                reindex(items[0])
+
+        uow = UnitOfWork(self.records, self.queue)
+        return uow.commit(first, now, reindex=finish, net=(INDEX_JOB, payload), jobs=jobs)[0]
 
     def _finish_edges(self, ctx: str, edges: list[list[Any]]) -> None:
         """Reverse-edge entries a write committed past its first transaction: written if missing, removed if
@@ -332,34 +334,35 @@ class WorkspaceService:
         known = set(self.paths(caller)) | {p for p, _ in clean}
         done = failed = 0
         errors: list[dict[str, str]] = []
+        uow = UnitOfWork(self.records, self.queue)
         for start in range(0, len(clean), batch):
             part = clean[start : start + batch]
             ids = [prefix + p for p, _ in part]
-            now = self.clock.now()
-            job = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": ids}, now, delay=SAFETY_NET)
-            self.records.transact([job], now)  # before the files: a crash in between leaves work to finish
-            items: list[Item] = []
-            texts: dict[str, str] = {}
-            previous: dict[str, int] = {}
-            for path, text in part:
-                try:
-                    item, chunks_before = self._import_one(caller, prefix, path, text, known, reason, agent_id)
-                except InvalidInput as exc:
-                    failed += 1
-                    errors.append({"path": path, "error": exc.message})
-                    continue
-                items.append(item)
-                texts[item.id] = text
-                previous[item.id] = chunks_before
-                done += 1
-            # keyword search at once; the vectors by a job due now (the safety net withdrawn once it is queued)
-            self._reindex(caller.context_id, items, texts, embed=False, previous=previous)
-            if items and self.embedder is not None:
-                embed = self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [i.id for i in items]},
-                                       self.clock.now())  # fmt: skip
-                self.records.transact([embed], self.clock.now())
-                self.queue.started([embed])
-            self.queue.done(job)
+
+            def work(part: list[tuple[str, str]] = part) -> list[Write]:
+                nonlocal done, failed
+                items: list[Item] = []
+                texts: dict[str, str] = {}
+                previous: dict[str, int] = {}
+                for path, text in part:
+                    try:
+                        item, chunks_before = self._import_one(caller, prefix, path, text, known, reason, agent_id)
+                    except InvalidInput as exc:
+                        failed += 1
+                        errors.append({"path": path, "error": exc.message})
+                        continue
+                    items.append(item)
+                    texts[item.id] = text
+                    previous[item.id] = chunks_before
+                    done += 1
+                # keyword search at once; the vectors by a job due now
+                self._reindex(caller.context_id, items, texts, embed=False, previous=previous)
+                if not items or self.embedder is None:
+                    return []
+                payload = {"context_id": caller.context_id, "ids": [i.id for i in items]}
+                return [self.queue.job(INDEX_JOB, payload, self.clock.now())]
+
+            uow.batch(self.clock.now(), (INDEX_JOB, {"context_id": caller.context_id, "ids": ids}), work)
             if progress is not None:
                 progress(min(start + batch, len(clean)), len(clean))
         return {"imported": done, "failed": failed, "errors": errors[:50]}
@@ -393,10 +396,10 @@ class WorkspaceService:
             room = self.records.max_writes
             if len(writes) <= room:
                 return self.records.transact(writes, now)[0], int(old.data.get("chunks", 0)) if old else 0
-            item, job, edges_done = self._commit(caller.context_id, writes, [prefix + path], now, SAFETY_NET)
-            if edges_done:
-                self.queue.done(job)  # the batch's own job indexes it; this one only held the edges
-            return item, int(old.data.get("chunks", 0)) if old else 0
+            # the batch's own job indexes it; this one only carries the edges past the first transaction
+            return self._commit(caller.context_id, writes, [prefix + path], now), int(
+                old.data.get("chunks", 0)
+            ) if old else 0
 
         return on_conflict(attempt, sleep=self.sleep)
 
