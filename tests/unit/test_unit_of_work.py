@@ -56,8 +56,9 @@ def uow() -> tuple[UnitOfWork, Log]:
 def test_commit_then_index_then_start_then_withdraw() -> None:
     work, log = uow()
     extra = Write("_jobs", "job", "graph", {}, "q")
-    items = work.commit([Write("c", "record", "r1", {}, "a")], NOW, reindex=lambda i: log.events.append(f"index {i[0].id}"),
-                        net=("net", {}), jobs=[extra])  # fmt: skip
+    record = Write("c", "record", "r1", {}, "a")
+    items = work.commit([record], NOW, reindex=lambda i: log.events.append(f"index {i[0].id}"), net=("net", {}),
+                        jobs=[extra])  # fmt: skip
     assert [i.id for i in items] == ["r1"]  # the writes' items, not the jobs'
     assert log.events == ["commit record job job", "index r1", "started graph net", "done net"]
 
@@ -72,8 +73,8 @@ def test_a_failed_index_leaves_the_safety_net_to_do_it_and_starts_it_all_the_sam
     assert log.events == ["commit record job", "started net"]  # no "done": the net stays and will run
     with pytest.raises(RuntimeError):  # without a net (or a covering job) the failure is the caller's
         work.commit([Write("c", "record", "r2", {}, "a")], NOW, reindex=fails)
-    work.commit([Write("c", "record", "r3", {}, "a")], NOW, reindex=fails, jobs=[Write("_jobs", "job", "embed", {}, "q")],
-                covered=True)  # fmt: skip
+    embed = Write("_jobs", "job", "embed", {}, "q")
+    work.commit([Write("c", "record", "r3", {}, "a")], NOW, reindex=fails, jobs=[embed], covered=True)
     assert log.events[-1] == "started embed"
 
 
