@@ -15,9 +15,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
-from engram.api import dispatch
 from engram.api.auth import principal_for
 from engram.api.edge import Edge
+from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
@@ -41,22 +41,6 @@ def _principal_of(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, str |
         raise Unauthenticated("missing or invalid API key")
     headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
     return principal, next((headers[h] for h in CONTEXT_HEADERS if headers.get(h)), None)
-
-
-async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
 
 
 Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
@@ -118,8 +102,7 @@ class Guard:
                     body += message.get("body", b"")
                     more = message.get("more_body", False)
         except EngramError as exc:
-            extra = [(b"www-authenticate", b'Bearer realm="engram"')] if exc.status == 401 else []
-            await _send_json(send, exc.status, dispatch.error_body(exc), extra)
+            await send_error(send, exc)
             return
         family = _tool_family(body) if self.forward is not None and scope["method"] == "POST" else None
         if family is not None and self.forward is not None:

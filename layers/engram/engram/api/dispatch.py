@@ -71,7 +71,3 @@ def storage_fault(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def error_body(exc: EngramError) -> dict[str, Any]:
-    return {"error": exc.to_dict()}

@@ -23,6 +23,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engram.api.errors import send_error
 from engram.errors import EngramError, InvalidInput, PayloadTooLarge
 from engram.limits import lone_surrogates, where
 
@@ -40,16 +41,11 @@ class BadUnicode(InvalidInput):
 
 
 async def refuse(send: Send, exc: EngramError, jsonrpc: bool = False) -> None:
-    body: dict[str, Any] = {"error": exc.to_dict()}
+    body: dict[str, Any] | None = None
     if jsonrpc and isinstance(exc, BadUnicode):
         error = {"code": -32602, "message": exc.message, "data": exc.details}
         body = {"jsonrpc": "2.0", "id": exc.request_id, "error": error}
-    payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    if exc.status == 413:
-        headers.append((b"connection", b"close"))  # the unread rest of the body is not waited for
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    await send_error(send, exc, body)
 
 
 class Edge:

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from engram import __version__
 from engram.api import dispatch
+from engram.api.errors import error_body
 from engram.clock import iso
 from engram.errors import EngramError
 from engram.limits import scrub
@@ -172,7 +173,7 @@ def agrama_code(exc: EngramError) -> int:
 
 
 def error_result(exc: EngramError) -> types.CallToolResult:
-    body = dispatch.error_body(exc)
+    body = error_body(exc)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True
     )

@@ -12,10 +12,11 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from engram.api import dispatch
 from engram.api.auth import principal_for
+from engram.api.errors import rendered
 from engram.api.mcp import schema
 from engram.errors import EngramError, InvalidInput
 from engram.limits import scrub
@@ -42,9 +43,9 @@ class Reply(JSONResponse):
             return json.dumps(scrub(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-def error_response(exc: EngramError) -> JSONResponse:
-    headers = {"WWW-Authenticate": 'Bearer realm="engram"'} if exc.status == 401 else None
-    return Reply(dispatch.error_body(exc), status_code=exc.status, headers=headers)
+def error_response(exc: EngramError) -> Response:
+    status, headers, payload = rendered(exc)
+    return Response(payload, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
 
 
 def _no_progress(done: float, total: float | None, message: str | None) -> None:
