@@ -1,5 +1,5 @@
 """Entity and relation extraction on CoNLL04 (`BENCH=conll04`, issue #23): Engram's rules
-(`engram.services.graph_rules`) read each sentence as text (the tokens joined as a writer would), and the
+(`engram.families.entities.graph_rules`) read each sentence as text (the tokens joined as a writer would), and the
 names and relations they find are scored against the gold ones, as ../shared/data/README.md says: a triple
 counts when both entity strings and the type match (case aside), an entity when its text and type do. Micro
 precision / recall / F1 overall and per type; the rules were chosen on train and are reported on dev (both
@@ -47,7 +47,7 @@ def gold(item: dict[str, Any]) -> tuple[set[tuple[str, str]], set[tuple[str, str
 
 
 def predicted(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
-    from engram.services import graph_rules
+    from engram.families.entities import graph_rules
 
     found, facts = graph_rules.relations(text)
     entities = {(norm(n.text), ENTITY[n.type]) for n in found}

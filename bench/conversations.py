@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import locomo
-from engram.operations import find
-from engram.services.identity import ANY
+from engram.families import find
+from engram.identity import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

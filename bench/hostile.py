@@ -57,7 +57,7 @@ def _largest_string() -> dict[str, Any]:
 
 
 def _in_process(payload: dict[str, Any], samples: int = 200) -> dict[str, float]:
-    from engram.services import schema_rules
+    from engram.families.records import schema_rules
 
     compiled = schema_rules.validator(PATTERNED["jsonSchema"])
     return timed(samples, lambda _: schema_rules.first_error(compiled, payload))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fusion import rrf60
-from engram.operations import find
+from engram.families import find
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import cranfield, locomo
-from engram.operations import find
-from engram.services.identity import ANY
+from engram.families import find
+from engram.identity import ANY
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

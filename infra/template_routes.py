@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 sys.path.insert(0, str(ROOT / "layers" / "engram"))
 
-from engram.operations.registry import families, select  # noqa: E402
+from engram.families import families, select  # noqa: E402
 
 # every family's function (from the registry) besides these, each with its two alarms
 FIXED = ["Authorizer", "Gateway", "Worker"]

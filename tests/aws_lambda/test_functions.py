@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from engram.api.lambda_runtime import gateway_handler
-from engram.operations.registry import select
+from engram.families import select
 from engram.settings import Settings
 from engram.wiring import build
 from tests.aws_lambda.apigw import EVENTS, Response, invoke

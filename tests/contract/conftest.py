@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from engram.adapters.aws.dynamodb_records import DynamoRecordStore
-from engram.services.identity import ANY, Caller
+from engram.identity import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_local
 

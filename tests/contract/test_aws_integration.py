@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engram.services.documents import NewDocument, Search
-from engram.services.identity import ANY
-from engram.services.memory import Turn, session_key
+from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.memory.service import Turn, session_key
+from engram.identity import ANY
 from engram.wiring import Engram
 from tests.contract.conftest import aws_engram_on
 from tests.fixtures.files import RETURNS_PDF, make_pdf

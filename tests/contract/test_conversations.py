@@ -1,4 +1,4 @@
-"""Cortex's conversations (`engram.services.conversation`) on both adapter sets: numbering under concurrent
+"""Cortex's conversations (`engram.families.conversation.service`) on both adapter sets: numbering under concurrent
 appends, read-your-writes history, search, summaries that lose nothing, namespaces and scopes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engram.errors import EngramError, InvalidInput, NotFound
-from engram.services.identity import ANY, Caller
+from engram.identity import ANY, Caller
 from engram.wiring import Engram
 from tests.concurrency import together
 

@@ -1,4 +1,4 @@
-"""Cortex's entities (`engram.services.entities`) over the graph memory writes, on both adapter sets:
+"""Cortex's entities (`engram.families.entities.service`) over the graph memory writes, on both adapter sets:
 lookups by name or alias (case and accents aside), search, relationships, updates, merges, listing, scopes."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engram.errors import InvalidInput, NotFound
-from engram.services.identity import Caller
-from engram.services.memory import Turn
+from engram.families.memory.service import Turn
+from engram.identity import Caller
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB  # noqa: F401
 from tests.contract.conftest import two_agents as callers

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engram.errors import NotFound
-from engram.services.documents import NewDocument
-from engram.services.graph import JOB
+from engram.families.entities.graph import JOB
+from engram.families.knowledge.documents import NewDocument
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import two_agents

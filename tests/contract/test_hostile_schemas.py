@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from engram.errors import InvalidInput
-from engram.services.identity import ANY, Caller
-from engram.services.schema_rules import MAX_CHAIN_COST
-from engram.services.schemas import MAX_PAYLOAD_BYTES
+from engram.families.records.schema_rules import MAX_CHAIN_COST
+from engram.families.records.schemas import MAX_PAYLOAD_BYTES
+from engram.identity import ANY, Caller
 from engram.wiring import Engram
 from tests.fixtures.listener import loopback_listener
 

@@ -1,4 +1,4 @@
-"""Typed records, schemas, lookups and version history (`engram.services.records`, `schemas`, `lookups`,
+"""Typed records, schemas, lookups and version history (`engram.families.records.service`, `schemas`, `lookups`,
 `history`) on both adapter sets: lookups are key ranges that follow every write, externalId idempotency
 under concurrent creates, many concurrent updates, bad input that writes nothing, scopes, search."""
 
@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
+from engram.families.records.schemas import MAX_PAYLOAD_BYTES
+from engram.families.records.service import KIND, LOOKUP
+from engram.identity import ANY, Caller
 from engram.ports import SearchQuery
-from engram.services.identity import ANY, Caller
-from engram.services.records import KIND, LOOKUP
-from engram.services.schemas import MAX_PAYLOAD_BYTES
 from engram.wiring import Engram
 from tests.concurrency import together
 
@@ -218,7 +218,7 @@ def test_index_mode_decides_what_search_finds(both: Engram) -> None:
 
 
 def test_typed_documents_use_the_schemas_and_their_lookups_and_indexing_keeps_the_version(both: Engram) -> None:
-    from engram.services.documents import NewDocument
+    from engram.families.knowledge.documents import NewDocument
 
     e, (alice, _, _) = both, setup(both)
     invoice = {"type": "object", "properties": {"invoice": {"type": "string"}, "amount": {"type": "number"}},

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from engram.errors import Conflict, EngramError, NotFound
-from engram.services.documents import NewDocument, Search
-from engram.services.identity import ANY, Caller
-from engram.services.memory import Turn
+from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.memory.service import Turn
+from engram.identity import ANY, Caller
 from engram.wiring import Engram
 
 ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
@@ -265,8 +265,8 @@ def test_records_schemas_history_and_principals(world: dict[str, Any]) -> None:
 
 
 def test_workspace_files_sessions_and_decisions(world: dict[str, Any]) -> None:
-    from engram.services.collab import Edit
-    from engram.services.workspace import NewFile
+    from engram.families.workspace.collab import Edit
+    from engram.families.workspace.files import NewFile
 
     e, alice, bob = world["e"], world["alice"], world["bob"]
     e.workspace.write(bob, NewFile("vault/code.py", "CODE = 1234  # the vault\n", "bob's"))
@@ -320,8 +320,8 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
     rec = e.typed.create(bob, "note", {"a": 1}, "ext", None, None, None)
     e.typed.update(bob, rec["id"], {"a": 2}, None, None, None)
     e.typed.delete(bob, rec["id"], None)
-    from engram.services.collab import Edit
-    from engram.services.workspace import NewFile
+    from engram.families.workspace.collab import Edit
+    from engram.families.workspace.files import NewFile
 
     e.workspace.write(bob, NewFile("a.py", "X = 1\n", "r"))
     e.workspace.write(bob, NewFile("b.py", "import a\n", "r"))

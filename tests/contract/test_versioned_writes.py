@@ -11,9 +11,9 @@ import boto3
 import pytest
 
 from engram.errors import Conflict
+from engram.families.knowledge.documents import NewDocument, Search
+from engram.identity import ANY, Caller
 from engram.ports import scan
-from engram.services.documents import NewDocument, Search
-from engram.services.identity import ANY, Caller
 from engram.wiring import Engram
 
 WRITERS = 12
@@ -111,7 +111,7 @@ def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(both:
 
 def test_concurrent_turns_in_one_session_are_all_stored_in_a_definite_order(both: Engram) -> None:
     """50 memory_store calls at once in one session (the default one: a key's per day): none conflicts."""
-    from engram.services.memory import Turn, session_key
+    from engram.families.memory.service import Turn, session_key
 
     e = both
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])

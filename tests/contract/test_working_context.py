@@ -1,4 +1,4 @@
-"""Cortex's working context (`engram.services.workctx`) on both adapter sets: versions, TTL at read time,
+"""Cortex's working context (`engram.families.context.service`) on both adapter sets: versions, TTL at read time,
 runs, merge strategies, optimistic concurrency, many concurrent merges, bad input, scopes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engram.errors import Conflict, InvalidInput, NotFound
-from engram.services.workctx import MAX_VALUE_BYTES
+from engram.families.context.service import MAX_VALUE_BYTES
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import ALICE, BOB  # noqa: F401

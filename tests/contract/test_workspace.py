@@ -1,4 +1,4 @@
-"""Agrama's code workspace (`engram.services.workspace`, `collab`, `codeviews`) on both adapter sets: versions
+"""Agrama's code workspace (`engram.families.workspace.files`, `collab`, `codeviews`) on both adapter sets: versions
 with provenance and backups, syntax refused with its place and nothing written, paths that escape refused,
 the import graph kept in the write's transaction, many concurrent writers, CRDT sessions where three agents'
 interleaved edits converge whatever their order, decisions, scopes."""
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from engram.errors import InvalidInput, NotFound
-from engram.services.collab import OP, Edit
-from engram.services.identity import Caller
-from engram.services.workspace import DEP, FILE, NewFile
+from engram.families.workspace.collab import OP, Edit
+from engram.families.workspace.files import DEP, FILE, NewFile
+from engram.identity import Caller
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import ALICE, BOB  # noqa: F401
@@ -208,7 +208,7 @@ def test_a_large_write_does_work_linear_in_the_file_and_embeds_in_the_background
     the write answered, and imports were found by a walk over every node in Python. Now the imports come from
     one tree-sitter query, their resolution is linear, and a file of more than SYNC_EMBED_WINDOWS windows is
     keyword-searchable at once with its vectors from a queued job."""
-    from engram.services.workspace import SYNC_EMBED_WINDOWS
+    from engram.families.workspace.files import SYNC_EMBED_WINDOWS
 
     e, (alice, _) = both, callers(both)
     counting = CountingEmbedder()
@@ -241,7 +241,7 @@ def test_a_file_with_more_imports_than_one_transaction_holds(both: Engram) -> No
 
 
 def test_imports_of_every_language(both: Engram) -> None:
-    from engram.services import code
+    from engram.families.workspace import code
 
     cases = {
         "a.py": ("import os, a.b as c\nfrom .x import y\nfrom m import *\ndef f():\n    import z\n",

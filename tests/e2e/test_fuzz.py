@@ -32,7 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engram.devserver import cli, start, stop
-from engram.operations.registry import Operation, select
+from engram.families import select
+from engram.operation import AnyOperation as Operation
 from tests.fixtures.listener import loopback_listener
 
 pytestmark = pytest.mark.e2e

@@ -160,7 +160,7 @@ def test_a_server_sees_what_another_process_wrote(data: tuple[Path, str]) -> Non
         vector = c.post("/query", json={"query": "bird breeding place", "mode": "vector", "k": 3}).json()
         assert vector["results"] and vector["results"][0]["title"] == "heron"
         # a memory stored by another process is recalled at once, past the server's recall cache
-        from engram.services.memory import Turn
+        from engram.families.memory.service import Turn
         from engram.settings import Settings
         from engram.wiring import build_local
 

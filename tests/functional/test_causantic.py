@@ -123,8 +123,8 @@ async def test_causantic_failures_are_json_rpc_errors_naming_the_tool(live: Live
 def test_recall_is_relevance_first_with_a_floor(engram: object) -> None:
     """In a small project, `recall` with only a query answers the relevant chunks, not the most recent
     ones; a query about nothing stored answers "No relevant memory found." though memories are visible."""
-    from engram.services.identity import ANY
-    from engram.services.memory import Turn
+    from engram.families.memory.service import Turn
+    from engram.identity import ANY
     from engram.wiring import Engram
 
     assert isinstance(engram, Engram)
@@ -154,8 +154,8 @@ def test_short_range_prefers_recent_context_but_never_answers_with_what_is_not_r
     the default `range: "short"` answered two unrelated recent turns and none of the three authentication turns
     from a few days before. Relevant chunks are answered whatever their age, the recent ones first; a turn that
     shares nothing with the question is not answered at all."""
-    from engram.services.identity import ANY
-    from engram.services.memory import Turn
+    from engram.families.memory.service import Turn
+    from engram.identity import ANY
     from engram.wiring import Engram
 
     assert isinstance(engram, Engram)

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from engram.operations.registry import select
-from engram.services.documents import NewDocument
-from engram.services.identity import ANY
-from engram.services.memory import Turn
-from engram.services.workspace import NewFile
+from engram.families.knowledge.documents import NewDocument
+from engram.families.memory.service import Turn
+from engram.families.workspace.files import NewFile
+from engram.identity import ANY
+from engram.families import select
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 

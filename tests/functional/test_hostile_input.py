@@ -17,9 +17,9 @@ import uuid
 import httpx
 import pytest
 
+from engram.families.context.service import KIND
+from engram.identity import ANY
 from engram.ports import Write, scan
-from engram.services.identity import ANY
-from engram.services.workctx import KIND
 from tests.conftest import Live
 
 LONE = '"\\ud800"'  # JSON text for a string holding one lone surrogate

@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 
-from engram.services.workctx import MAX_VALUE_BYTES
+from engram.families.context.service import MAX_VALUE_BYTES
 from tests.conftest import Live
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engram.cli import main
-from engram.services.identity import ANY
+from engram.identity import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

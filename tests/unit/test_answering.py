@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.services.answering import MAX_SENTENCES, NO_ANSWER, answer
+from engram.families.knowledge.answering import MAX_SENTENCES, NO_ANSWER, answer
 
 
 def _result(doc: str, n: int, text: str) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from datetime import datetime
 from pathlib import Path
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
+from engram.families.memory.service import Turn, session_key
+from engram.identity import ANY
 from engram.ports import Item, Write
-from engram.services.identity import ANY
-from engram.services.memory import Turn, session_key
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

@@ -12,7 +12,7 @@ from botocore.stub import ANY, Stubber
 
 from engram.adapters.aws.bedrock import BedrockGenerator
 from engram.errors import Unavailable
-from engram.services.llm_extraction import extract_with_llm
+from engram.families.memory.llm_extraction import extract_with_llm
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 
@@ -75,7 +75,7 @@ def test_memory_store_and_reflect_through_bedrock(tmp_path: Path, stubbed: tuple
     _, principal = engram.identity.create_key(["acme"], "supervisor", ["org/acme"])
     _, writer = engram.identity.create_key(["acme"], "agent", ["org/acme"])
     caller = engram.identity.enter(writer, "acme", frozenset({"agent"}), "memory_store")
-    from engram.services.memory import Turn
+    from engram.families.memory.service import Turn
 
     answer = {"facts": [{"key": "employer", "value": "Globex", "category": "identity"}]}
     stub.add_response("converse", converse_response(json.dumps(answer)), EXPECTED)
@@ -125,7 +125,7 @@ def test_the_graph_reads_a_source_with_converse_and_keeps_only_what_the_text_hol
 ) -> None:
     """Issue #23: with Bedrock configured the graph's names and relations come from the model; a name the text
     does not hold, a type the graph does not know and a relation between unknown names are dropped."""
-    from engram.services.graph_rules import read_with_llm
+    from engram.families.entities.graph_rules import read_with_llm
 
     gen, stub = stubbed
     answer = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.operations.registry import families, select
+from engram.families import families, select
 from tests.aws_lambda.apigw import ROOT, routes, template
 from tests.aws_lambda.layers import function_layers, import_function, missing_modules
 

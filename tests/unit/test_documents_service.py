@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from engram.errors import Forbidden, InvalidInput
-from engram.operations import find
+from engram.families import find
+from engram.families.knowledge.documents import NewDocument, Search
+from engram.identity import ANY, Caller
 from engram.ports import Vector
 from engram.queue import StoreQueue
-from engram.services.documents import NewDocument, Search
-from engram.services.identity import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 
@@ -69,7 +69,9 @@ def test_file_path_ingest_is_jailed(tmp_path: Path) -> None:
     assert op is not None
 
     def run(path: str) -> object:
-        return op.run(engram, caller, op.input.model_validate({"filePath": path}), lambda *_: None)
+        return op.run(
+            engram.family_services(op.family), caller, op.input.model_validate({"filePath": path}), lambda *_: None
+        )
 
     assert run("docs/ok.md")["status"] in ("queued", "indexed")  # type: ignore[index]
     for bad in ("../outside.txt", "/etc/passwd", ".env", "link.txt", "docs/../../outside.txt"):
@@ -79,7 +81,12 @@ def test_file_path_ingest_is_jailed(tmp_path: Path) -> None:
         run("docs/missing.md")
     http_caller = Caller(caller.principal, "acme", "http")
     with pytest.raises(InvalidInput) as e:
-        op.run(engram, http_caller, op.input.model_validate({"filePath": "docs/ok.md"}), lambda *_: None)
+        op.run(
+            engram.family_services(op.family),
+            http_caller,
+            op.input.model_validate({"filePath": "docs/ok.md"}),
+            lambda *_: None,
+        )
     assert e.value.code == "file_path_http"
 
 

@@ -1,4 +1,4 @@
-from engram.services.extraction import extract
+from engram.families.memory.extraction import extract
 
 
 def facts(text: str) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engram.services.identity import ANY
-from engram.services.memory import Turn
+from engram.families.memory.service import Turn
+from engram.identity import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

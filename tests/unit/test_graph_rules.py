@@ -1,11 +1,11 @@
-"""The rule-based reader of names and relations (`engram.services.graph_rules`): what an agent's documents and
+"""The rule-based reader of names and relations (`engram.families.entities.graph_rules`): what an agent's documents and
 conversations say, as typed names and typed relations — precise before complete."""
 
 from __future__ import annotations
 
 import pytest
 
-from engram.services import graph_rules as g
+from engram.families.entities import graph_rules as g
 
 CASES = [
     ("Jane Smith works at Acme Corporation as a software engineer.", [("Jane Smith", "works_at", "Acme Corporation")]),

@@ -13,7 +13,7 @@ from pydantic import BaseModel, JsonValue
 
 from engram.errors import InvalidInput
 from engram.limits import BOUNDS, MAX_DEPTH, Bounded, check_arguments, depth_of, scrub
-from engram.operations.registry import select
+from engram.families import select
 
 FREE_FORM = (Any, JsonValue, dict)
 
@@ -84,7 +84,7 @@ def test_every_argument_of_every_operation_has_a_declared_bound() -> None:
 
 
 def test_the_walk_finds_an_unbounded_field() -> None:
-    from engram.operations.registry import OpInput, Selector
+    from engram.operation import OpInput, Selector
 
     class Loose(OpInput):
         meta: dict[str, Any] | None = None

@@ -11,10 +11,10 @@ import pytest
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.errors import Unavailable
+from engram.families.knowledge.documents import NewDocument
+from engram.families.memory.service import Turn
+from engram.identity import ANY
 from engram.ports import Item, SearchQuery, Write
-from engram.services.documents import NewDocument
-from engram.services.identity import ANY
-from engram.services.memory import Turn
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from engram.errors import InvalidInput
-from engram.services.chunking import chunk
-from engram.services.parsing import DOCX, HTML, MARKDOWN, PDF, TEXT, Block, detect, parse
+from engram.families.knowledge.chunking import chunk
+from engram.families.knowledge.parsing import DOCX, HTML, MARKDOWN, PDF, TEXT, Block, detect, parse
 from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf, make_pdf_with_headings
 
 

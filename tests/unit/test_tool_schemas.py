@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engram.api.mcp import compact, schema, tool_of
-from engram.operations.registry import select
+from engram.families import select
 
 
 def test_compact_drops_titles_null_defaults_and_null_branches() -> None:

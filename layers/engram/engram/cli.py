@@ -65,8 +65,8 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
     from engram.api.edge import jsonrpc_unicode_error
     from engram.api.mcp import build_server
-    from engram.operations.registry import select
-    from engram.services.identity import Principal
+    from engram.families import select
+    from engram.identity import Principal
     from engram.wiring import build
 
     settings = _settings(args)
@@ -170,8 +170,8 @@ def cmd_schemas(args: argparse.Namespace) -> int:
     """Register a schema from a JSON file (the body `schemas_create` takes), or list a context's schemas."""
     from pydantic import ValidationError
 
-    from engram.operations.records import SchemaIn
-    from engram.services.identity import check_context
+    from engram.families.records.operations import SchemaIn
+    from engram.identity import check_context
     from engram.wiring import build
 
     engram = build(_settings(args).model_copy(update={"embedder": "none"}))
@@ -274,8 +274,8 @@ def cmd_workspace(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files and folders with a progress bar; prints ingested / deduplicated / failed."""
-    from engram.services.documents import NewDocument
-    from engram.services.parsing import SUPPORTED, detect
+    from engram.families.knowledge.documents import NewDocument
+    from engram.families.knowledge.parsing import SUPPORTED, detect
     from engram.wiring import build
 
     settings = _settings(args)

@@ -16,7 +16,7 @@ document without scopes — on both adapter sets. A new family declares its kind
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -27,56 +27,28 @@ class Kind:
     family: str
     access: Literal["scoped", "via", "context", "system"]
     via: str | None = None
+    indexed: bool = False  # documents of this kind go to the search index (each with its object's scopes)
 
 
+# The kernel's own kinds; every family declares its own with its package (`engram.family`), added here when the
+# families load (`declare_kinds`).
 KINDS: dict[str, Kind] = {
-    "turn": Kind("memory", "scoped"),
-    "attribute": Kind("memory", "scoped"),
-    "entity": Kind("entities", "scoped"),  # memory records mentions through engram.services.entities
-    "relation": Kind("entities", "scoped"),
-    "ealias": Kind("entities", "via", "entity"),
-    "session": Kind("memory", "scoped"),
-    "slot": Kind("memory", "via", "attribute"),
-    "document": Kind("knowledge", "scoped"),
-    "folder": Kind("knowledge", "scoped"),
-    "collection": Kind("knowledge", "scoped"),
-    "chunk": Kind("knowledge", "via", "document"),
-    "docstate": Kind("knowledge", "via", "document"),
-    "dlookup": Kind("knowledge", "via", "document"),
-    "hash": Kind("knowledge", "system"),
-    "extid": Kind("knowledge", "system"),
-    "fence": Kind("knowledge", "system"),
-    "ctxkey": Kind("context", "scoped"),
-    "thread": Kind("conversation", "scoped"),
-    "message": Kind("conversation", "scoped"),
-    "schema": Kind("records", "context"),
-    "record": Kind("records", "scoped"),
-    "rlookup": Kind("records", "via", "record"),
-    "rextid": Kind("records", "system"),  # an externalId's record, seen only through can_see
-    "wfile": Kind("workspace", "scoped"),
-    "wdep": Kind("workspace", "via", "wfile"),
-    "wchunk": Kind("workspace", "via", "wfile"),  # a window of a file, in the search index only
-    "wsession": Kind("workspace", "scoped"),
-    "wop": Kind("workspace", "via", "wsession"),
-    "wclock": Kind("workspace", "via", "wsession"),
-    "wsnap": Kind("workspace", "via", "wsession"),
-    "decision": Kind("workspace", "scoped"),
-    "gmention": Kind("entities", "via", "entity"),  # a source's mention, counted on its entity
-    "grelev": Kind("entities", "via", "relation"),  # a source's evidence, counted on its edge
-    "gsource": Kind("entities", "system"),  # what a source said last (the graph job compares with it)
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
     "job": Kind("queue", "system"),
 }
 
 
+def declare_kinds(kinds: Mapping[str, Kind]) -> None:
+    for name, kind in kinds.items():
+        if name in KINDS and KINDS[name] != kind:
+            raise ValueError(f"kind {name!r} declared twice, differently")
+        KINDS[name] = kind
+
+
 def scoped(kind: str) -> bool:
     """Whether a record of `kind` must carry scopes. An undeclared kind is an error: declare it first."""
     return KINDS[kind].access == "scoped"
-
-
-# Index document kinds (the search index holds these; each carries its object's scopes)
-INDEX_KINDS = {"turn", "attribute", "entity", "chunk", "message", "record", "wchunk", "decision"}
 
 
 class UndeclaredKind(ValueError):
@@ -86,7 +58,7 @@ class UndeclaredKind(ValueError):
 def check(kind: str, data: dict[str, Any] | None, index: bool = False) -> None:
     """Refuse what no write may be: an undeclared kind, a scoped kind (or an index document) without scopes."""
     declared = KINDS.get(kind)
-    if declared is None or (index and kind not in INDEX_KINDS):
+    if declared is None or (index and not declared.indexed):
         raise UndeclaredKind(f"kind {kind!r} is not declared in engram.kinds")
     if data is not None and (declared.access == "scoped" or index) and not data.get("scopes"):
         raise UndeclaredKind(f"a {kind!r} is written without scopes: every write of a scoped kind carries them")

@@ -5,7 +5,7 @@ Every adapter of a port passes the same contract suite in `tests/contract/`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
@@ -274,3 +274,11 @@ class Generator(Protocol):
     """An optional LLM. Services must work when none is configured."""
 
     def generate(self, system: str, prompt: str, *, max_tokens: int = 512, temperature: float = 0.0) -> str: ...
+
+
+Progress = Callable[[float, float | None, str | None], None]
+"""How far a long operation is: (done, total, message); a transport sends it as MCP progress notifications."""
+
+
+def no_progress(done: float, total: float | None, message: str | None) -> None:
+    return None

@@ -6,36 +6,42 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar, cast
 
 from engram.clock import Clock, SystemClock
+from engram.families import all_families, family
+from engram.family import Family, Services
+from engram.identity import IdentityService
 from engram.kinds import Guarded, GuardedIndex
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
-from engram.services.identity import IdentityService
 from engram.settings import Settings
 
-if TYPE_CHECKING:
-    from engram.services.causantic import CausanticService
-    from engram.services.codeviews import CodeViews
-    from engram.services.collab import CollabService
-    from engram.services.conversation import ConversationService
-    from engram.services.documents import DocumentService
-    from engram.services.entities import EntityService
-    from engram.services.graph import GraphService
-    from engram.services.history import History
-    from engram.services.memory import MemoryService
-    from engram.services.principals import Principals
-    from engram.services.records import RecordService
-    from engram.services.schemas import SchemaService
-    from engram.services.workctx import WorkingContext
-    from engram.services.workspace import WorkspaceService
+S = TypeVar("S", bound=Services)
+
+# Service names the composition root answers for its families (`engram.family`): `e.memory`, `e.documents`...
+# (scripts, benches and tests reach a service so; operations and jobs receive their family's Services).
+_SERVICE_FAMILY = {
+    "memory": "memory",
+    "causantic": "memory",
+    "documents": "knowledge",
+    "workctx": "context",
+    "conversation": "conversation",
+    "entities": "entities",
+    "graph": "entities",
+    "principals": "identity",
+    "schemas": "records",
+    "typed": "records",
+    "history": "records",
+    "workspace": "workspace",
+    "collab": "workspace",
+    "codeviews": "workspace",
+}
 
 
 @dataclass
 class Engram:
-    """Services, built over one set of adapters."""
+    """The composition root: adapters, the kernel's services, and each family's Services built over them."""
 
     settings: Settings
     records: RecordStore
@@ -45,7 +51,7 @@ class Engram:
     clock: Clock
     generator: Generator | None = None
     # None: a StoreQueue over `records`, made in __post_init__ (a default needs the records)
-    queue: Queue = field(default=None)  # type: ignore[assignment]
+    queue: Queue = field(default=None)  # type: ignore[assignment]  # a dataclass default made from records
 
     def __post_init__(self) -> None:
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
@@ -57,136 +63,42 @@ class Engram:
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)
+        self._services: dict[type[Services], Services] = {}
+        self._lock = threading.Lock()
         # Each family's services are built when first used, so a family's Lambda builds only its own (the
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
-        # worker, a restart that finds jobs left): each job name leads to its service, built on demand.
-        from engram.queue import BLOB_CREATED_JOB
-        from engram.services import collab, conversation, documents, entities, graph, memory, records, workspace
+        # worker, a restart that finds jobs left): each job name leads to its family's service, built on demand.
+        for fam in all_families():
+            for name, job in fam.jobs.items():
+                self.queue.register(
+                    name,
+                    self._runner(fam, job.service, job.method),
+                    batch=self._runner(fam, job.service, job.batch) if job.batch else None,
+                )
 
-        def lazy(service: str, method: str) -> Callable[[Any], None]:
-            return lambda payload: getattr(getattr(self, service), method)(payload)
+    def _runner(self, fam: Family, service: str, method: str) -> Callable[[Any], None]:
+        return lambda payload: getattr(getattr(self.services(fam.services), service), method)(payload)
 
-        self.queue.register(memory.INDEX_JOB, lazy("memory", "_index_job"))
-        self.queue.register(conversation.INDEX_JOB, lazy("conversation", "_index_job"))
-        self.queue.register(records.INDEX_JOB, lazy("typed", "_index_job"))
-        self.queue.register(workspace.INDEX_JOB, lazy("workspace", "_index_job"))
-        self.queue.register(BLOB_CREATED_JOB, lazy("documents", "_blob_created_job"))
-        self.queue.register(graph.JOB, lazy("graph", "_job"))
-        self.queue.register(entities.INDEX_JOB, lazy("entities", "_index_job"))
-        self.queue.register(collab.DECISION_JOB, lazy("collab", "_decision_job"))
-        self.queue.register(
-            documents.EMBED_JOB, lazy("documents", "_embed_job"), batch=lazy("documents", "_embed_jobs")
-        )
+    def services(self, cls: type[S]) -> S:
+        """A family's Services over this root, made once."""
+        made = self._services.get(cls)
+        if made is None:
+            with self._lock:
+                made = self._services.setdefault(cls, cls(self))
+        return cast(S, made)
 
-    @cached_property
-    def memory(self) -> MemoryService:
-        from engram.services.memory import MemoryService
+    def family_services(self, name: str) -> Services:
+        return self.services(family(name).services)
 
-        return MemoryService(
-            self.records,
-            self.index,
-            self.embedder,
-            self.clock,
-            self.identity,
-            self.queue,
-            self.generator,
-            self.settings.recall_cache_size,
-        )
+    def built(self) -> set[str]:
+        """The names of the family services this root has built so far (each is built on first use)."""
+        return {name for made in list(self._services.values()) for name in vars(made) if name != "root"}
 
-    @cached_property
-    def causantic(self) -> CausanticService:
-        from engram.services.causantic import CausanticService
-
-        return CausanticService(self.memory, self.settings.token_budget)
-
-    @cached_property
-    def workctx(self) -> WorkingContext:
-        from engram.services.workctx import WorkingContext
-
-        return WorkingContext(self.records, self.clock, self.identity)
-
-    @cached_property
-    def schemas(self) -> SchemaService:
-        from engram.services.schemas import SchemaService
-
-        return SchemaService(self.records, self.clock)
-
-    @cached_property
-    def typed(self) -> RecordService:
-        """Typed records (Vectros' `record_*` tools); `records` is the record store they live in."""
-        from engram.services.records import RecordService
-
-        return RecordService(
-            self.records, self.index, self.embedder, self.clock, self.identity, self.schemas, self.queue
-        )
-
-    @cached_property
-    def principals(self) -> Principals:
-        from engram.services.principals import Principals
-
-        return Principals(self.identity, self.schemas, self.typed)
-
-    @cached_property
-    def workspace(self) -> WorkspaceService:
-        from engram.services.workspace import WorkspaceService
-
-        return WorkspaceService(
-            self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue
-        )
-
-    @cached_property
-    def collab(self) -> CollabService:
-        from engram.services.collab import CollabService
-
-        return CollabService(self.records, self.index, self.embedder, self.clock, self.identity, self.workspace)
-
-    @cached_property
-    def codeviews(self) -> CodeViews:
-        from engram.services.codeviews import CodeViews
-
-        return CodeViews(self.workspace, self.collab, self.clock)
-
-    @cached_property
-    def history(self) -> History:
-        from engram.services.history import History
-
-        return History(self.records, self.identity)
-
-    @cached_property
-    def graph(self) -> GraphService:
-        from engram.services.graph import GraphService
-
-        return GraphService(self.records, self.index, self.embedder, self.clock, self.queue, self.generator)
-
-    @cached_property
-    def entities(self) -> EntityService:
-        from engram.services.entities import EntityService
-
-        return EntityService(self.records, self.index, self.embedder, self.clock, self.identity, self.queue)
-
-    @cached_property
-    def conversation(self) -> ConversationService:
-        from engram.services.conversation import ConversationService
-
-        return ConversationService(
-            self.records, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator, self.memory
-        )
-
-    @cached_property
-    def documents(self) -> DocumentService:
-        from engram.services.documents import DocumentService
-
-        return DocumentService(
-            self.records,
-            self.blobs,
-            self.index,
-            self.embedder,
-            self.clock,
-            self.identity,
-            self.queue,
-            self.generator,
-            self.schemas,
-        )
+    def __getattr__(self, name: str) -> Any:
+        fam = _SERVICE_FAMILY.get(name)
+        if fam is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.family_services(fam), name)
 
 
 _EMBEDDERS: dict[str, Embedder] = {}

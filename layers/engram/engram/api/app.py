@@ -21,9 +21,9 @@ from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
+from engram.families import families, find, select
+from engram.identity import Principal
 from engram.observability import metrics
-from engram.operations.registry import families, find, select
-from engram.services.identity import Principal
 from engram.wiring import Engram
 
 PRINCIPAL = "engram_principal"

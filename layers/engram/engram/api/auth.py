@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engram.errors import Unauthenticated
-from engram.services.identity import Principal
+from engram.identity import Principal
 from engram.wiring import Engram
 
 UNAUTHENTICATED = "missing or invalid API key"

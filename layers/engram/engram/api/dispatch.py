@@ -10,17 +10,17 @@ from typing import Any
 import anyio.to_thread
 
 from engram.errors import EngramError, Unavailable
+from engram.identity import Caller, Principal
 from engram.observability import calls
-from engram.operations import Operation, OpInput
-from engram.services.identity import Caller, Principal
-from engram.services.memory import Progress
+from engram.operation import AnyOperation, OpInput
+from engram.ports import Progress
 from engram.wiring import Engram
 
 log = logging.getLogger("engram.dispatch")
 
 
 async def run(
-    engram: Engram, op: Operation, principal: Principal, args: OpInput, progress: Progress, transport: str = "http"
+    engram: Engram, op: AnyOperation, principal: Principal, args: OpInput, progress: Progress, transport: str = "http"
 ) -> Any:
     """Run `op` for `principal`. Returns a dict shaped by `op.output`, or text. Raises EngramError."""
 
@@ -29,7 +29,7 @@ async def run(
     def work() -> Any:
         caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
         entered.append(caller)
-        return op.run(engram, caller, args, progress)
+        return op.run(engram.family_services(op.family), caller, args, progress)
 
     def record(ok: bool, code: str = "") -> None:  # in the call log of the caller's context, if it entered one
         where = (entered[0].context_id, principal.grant) if entered else (None, ())

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from engram.api import snapstart
 from engram.api.auth import authorizer_context, bearer
 from engram.errors import Unauthenticated
-from engram.services.identity import IdentityService
+from engram.identity import IdentityService
 from engram.settings import Settings
 from engram.wiring import Engram, Lazy, aws_client, build, build_identity
 

@@ -29,9 +29,10 @@ from engram.api import dispatch
 from engram.api.errors import error_body
 from engram.clock import iso
 from engram.errors import EngramError
+from engram.families import find
+from engram.identity import Principal
 from engram.limits import scrub
-from engram.operations import Operation, find
-from engram.services.identity import Principal
+from engram.operation import AnyOperation
 from engram.wiring import Engram
 
 INSTRUCTIONS = (
@@ -122,7 +123,7 @@ def _inline_single_use(root: dict[str, Any]) -> dict[str, Any]:
     return {**out, "$defs": kept} if kept else out
 
 
-def tool_of(op: Operation, output_schemas: bool = True) -> types.Tool:
+def tool_of(op: AnyOperation, output_schemas: bool = True) -> types.Tool:
     """The tool tools/list shows. Output schemas (the results' shape) can be left out: a model needs none
     to call a tool, and they are a third of the catalogue's tokens (`ENGRAM_MCP_OUTPUT_SCHEMAS`)."""
     input_schema = advertised(schema(op.input))
@@ -146,7 +147,7 @@ def without_context_id(tool: types.Tool) -> types.Tool:
 TOOL_ERROR = -32002  # Causantic's JSON-RPC code for a tool's failure
 
 
-def failure(op: Operation, tool: str, exc: EngramError) -> types.CallToolResult:
+def failure(op: AnyOperation, tool: str, exc: EngramError) -> types.CallToolResult:
     """A failed call in the shape of the tool's seed: an `isError` result, or (Causantic) a JSON-RPC error
     -32002 naming the tool."""
     if op.errors == "jsonrpc":
@@ -179,7 +180,7 @@ def error_result(exc: EngramError) -> types.CallToolResult:
     )
 
 
-def apply_mcp_limits(op: Operation, arguments: dict[str, Any]) -> dict[str, Any]:
+def apply_mcp_limits(op: AnyOperation, arguments: dict[str, Any]) -> dict[str, Any]:
     """Tighter caps for tool results that land in a model's context (Vectros' MCP defaults)."""
     if not op.mcp_limits or any(k in arguments for k in op.mcp_limits_unless):
         return arguments
@@ -246,7 +247,7 @@ RESOURCES = {
 
 def build_server(
     engram: Engram,
-    ops: Sequence[Operation],
+    ops: Sequence[AnyOperation],
     principal_of: PrincipalOf,
     name: str = "engram",
     transport: str = "http",

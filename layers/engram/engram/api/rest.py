@@ -19,10 +19,10 @@ from engram.api.auth import principal_for
 from engram.api.errors import rendered
 from engram.api.mcp import schema
 from engram.errors import EngramError, InvalidInput
+from engram.identity import Principal, check_context
 from engram.limits import scrub
-from engram.operations import Operation
-from engram.operations.registry import TextOutput
-from engram.services.identity import Principal, check_context
+from engram.operation import AnyOperation, TextOutput
+from engram.ports import no_progress
 from engram.wiring import Engram
 
 _BODYLESS = ("GET", "DELETE")
@@ -46,10 +46,6 @@ class Reply(JSONResponse):
 def error_response(exc: EngramError) -> Response:
     status, headers, payload = rendered(exc)
     return Response(payload, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
-
-
-def _no_progress(done: float, total: float | None, message: str | None) -> None:
-    return None
 
 
 _SELECTORS = ("scopes", "lens")
@@ -86,7 +82,7 @@ async def _arguments(request: Request, method: str) -> dict[str, Any]:
     return body
 
 
-def _endpoint(engram: Engram, op: Operation) -> Callable[[Request], Awaitable[Any]]:
+def _endpoint(engram: Engram, op: AnyOperation) -> Callable[[Request], Awaitable[Any]]:
     async def endpoint(request: Request) -> Any:
         try:
             path = dict(request.path_params)
@@ -96,7 +92,7 @@ def _endpoint(engram: Engram, op: Operation) -> Callable[[Request], Awaitable[An
             if raw.get("context_id") not in (None, context_id):
                 raise InvalidInput("context_id in the body differs from the one in the path")
             args = op.parse({**raw, **path, "context_id": context_id})
-            result = await dispatch.run(engram, op, principal, args, _no_progress)
+            result = await dispatch.run(engram, op, principal, args, no_progress)
         except EngramError as exc:
             return error_response(exc)
         return Reply({"text": result} if isinstance(result, str) else result)
@@ -118,7 +114,7 @@ def inline_defs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _openapi(op: Operation, route: str) -> dict[str, Any]:
+def _openapi(op: AnyOperation, route: str) -> dict[str, Any]:
     path = f"/{{context_id}}{route}"  # what the path carries is not asked for again in the body or query
     raw = schema(op.input)
     model = inline_defs(raw, raw.get("$defs", {}))
@@ -172,7 +168,7 @@ def bearer_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def mount_rest(app: FastAPI, engram: Engram, ops: list[Operation]) -> None:
+def mount_rest(app: FastAPI, engram: Engram, ops: list[AnyOperation]) -> None:
     bearer_openapi(app)
     for op in ops:
         for path in (op.path, *op.also):

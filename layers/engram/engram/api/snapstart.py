@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engram.api.auth import authorizer_context
-from engram.services.identity import Principal
+from engram.identity import Principal
 
 log = logging.getLogger("engram.snapstart")
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -129,7 +129,7 @@ class LambdaContext:
 def _requests(name: str, handler: Handler) -> None:
     """The HTTP and MCP paths of a request, end to end, without touching a store: initialize, tools/list,
     a tools/call the arguments refuse, a REST route the arguments refuse, health."""
-    from engram.operations import select
+    from engram.families import select
 
     path = "/mcp" if name == "gateway" else f"/mcp/{name}"
     ops = select(family=None if name == "gateway" else name)
@@ -165,7 +165,7 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None) -> None:
     import encodings.idna  # noqa: F401  (what a first HTTPS connection imports: the host name's codec)
 
     if name != "authorizer":  # the authorizer reads a key; it has no operations
-        from engram.operations import select
+        from engram.families import select
 
         for op in select():  # every model's validator and schema built once
             op.input.model_json_schema()
@@ -204,11 +204,11 @@ def _warm_rules(name: str, engram: Any) -> None:
     if name in ("records", "knowledge", "worker"):
         import jsonpatch  # noqa: F401
 
-        from engram.services import schema_rules
+        from engram.families.records import schema_rules
 
         schema_rules.first_error(schema_rules.validator({"type": "object", "properties": {"a": {"pattern": "^a"}}}), {})
     if name in ("workspace", "worker", "knowledge"):
-        from engram.services import code
+        from engram.families.workspace import code
 
         for path in ("a.py", "a.js", "a.ts", "a.tsx", "a.go", "a.rs", "a.java", "a.c", "a.cpp", "a.zig"):
             try:

@@ -1,0 +1,29 @@
+"""Working-context family: Cortex's `context_*` tools (JSON values by key, versioned, TTL, runs)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Services
+from engram.kinds import Kind
+
+if TYPE_CHECKING:
+    from engram.families.context.service import WorkingContext
+
+
+class ContextServices(Services):
+    @cached_property
+    def workctx(self) -> WorkingContext:
+        from engram.families.context.service import WorkingContext
+
+        return WorkingContext(self.root.records, self.root.clock, self.root.identity)
+
+
+FAMILY = Family(
+    "context",
+    ContextServices,
+    function="ContextFunction",
+    kinds={"ctxkey": Kind("context", "scoped")},
+    seeds=("cortex",),
+)

@@ -1,0 +1,39 @@
+"""Conversation family: threads and messages (Cortex's `thread_*` / `message_*` tools); a message is also a
+turn of memory."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+
+if TYPE_CHECKING:
+    from engram.families.conversation.service import ConversationService
+
+INDEX_JOB = "conversation.index"
+
+
+class ConversationServices(Services):
+    @cached_property
+    def conversation(self) -> ConversationService:
+        from engram.families.conversation.service import ConversationService
+        from engram.families.memory import MemoryServices
+
+        r = self.root
+        memory = r.services(MemoryServices).memory
+        return ConversationService(r.records, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, memory)
+
+
+FAMILY = Family(
+    "conversation",
+    ConversationServices,
+    function="ConversationFunction",
+    jobs={INDEX_JOB: Job("conversation", "_index_job")},
+    kinds={
+        "thread": Kind("conversation", "scoped"),
+        "message": Kind("conversation", "scoped", indexed=True),
+    },
+    seeds=("cortex",),
+)

@@ -1,0 +1,139 @@
+"""Conversation family: Cortex's `conversation_*` tools (threads of messages, history, search, summaries)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from engram.families.conversation import ConversationServices
+from engram.identity import ANY, WRITERS, Caller
+from engram.operation import Metadata, Operation, OpInput, declare
+from engram.ports import Progress
+
+THREAD = Field(..., min_length=1, max_length=256)
+NAMESPACE = Field(None, min_length=1, max_length=256, description="a scope path inside the key's grant")
+
+
+class AppendIn(OpInput):
+    thread_id: str = THREAD
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(..., min_length=1, max_length=32_000)
+    metadata: Metadata | None = None
+    namespace: str | None = NAMESPACE
+    extract_facts: bool | None = Field(None, description="user messages also feed memory (kept per thread)")
+
+
+class AppendOut(BaseModel):
+    message_id: str
+    thread_id: str
+    created_at: str
+
+
+def _append(s: ConversationServices, c: Caller, a: AppendIn, p: Progress) -> dict[str, Any]:
+    return s.conversation.append(
+        c, a.thread_id, a.role, a.content, a.metadata, a.namespace, extract_facts=a.extract_facts
+    )
+
+
+declare(
+    Operation(
+        "conversation_append", "conversation", "Add a message to a thread.", AppendIn, AppendOut, WRITERS, "POST",
+        "/threads/messages", _append,
+    )
+)  # fmt: skip
+
+
+class HistoryIn(OpInput):
+    thread_id: str = THREAD
+    limit: int = Field(50, ge=1, le=1000)
+    before: str | None = Field(None, max_length=64, description="ISO 8601")
+    after: str | None = Field(None, max_length=64, description="ISO 8601")
+    include_compressed: bool = Field(False, description="also messages a summary stands in for")
+    namespace: str | None = NAMESPACE
+
+
+class MessageOut(BaseModel):
+    id: str
+    role: str
+    content: str
+    created_at: str
+    metadata: dict[str, Any] | None = None
+    compressed: bool | None = None
+
+
+class HistoryOut(BaseModel):
+    thread_id: str
+    messages: list[MessageOut]
+    has_more: bool
+
+
+def _history(s: ConversationServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
+    return s.conversation.history(c, a.thread_id, a.limit, a.before, a.after, a.include_compressed, a.namespace)
+
+
+declare(
+    Operation(
+        "conversation_history", "conversation", "A thread's messages, oldest first.", HistoryIn, HistoryOut, ANY, "GET",
+        "/threads/messages", _history, read_only=True,
+    )
+)  # fmt: skip
+
+
+class SearchIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=4000)
+    thread_id: str | None = Field(None, min_length=1, max_length=256)
+    namespace: str | None = NAMESPACE
+    limit: int = Field(10, ge=1, le=100)
+    threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
+
+
+class FoundOut(BaseModel):
+    message_id: str
+    thread_id: str
+    role: str
+    content: str
+    score: float
+    created_at: str
+    compressed: bool
+
+
+class SearchOut(BaseModel):
+    results: list[FoundOut]
+
+
+def _search(s: ConversationServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
+    return s.conversation.search(c, a.query, a.thread_id, a.namespace, a.limit, a.threshold)
+
+
+declare(
+    Operation(
+        "conversation_search", "conversation", "Search messages (hybrid), optionally in one thread.", SearchIn,
+        SearchOut, ANY, "POST", "/threads/search", _search, read_only=True,
+    )
+)  # fmt: skip
+
+
+class SummarizeIn(OpInput):
+    thread_id: str = THREAD
+    keep_recent: int = Field(10, ge=0, le=1000)
+    namespace: str | None = NAMESPACE
+
+
+class SummarizeOut(BaseModel):
+    thread_id: str
+    summary: str
+    original_count: int
+    compressed_count: int
+
+
+def _summarize(s: ConversationServices, c: Caller, a: SummarizeIn, p: Progress) -> dict[str, Any]:
+    return s.conversation.summarize(c, a.thread_id, a.keep_recent, a.namespace)
+
+
+declare(
+    Operation(
+        "conversation_summarize", "conversation", "Compress older messages into a summary (nothing is deleted).",
+        SummarizeIn, SummarizeOut, WRITERS, "POST", "/threads/summarize", _summarize,
+    )
+)  # fmt: skip

@@ -1,0 +1,50 @@
+"""Entities family: the knowledge graph every family's writes feed (extraction jobs), and Cortex's `entity_*`
+tools over it."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+
+if TYPE_CHECKING:
+    from engram.families.entities.graph import GraphService
+    from engram.families.entities.service import EntityService
+
+INDEX_JOB = "entities.index"
+GRAPH_JOB = "graph.extract"
+
+
+class EntitiesServices(Services):
+    @cached_property
+    def entities(self) -> EntityService:
+        from engram.families.entities.service import EntityService
+
+        r = self.root
+        return EntityService(r.records, r.index, r.embedder, r.clock, r.identity, r.queue)
+
+    @cached_property
+    def graph(self) -> GraphService:
+        from engram.families.entities.graph import GraphService
+
+        r = self.root
+        return GraphService(r.records, r.index, r.embedder, r.clock, r.queue, r.generator)
+
+
+FAMILY = Family(
+    "entities",
+    EntitiesServices,
+    function="EntitiesFunction",
+    jobs={INDEX_JOB: Job("entities", "_index_job"), GRAPH_JOB: Job("graph", "_job")},
+    kinds={
+        "entity": Kind("entities", "scoped", indexed=True),
+        "relation": Kind("entities", "scoped"),
+        "ealias": Kind("entities", "via", "entity"),
+        "gmention": Kind("entities", "via", "entity"),  # a source's mention, counted on its entity
+        "grelev": Kind("entities", "via", "relation"),  # a source's evidence, counted on its edge
+        "gsource": Kind("entities", "system"),  # what a source said last (the graph job compares with it)
+    },
+    seeds=("cortex",),
+)

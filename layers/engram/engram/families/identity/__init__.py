@@ -1,0 +1,30 @@
+"""Identity family: principals, keys and scope paths (Vectros' `principal_*` tools, `scopes_register`). Keys
+and scopes themselves are the kernel's (`engram.identity`): every family checks them."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Services
+
+if TYPE_CHECKING:
+    from engram.families.identity.principals import Principals
+    from engram.identity import IdentityService
+
+
+class IdentityServices(Services):
+    @property
+    def identity(self) -> IdentityService:
+        return self.root.identity
+
+    @cached_property
+    def principals(self) -> Principals:
+        from engram.families.identity.principals import Principals
+        from engram.families.records import RecordsServices
+
+        records = self.root.services(RecordsServices)
+        return Principals(self.root.identity, records.schemas, records.typed)
+
+
+FAMILY = Family("identity", IdentityServices, function="IdentityFunction", seeds=("vectros",))

@@ -1,0 +1,118 @@
+"""Identity family (the part the foundation needs): scope registration and the caller's identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engram.families.identity import IdentityServices
+from engram.identity import ANY, MANAGEMENT, Caller
+from engram.operation import Operation, OpInput, Scalar, declare
+from engram.ports import Progress
+
+
+class ScopesIn(OpInput):
+    paths: list[str] = Field(..., min_length=1, max_length=100, description="Scope paths to register")
+
+
+class ScopesOut(BaseModel):
+    registered: list[str]
+
+
+def _scopes(s: IdentityServices, c: Caller, a: ScopesIn, p: Progress) -> dict[str, Any]:
+    return {"registered": s.identity.register_scopes(c.context_id, a.paths, c.actor, caller=c)}
+
+
+declare(
+    Operation(
+        "scopes_create",
+        "identity",
+        "Register scope paths before first use.",
+        ScopesIn,
+        ScopesOut,
+        MANAGEMENT,
+        "POST",
+        "/scopes",
+        _scopes,
+    )
+)
+
+
+class IdentityOut(BaseModel):
+    key_id: str
+    principal: str
+    context_id: str
+    contexts: list[str]
+    grant: list[str]
+
+
+def _whoami(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
+    pr = c.principal
+    return {
+        "key_id": pr.key_id,
+        "principal": pr.role,
+        "context_id": c.context_id,
+        "contexts": list(pr.contexts),
+        "grant": list(pr.grant),
+    }
+
+
+declare(
+    Operation(
+        "current_identity",
+        "identity",
+        "Who the calling key is: principal, contexts, grant.",
+        OpInput,
+        IdentityOut,
+        ANY,
+        "GET",
+        "/identity",
+        _whoami,
+        read_only=True,
+    )
+)
+
+
+class PrincipalIn(OpInput):
+    externalId: str | None = Field(None, min_length=1, max_length=256, description="your id of the principal")
+    type: str | None = Field(None, max_length=64, description="user / org / client, or an identity schema")
+    field: str | None = Field(None, max_length=64, description="a lookup field of that identity schema")
+    value: Scalar | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> PrincipalIn:
+        by_field = self.field is not None or self.value is not None
+        if (self.externalId is not None) == by_field:
+            raise ValueError("give externalId, or type + field + value")
+        if by_field and (self.type is None or self.field is None or self.value is None):
+            raise ValueError("a lookup by field takes type, field and value")
+        return self
+
+
+class PrincipalOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    type: str | None
+    externalId: str | None
+    path: str
+
+
+def _principal(s: IdentityServices, c: Caller, a: PrincipalIn, p: Progress) -> dict[str, Any]:
+    return s.principals.lookup(c, a.externalId, a.type, a.field, a.value)
+
+
+declare(
+    Operation(
+        "lookup_principal",
+        "identity",
+        "Resolve a user / org / client by your externalId or an identity lookup field, to its ownership id.",
+        PrincipalIn,
+        PrincipalOut,
+        ANY,
+        "POST",
+        "/principals/lookup",
+        _principal,
+        read_only=True,
+    )
+)

@@ -1,0 +1,66 @@
+"""Knowledge family: documents (ingest, parse, chunk, embed), folders and collections, hybrid search and
+answers with citations — Cortex's, Vectros' and Agrama's document tools."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+from engram.queue import BLOB_CREATED_JOB
+
+if TYPE_CHECKING:
+    from engram.families.knowledge.documents import DocumentService
+    from engram.families.records.schemas import SchemaService
+    from engram.families.workspace.views import CodeViews
+
+EMBED_JOB = "documents.embed"
+
+
+class KnowledgeServices(Services):
+    @cached_property
+    def documents(self) -> DocumentService:
+        from engram.families.knowledge.documents import DocumentService
+
+        r = self.root
+        return DocumentService(
+            r.records, r.blobs, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, self.schemas
+        )
+
+    @property
+    def schemas(self) -> SchemaService:
+        """The records family's schemas (a document's typed metadata)."""
+        from engram.families.records import RecordsServices
+
+        return self.root.services(RecordsServices).schemas
+
+    @property
+    def codeviews(self) -> CodeViews:
+        """The workspace's code views (Agrama's hybrid_search over code)."""
+        from engram.families.workspace import WorkspaceServices
+
+        return self.root.services(WorkspaceServices).codeviews
+
+
+FAMILY = Family(
+    "knowledge",
+    KnowledgeServices,
+    function="KnowledgeFunction",
+    jobs={
+        BLOB_CREATED_JOB: Job("documents", "_blob_created_job"),
+        EMBED_JOB: Job("documents", "_embed_job", batch="_embed_jobs"),
+    },
+    kinds={
+        "document": Kind("knowledge", "scoped"),
+        "folder": Kind("knowledge", "scoped"),
+        "collection": Kind("knowledge", "scoped"),
+        "chunk": Kind("knowledge", "via", "document", indexed=True),
+        "docstate": Kind("knowledge", "via", "document"),
+        "dlookup": Kind("knowledge", "via", "document"),
+        "hash": Kind("knowledge", "system"),
+        "extid": Kind("knowledge", "system"),
+        "fence": Kind("knowledge", "system"),
+    },
+    seeds=("cortex", "vectros", "agrama"),
+)

@@ -1,0 +1,47 @@
+"""Memory family: Spectron's and Causantic's memory tools — turns, extracted attributes, sessions, recall."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+
+if TYPE_CHECKING:
+    from engram.families.memory.causantic import CausanticService
+    from engram.families.memory.service import MemoryService
+
+INDEX_JOB = "memory.index"
+
+
+class MemoryServices(Services):
+    @cached_property
+    def memory(self) -> MemoryService:
+        from engram.families.memory.service import MemoryService
+
+        r = self.root
+        return MemoryService(
+            r.records, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, r.settings.recall_cache_size
+        )
+
+    @cached_property
+    def causantic(self) -> CausanticService:
+        from engram.families.memory.causantic import CausanticService
+
+        return CausanticService(self.memory, self.root.settings.token_budget)
+
+
+FAMILY = Family(
+    "memory",
+    MemoryServices,
+    function="MemoryFunction",
+    jobs={INDEX_JOB: Job("memory", "_index_job")},
+    kinds={
+        "turn": Kind("memory", "scoped", indexed=True),
+        "attribute": Kind("memory", "scoped", indexed=True),
+        "session": Kind("memory", "scoped"),
+        "slot": Kind("memory", "via", "attribute"),
+    },
+    seeds=("spectron", "causantic"),
+)

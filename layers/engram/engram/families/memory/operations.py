@@ -1,0 +1,414 @@
+"""Memory family: Spectron's memory tools and Causantic's tools."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from engram.clock import parse_time
+from engram.families.memory import MemoryServices
+from engram.families.memory.service import Turn, validate_query
+from engram.identity import ANY, WRITERS, Caller
+from engram.limits import Bounded
+from engram.operation import Operation, OpInput, Scalar, Selector, Stamp, declare, declare_all
+from engram.ports import Progress
+
+MAX_CONTENT = 32_000
+MAX_QUERY = 4_000
+MAX_K = 100
+
+Meta = Annotated[dict[str, Scalar], Bounded("metadata")]
+SCOPES = Field(None, description="DNF of scope paths to tag")
+LENS = Field(None, description="DNF scope filter")
+
+
+class StoreIn(OpInput):
+    content: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    role: str = Field("user", max_length=64)
+    session_id: str | None = Field(None, max_length=128)
+    scopes: Selector | None = SCOPES
+    said_at: datetime | None = Field(None, description="ISO 8601; default now")
+    metadata: Meta | None = None
+
+
+class EntityOut(BaseModel):
+    id: list[str]
+    action: str
+
+
+class AttributeOut(BaseModel):
+    key: str
+    value: str
+    category: str
+    action: Literal["created", "updated", "superseded", "unchanged"]
+    previous: str | None = None
+
+
+class StoreOut(BaseModel):
+    turn_id: str
+    session_id: str
+    entities: list[EntityOut]
+    attributes: list[AttributeOut]
+    relations: list[dict[str, Any]]
+    instructions: list[dict[str, Any]]
+    uncertainties: list[dict[str, Any]]
+    corrections: list[dict[str, Any]]
+    traceId: str = ""
+
+
+def _turn(a: StoreIn | TurnIn) -> Turn:
+    return Turn(a.content, a.role, a.session_id, parse_time(a.said_at), a.metadata)
+
+
+def _store(s: MemoryServices, c: Caller, a: StoreIn, p: Progress) -> dict[str, Any]:
+    return s.memory.store(c, _turn(a), a.scopes)
+
+
+declare(
+    Operation(
+        "memory_store",
+        "memory",
+        "Store a conversation turn; extracts and reconciles facts.",
+        StoreIn,
+        StoreOut,
+        WRITERS,
+        "POST",
+        "/facts",
+        _store,
+    )
+)
+
+
+class TurnIn(BaseModel):
+    model_config = StoreIn.model_config
+    content: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    role: str = Field("user", max_length=64)
+    session_id: str | None = Field(None, max_length=128)
+    said_at: datetime | None = None
+    metadata: Meta | None = None
+
+
+class BatchIn(OpInput):
+    turns: list[TurnIn] = Field(..., min_length=1, max_length=200)
+    scopes: Selector | None = SCOPES
+
+
+class BatchOut(BaseModel):
+    results: list[StoreOut]
+    traceId: str = ""
+
+
+def _batch(s: MemoryServices, c: Caller, a: BatchIn, p: Progress) -> dict[str, Any]:
+    return {"results": s.memory.store_many(c, [_turn(t) for t in a.turns], a.scopes)}
+
+
+declare(
+    Operation(
+        "memory_store_batch",
+        "memory",
+        "Store several turns at once (multi-turn capture).",
+        BatchIn,
+        BatchOut,
+        WRITERS,
+        "POST",
+        "/facts/batch",
+        _batch,
+    )
+)
+
+
+class RecallIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    k: int = Field(10, ge=1, le=MAX_K)
+    lens: Selector | None = LENS
+    as_of: datetime | None = Field(None, description="ISO 8601: what was valid then")
+    mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
+
+
+class RecallHit(BaseModel):
+    id: str
+    kind: str
+    text: str
+    score: float
+    said_at: str | None = None
+    session_id: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class RecallOut(BaseModel):
+    context: str
+    tier: Literal["direct", "cache", "hybrid", "full_context"]
+    queryMs: float
+    results: list[RecallHit]
+    traceId: str = ""
+
+
+def _recall(s: MemoryServices, c: Caller, a: RecallIn, p: Progress) -> dict[str, Any]:
+    return s.memory.recall(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode)
+
+
+declare(
+    Operation(
+        "memory_recall",
+        "memory",
+        "Recall memory for a query as a prompt-ready context block.",
+        RecallIn,
+        RecallOut,
+        ANY,
+        "POST",
+        "/context",
+        _recall,
+        read_only=True,
+    )
+)
+
+
+class ReflectIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    persist: bool = Field(False, description="Store the reflection (supervisor/management)")
+    lens: Selector | None = LENS
+
+
+class ReflectOut(BaseModel):
+    reflection: str
+    evidence: list[str]
+    persisted_attributes: list[dict[str, Any]]
+    traceId: str = ""
+
+
+def _reflect(s: MemoryServices, c: Caller, a: ReflectIn, p: Progress) -> dict[str, Any]:
+    return s.memory.reflect(c, validate_query(a.query), a.persist, a.lens, p)
+
+
+declare(
+    Operation(
+        "memory_reflect",
+        "memory",
+        "Find patterns across memory, with evidence ids.",
+        ReflectIn,
+        ReflectOut,
+        ANY,
+        "POST",
+        "/reflect",
+        _reflect,
+    )
+)
+
+
+class ProfileIn(OpInput):
+    scopes: Selector | None = Field(None, description="DNF selector of the profile's scope")
+
+
+class ProfileOut(BaseModel):
+    static: list[dict[str, Any]]
+    dynamic: list[dict[str, Any]]
+    preferences: list[dict[str, Any]]
+    instructions: list[dict[str, Any]]
+    experiential: list[dict[str, Any]] = []
+
+
+def _profile(s: MemoryServices, c: Caller, a: ProfileIn, p: Progress) -> dict[str, Any]:
+    return s.memory.profile(c, a.scopes)
+
+
+declare(
+    Operation(
+        "memory_profile",
+        "memory",
+        "Profile for a scope: static, dynamic, preferences, instructions.",
+        ProfileIn,
+        ProfileOut,
+        ANY,
+        "GET",
+        "/profile",
+        _profile,
+        read_only=True,
+    )
+)
+
+
+class ForgetIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    scopes: Selector | None = SCOPES
+
+
+class ForgetOut(BaseModel):
+    deleted: int
+    ids: list[str] = []
+    traceId: str = ""
+
+
+def _forget(s: MemoryServices, c: Caller, a: ForgetIn, p: Progress) -> dict[str, Any]:
+    return s.memory.forget(c, validate_query(a.query), a.scopes)
+
+
+declare(
+    Operation(
+        "memory_forget",
+        "memory",
+        "Stop believing matching facts (sets valid_until; deletes nothing).",
+        ForgetIn,
+        ForgetOut,
+        WRITERS,
+        "POST",
+        "/forget",
+        _forget,
+    )
+)
+
+# -- Causantic ---------------------------------------------------------------------------------
+
+PROJECT = Field(None, max_length=256, description="scope path or its last segment")
+Range = Literal["short", "long"]
+
+
+class CRecallIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    range: Range = "short"
+    project: str | None = PROJECT
+
+
+class ExplainIn(OpInput):
+    topic: str = Field(..., min_length=1, max_length=MAX_QUERY)
+    range: Range = "long"
+    project: str | None = PROJECT
+
+
+class PredictIn(OpInput):
+    context: str = Field(..., min_length=1, max_length=MAX_CONTENT)
+    project: str | None = PROJECT
+
+
+class NoArgs(OpInput):
+    pass
+
+
+class SessionsIn(OpInput):
+    project: str = Field(..., min_length=1, max_length=256)
+    from_: Stamp | None = Field(None, alias="from", description="ISO 8601")
+    to: Stamp | None = Field(None, description="ISO 8601")
+    days_back: float | None = Field(None, gt=0, le=36500)
+
+
+class ReconstructIn(SessionsIn):
+    session_id: str | None = Field(None, max_length=128)
+    previous_session: bool = False
+    current_session_id: str | None = Field(None, max_length=128)
+    keep_newest: bool = True
+
+
+def _c_recall(s: MemoryServices, c: Caller, a: CRecallIn, p: Progress) -> str:
+    return s.causantic.recall(c, validate_query(a.query), a.range, a.project)
+
+
+def _explain(s: MemoryServices, c: Caller, a: ExplainIn, p: Progress) -> str:
+    return s.causantic.recall(c, validate_query(a.topic), a.range, a.project)
+
+
+def _predict(s: MemoryServices, c: Caller, a: PredictIn, p: Progress) -> str:
+    return s.causantic.predict(c, validate_query(a.context), a.project)
+
+
+def _projects(s: MemoryServices, c: Caller, a: NoArgs, p: Progress) -> str:
+    return s.causantic.list_projects(c)
+
+
+def _sessions(s: MemoryServices, c: Caller, a: SessionsIn, p: Progress) -> str:
+    return s.causantic.list_sessions(c, a.project, a.from_, a.to, a.days_back)
+
+
+def _reconstruct(s: MemoryServices, c: Caller, a: ReconstructIn, p: Progress) -> str:
+    return s.causantic.reconstruct(
+        c,
+        a.project,
+        a.session_id,
+        a.from_,
+        a.to,
+        a.days_back,
+        a.previous_session,
+        a.current_session_id,
+        a.keep_newest,
+    )
+
+
+declare_all(
+    Operation(
+        "recall",
+        "memory",
+        "Recall context from memory (range short/long, optional project).",
+        CRecallIn,
+        None,
+        ANY,
+        "POST",
+        "/recall",
+        _c_recall,
+        read_only=True,
+        errors="jsonrpc",
+    ),
+    Operation(
+        "explain",
+        "memory",
+        "Explain the history behind a topic across sessions.",
+        ExplainIn,
+        None,
+        ANY,
+        "POST",
+        "/explain",
+        _explain,
+        read_only=True,
+        errors="jsonrpc",
+    ),
+    Operation(
+        "predict",
+        "memory",
+        "Surface context likely relevant to the current discussion.",
+        PredictIn,
+        None,
+        ANY,
+        "POST",
+        "/predict",
+        _predict,
+        read_only=True,
+        errors="jsonrpc",
+    ),
+    Operation(
+        "list-projects",
+        "memory",
+        "List projects in memory with chunk counts and date ranges.",
+        NoArgs,
+        None,
+        ANY,
+        "GET",
+        "/projects",
+        _projects,
+        read_only=True,
+        errors="jsonrpc",
+    ),
+    Operation(
+        "list-sessions",
+        "memory",
+        "List a project's sessions with times, chunks and tokens.",
+        SessionsIn,
+        None,
+        ANY,
+        "GET",
+        "/sessions",
+        _sessions,
+        read_only=True,
+        errors="jsonrpc",
+    ),
+    Operation(
+        "reconstruct",
+        "memory",
+        "Rebuild a project's session context chronologically.",
+        ReconstructIn,
+        None,
+        ANY,
+        "POST",
+        "/reconstruct",
+        _reconstruct,
+        read_only=True,
+    ),
+)

@@ -1,0 +1,212 @@
+"""Records family: Vectros' typed records, schemas and version history (`record_*`, `list_schemas`,
+`version_history`), and the management operation that registers a schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from engram.families.records import RecordsServices
+from engram.families.records.schemas import IndexMode, LookupOp, PrincipalType, Surface
+from engram.identity import ANY, MANAGEMENT, WRITERS, Caller
+from engram.limits import Bounded
+from engram.operation import Operation, OpInput, Passthrough, Scalar, Selector, declare, declare_all
+from engram.ports import Progress
+
+TYPE = Field(..., min_length=1, max_length=64, description="A schema's type name (list_schemas)")
+RECORD_ID = Field(..., min_length=1, max_length=64)
+EXPECTED = Field(None, ge=1, description="fail unless the record is at this version")
+Flat = Annotated[dict[str, Scalar], Bounded("metadata")]
+Payload = Annotated[dict[str, JsonValue], Bounded("payload")]
+
+
+Out = Passthrough
+
+
+class RecordOut(Out):
+    id: str
+    type: str
+    payload: dict[str, Any]
+    version: int
+    indexMode: IndexMode
+
+
+# -- schemas -----------------------------------------------------------------------------------
+
+
+class LookupFieldIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    field: str = Field(..., min_length=1, max_length=64)
+    ops: list[LookupOp] = Field(["exact"], min_length=1, max_length=3)
+
+
+class SchemaIn(OpInput):
+    type: str = TYPE
+    surface: Surface = "record"
+    jsonSchema: Annotated[dict[str, JsonValue], Bounded("json_schema")] = Field(
+        ..., description="JSON Schema (Draft 2020-12) of the payload"
+    )
+    lookupFields: list[LookupFieldIn] = Field([], max_length=10)
+    indexMode: IndexMode = Field("hybrid", description="records' default: none / keyword / hybrid search")
+    principalType: PrincipalType | None = Field(None, description="identity schemas: what a record names")
+    description: str = Field("", max_length=1000)
+
+
+def _schema_create(s: RecordsServices, c: Caller, a: SchemaIn, p: Progress) -> dict[str, Any]:
+    return s.schemas.create(
+        c.context_id, c.actor, a.type, a.surface, a.jsonSchema, [f.model_dump() for f in a.lookupFields], a.indexMode,
+        a.principalType, a.description,
+    )  # fmt: skip
+
+
+class SchemasIn(OpInput):
+    surface: Surface | None = None
+    type: str | None = Field(None, max_length=64, description="resolve one type by name")
+
+
+class SchemasOut(BaseModel):
+    schemas: list[dict[str, Any]]
+
+
+def _list_schemas(s: RecordsServices, c: Caller, a: SchemasIn, p: Progress) -> dict[str, Any]:
+    return s.schemas.catalog(c, a.surface, a.type)
+
+
+declare_all(
+    Operation("schemas_create", "records", "Register or replace a record / document / identity schema.", SchemaIn,
+              Out, MANAGEMENT, "POST", "/schemas", _schema_create),
+    Operation("list_schemas", "records", "The record, document and identity types (filter by surface or name).",
+              SchemasIn, SchemasOut, ANY, "GET", "/schemas", _list_schemas, read_only=True),
+)  # fmt: skip
+
+# -- records -----------------------------------------------------------------------------------
+
+
+class CreateIn(OpInput):
+    type: str = TYPE
+    payload: Payload
+    externalId: str | None = Field(None, max_length=256, description="your id: a retry returns the same record")
+    indexMode: IndexMode | None = Field(None, description="default: the schema's")
+    metadata: Flat | None = Field(None, max_length=50)
+    scopes: Selector | None = None
+
+
+def _create(s: RecordsServices, c: Caller, a: CreateIn, p: Progress) -> dict[str, Any]:
+    return s.typed.create(c, a.type, a.payload, a.externalId, a.indexMode, a.metadata, a.scopes)
+
+
+class IdIn(OpInput):
+    id: str = RECORD_ID
+
+
+def _get(s: RecordsServices, c: Caller, a: IdIn, p: Progress) -> dict[str, Any]:
+    return s.typed.get(c, a.id)
+
+
+class UpdateIn(OpInput):
+    id: str = RECORD_ID
+    payload: Payload | None = Field(None, description="the whole new payload")
+    expectedVersion: int | None = EXPECTED
+    indexMode: IndexMode | None = None
+    metadata: Flat | None = Field(None, max_length=50)
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateIn:
+        if self.payload is None and self.indexMode is None and self.metadata is None:
+            raise ValueError("give payload, indexMode or metadata")
+        return self
+
+
+def _update(s: RecordsServices, c: Caller, a: UpdateIn, p: Progress) -> dict[str, Any]:
+    return s.typed.update(c, a.id, a.payload, a.expectedVersion, a.indexMode, a.metadata)
+
+
+class DeleteIn(OpInput):
+    id: str = RECORD_ID
+    expectedVersion: int | None = EXPECTED
+
+
+class DeletedOut(BaseModel):
+    id: str
+    deleted: bool
+    version: int
+
+
+def _delete(s: RecordsServices, c: Caller, a: DeleteIn, p: Progress) -> dict[str, Any]:
+    return s.typed.delete(c, a.id, a.expectedVersion)
+
+
+class QueryIn(OpInput):
+    type: str = TYPE
+    field: str | None = Field(None, max_length=64, description="a lookup field, createdAt or externalId")
+    op: Literal["exact", "range", "prefix", "list"] | None = Field(
+        None, description="default: exact with a value, range with from/to, else list by type"
+    )
+    value: Scalar | None = None
+    from_: Scalar | None = Field(None, alias="from", description="range low (inclusive)")
+    to: Scalar | None = Field(None, description="range high (inclusive)")
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = Field(100, ge=1, le=100)
+    pageToken: str | None = Field(None, max_length=2048)
+
+    @model_validator(mode="after")
+    def _shape(self) -> QueryIn:
+        if self.op is None:
+            self.op = (
+                "exact" if self.value is not None else "range" if (self.from_, self.to) != (None, None) else "list"
+            )
+        if self.op != "list" and self.field is None:
+            raise ValueError(f"op {self.op} needs a field")
+        if self.op in ("exact", "prefix") and self.value is None:
+            raise ValueError(f"op {self.op} needs a value")
+        return self
+
+
+class QueryOut(BaseModel):
+    items: list[dict[str, Any]]
+    nextPageToken: str | None
+
+
+def _query(s: RecordsServices, c: Caller, a: QueryIn, p: Progress) -> dict[str, Any]:
+    assert a.op is not None  # QueryIn._shape chose one
+    return s.typed.query(c, a.type, a.field, a.op, a.value, a.from_, a.to, a.order == "desc", a.limit, a.pageToken)
+
+
+declare_all(
+    Operation("record_create", "records", "Create a typed record (idempotent by externalId).", CreateIn, RecordOut,
+              WRITERS, "POST", "/records", _create),
+    Operation("record_get", "records", "Fetch a record by id.", IdIn, RecordOut, ANY, "GET", "/records/{id}", _get,
+              read_only=True),
+    Operation("record_update", "records", "Update a record (payload validated again; optional expected version).",
+              UpdateIn, RecordOut, WRITERS, "PATCH", "/records/{id}", _update),
+    Operation("record_delete", "records", "Delete a record (its history stays).", DeleteIn, DeletedOut, WRITERS,
+              "DELETE", "/records/{id}", _delete),
+    Operation("record_query", "records", "Look up records by a field (exact / range / prefix) or list a type.",
+              QueryIn, QueryOut, ANY, "POST", "/records/lookup", _query, read_only=True,
+              mcp_limits={"limit": (3, 10)}),
+)  # fmt: skip
+
+
+class HistoryIn(OpInput):
+    id: str = Field(..., min_length=1, max_length=64, description="a record or document id")
+    limit: int = Field(20, ge=1, le=100)
+    pageToken: str | None = Field(None, max_length=32)
+
+
+class HistoryOut(BaseModel):
+    id: str
+    kind: str
+    version: int
+    versions: list[dict[str, Any]]
+    nextPageToken: str | None
+
+
+def _history(s: RecordsServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
+    return s.history.versions(c, a.id, a.limit, a.pageToken)
+
+
+declare(
+    Operation("version_history", "records", "A record's or document's changes, newest first, with actor and diff.",
+              HistoryIn, HistoryOut, ANY, "GET", "/history/{id}", _history, read_only=True)
+)  # fmt: skip

@@ -1,0 +1,59 @@
+"""Workspace family: code files, their dependencies and windows, live sessions (CRDT), decisions and the code
+views over them — Agrama's tools."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+
+if TYPE_CHECKING:
+    from engram.families.workspace.collab import CollabService
+    from engram.families.workspace.files import WorkspaceService
+    from engram.families.workspace.views import CodeViews
+
+INDEX_JOB = "workspace.index"
+DECISION_JOB = "workspace.decision"
+
+
+class WorkspaceServices(Services):
+    @cached_property
+    def workspace(self) -> WorkspaceService:
+        from engram.families.workspace.files import WorkspaceService
+
+        r = self.root
+        return WorkspaceService(r.records, r.blobs, r.index, r.embedder, r.clock, r.identity, r.queue)
+
+    @cached_property
+    def collab(self) -> CollabService:
+        from engram.families.workspace.collab import CollabService
+
+        r = self.root
+        return CollabService(r.records, r.index, r.embedder, r.clock, r.identity, self.workspace)
+
+    @cached_property
+    def codeviews(self) -> CodeViews:
+        from engram.families.workspace.views import CodeViews
+
+        return CodeViews(self.workspace, self.collab, self.root.clock)
+
+
+FAMILY = Family(
+    "workspace",
+    WorkspaceServices,
+    function="WorkspaceFunction",
+    jobs={INDEX_JOB: Job("workspace", "_index_job"), DECISION_JOB: Job("collab", "_decision_job")},
+    kinds={
+        "wfile": Kind("workspace", "scoped"),
+        "wdep": Kind("workspace", "via", "wfile"),
+        "wchunk": Kind("workspace", "via", "wfile", indexed=True),  # a window of a file, in the search index only
+        "wsession": Kind("workspace", "scoped"),
+        "wop": Kind("workspace", "via", "wsession"),
+        "wclock": Kind("workspace", "via", "wsession"),
+        "wsnap": Kind("workspace", "via", "wsession"),
+        "decision": Kind("workspace", "scoped", indexed=True),
+    },
+    seeds=("agrama",),
+)

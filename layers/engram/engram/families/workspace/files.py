@@ -1,0 +1,532 @@
+"""The code workspace (Agrama's tools): files with provenance and versions, their import graph, code search.
+
+A workspace is a context's files under one scope set (the writer's grant, as every write): a file is one
+`wfile` record whose id is `scope set | path`, each write a new version carrying its provenance (agent id,
+the key's principal and key id, reason, time) and the content's blob key (content-addressed: a version's
+bytes never change, and nothing refers to them before the commit). A file's imports come from the same
+tree-sitter parse that checks its syntax (`engram.families.workspace.code`); each one that names a workspace file is
+an edge, kept twice: in the file's data (forward) and as a `wdep` entry `target ␟ source` written in the
+same transaction (reverse: who depends on a file is one key range). Deleting is not a tool of Agrama's.
+
+Search: each file's text, in windows of about 60 lines, is in the search index (kind `wchunk`: BM25 and,
+with an embedder, vectors), brought up to date right after the commit, with a safety-net job committed
+with the write for a crash in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import blake3
+
+from engram.clock import Clock, iso
+from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
+from engram.families.workspace import INDEX_JOB, code
+from engram.identity import Caller, IdentityService
+from engram.ports import BlobStore, Embedder, Hit, IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write
+from engram.queue import Queue
+from engram.retry import on_conflict
+from engram.scopes import can_see, tags_key
+from engram.search_rules import _WORD, STOP_WORDS, index_terms, query_vector, stem
+from engram.unit_of_work import UnitOfWork
+
+log = logging.getLogger("engram.workspace")
+FILE, DEP, CHUNK = "wfile", "wdep", "wchunk"
+SAFETY_NET = timedelta(seconds=30)
+MAX_FILE_BYTES = 1024 * 1024
+MAX_PATH = 1024
+WINDOW_LINES = 60
+# A write embeds its windows before it answers when they are this few (semantic search finds a small file at
+# once); a larger file is keyword-searchable at once and gets its vectors from a queued job, so a write's time
+# does not grow with the model's work (a 1 MiB file: ~1,000 windows, half a minute of embedding here).
+SYNC_EMBED_WINDOWS = 8
+# What a file's record keeps of its imports (the whole list stays derivable from its content): at most so many
+# entries and bytes each, so that the record fits any store's item (DynamoDB: 400 KB) whatever the file.
+MAX_GRAPH_ENTRIES = 1000
+MAX_GRAPH_BYTES = 64 * 1024
+
+
+def bounded(names: Sequence[str]) -> list[str]:
+    """`names` cut to MAX_GRAPH_ENTRIES entries and MAX_GRAPH_BYTES bytes (a name over 512 characters: cut)."""
+    out, size = [], 0
+    for name in names[:MAX_GRAPH_ENTRIES]:
+        name = name[:512]
+        size += len(name.encode()) + 4
+        if size > MAX_GRAPH_BYTES:
+            break
+        out.append(name)
+    return out
+
+
+SEP = "\x1f"
+
+
+def clean_path(path: str) -> str:
+    """A workspace path: relative, normalised, inside the workspace. `..`, absolute paths, NUL bytes,
+    backslashes and control characters are refused."""
+    if not path or len(path) > MAX_PATH:
+        raise InvalidInput(f"path must be 1 to {MAX_PATH} characters", code="invalid_path")
+    if any(ord(ch) < 32 for ch in path) or "\\" in path:
+        raise InvalidInput("path holds a control character or a backslash", code="invalid_path")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        raise InvalidInput(
+            f"{path!r}: absolute paths are refused; give a path inside the workspace", code="invalid_path"
+        )
+    norm = posixpath.normpath(path)
+    if norm in (".", "") or norm == ".." or norm.startswith("../") or ".." in path.split("/"):
+        raise InvalidInput(f"{path!r} leaves the workspace", code="invalid_path")
+    return norm
+
+
+def windows(text: str) -> list[tuple[int, str]]:
+    """(first line, text) of each window of WINDOW_LINES lines."""
+    lines = text.splitlines()
+    return [(i + 1, "\n".join(lines[i : i + WINDOW_LINES])) for i in range(0, max(1, len(lines)), WINDOW_LINES)]
+
+
+@dataclass(frozen=True)
+class NewFile:
+    path: str
+    content: str
+    reason: str
+    agent_id: str | None = None
+    validate_syntax: bool = True
+    update_dependencies: bool = True
+    contributors: tuple[str, ...] = ()
+    expected_version: int | None = None  # 0: must be new; None: the last writer wins, each with its version
+
+
+class WorkspaceService:
+    def __init__(
+        self,
+        records: RecordStore,
+        blobs: BlobStore,
+        index: SearchIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        identity: IdentityService,
+        queue: Queue,
+    ) -> None:
+        self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
+        self.clock, self.identity, self.queue = clock, identity, queue
+        self.sleep = time.sleep
+
+    # -- naming and reading -----------------------------------------------------------------
+
+    def space(self, caller: Caller) -> tuple[str, list[str]]:
+        """The record id prefix of the caller's workspace, and the scopes its writes carry."""
+        scopes = self.identity.write_scopes(caller, None)
+        return f"{tags_key(scopes)}|", scopes
+
+    def _file(self, caller: Caller, path: str) -> Item | None:
+        prefix, _ = self.space(caller)
+        item = self.records.get(caller.context_id, FILE, prefix + clean_path(path))
+        if item is None or not can_see(item.data.get("scopes"), self.identity.read_lens(caller, None)):
+            return None
+        return item
+
+    def file(self, caller: Caller, path: str) -> Item:
+        item = self._file(caller, path)
+        if item is None:
+            raise NotFound(f"no file {path!r} in the workspace", code="file_not_found")
+        return item
+
+    def content(self, item: Item | dict[str, Any]) -> str:
+        data = item.data if isinstance(item, Item) else item
+        return self.blobs.get(data["blob_key"]).decode()
+
+    def exists(self, caller: Caller, path: str) -> bool:
+        return self._file(caller, path) is not None
+
+    def paths(self, caller: Caller) -> list[str]:
+        from engram.ports import scan
+
+        prefix, _ = self.space(caller)
+        return [i.data["path"] for i in scan(self.records, caller.context_id, FILE, prefix=prefix)]
+
+    def history(self, caller: Caller, path: str, limit: int, before: int | None = None) -> list[Item]:
+        item = self.file(caller, path)
+        return self.records.history_page(caller.context_id, FILE, item.id, before, limit)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(self, caller: Caller, new: NewFile) -> dict[str, Any]:
+        path = clean_path(new.path)
+        raw = new.content.encode()
+        if len(raw) > MAX_FILE_BYTES:
+            raise InvalidInput(f"content is {len(raw)} bytes; the limit is {MAX_FILE_BYTES}", code="payload_too_large")
+        if not new.reason.strip():
+            raise InvalidInput("reason must say why the file changes", code="invalid_reason")
+        lang = code.language(path)
+        parsed = code.tree(path, new.content) if new.validate_syntax or new.update_dependencies else None
+        if new.validate_syntax:
+            problem = code.check(path, new.content, parsed)
+            if problem is not None:
+                raise InvalidInput(
+                    problem.message,
+                    code="syntax_error",
+                    details={"line": problem.line, "column": problem.column, "language": lang},
+                )
+        specs = code.imports(path, new.content, parsed) if new.update_dependencies else []
+        digest = blake3.blake3(raw).hexdigest()
+        blob_key = f"{caller.context_id}/ws/{digest}"
+        if not self.blobs.exists(blob_key):
+            self.blobs.put(blob_key, raw, "text/plain; charset=utf-8")  # content-addressed: safe before the commit
+        prefix, scopes = self.space(caller)
+
+        def attempt() -> tuple[Item, Item | None, list[str]]:
+            old = self.records.get(caller.context_id, FILE, prefix + path)
+            at = old.version if old else 0
+            if new.expected_version is not None and new.expected_version != at:
+                raise Conflict(f"{path!r} is at version {at}, expected {new.expected_version}", code="version_conflict")
+            now = self.clock.now()
+            known = set(self.paths(caller)) | {path}
+            deps, external = (
+                code.resolve(path, specs, lambda p: p in known, known)
+                if new.update_dependencies
+                else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
+            )
+            deps = deps[:MAX_GRAPH_ENTRIES]
+            data = self._data(caller, path, new.content, blob_key, digest, specs, deps, external, scopes, old, now, new)
+            writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
+            writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
+            # a large file is keyword-searchable at once and gets its vectors from a job due now
+            embed = len(windows(new.content)) <= SYNC_EMBED_WINDOWS
+            vectors = [] if embed or self.embedder is None else [
+                self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [prefix + path]}, now)]  # fmt: skip
+
+            def reindex(i: Item) -> None:
+                self._reindex(caller.context_id, [i], {i.id: new.content}, old, embed=embed)
+
+            item = self._commit(caller.context_id, writes, [prefix + path], now, vectors, reindex)
+            return item, old, external
+
+        # with an expected version a conflict is the caller's (it decides what to write again); else retried
+        item, old, external = attempt() if new.expected_version is not None else on_conflict(attempt, sleep=self.sleep)
+        dependents = self.dependents(caller, path, 3)
+        before = set(old.data.get("imports", [])) if old else set()
+        changes = [f"added: {s}" for s in specs if s not in before] + [
+            f"removed: {s}" for s in sorted(before - set(specs))
+        ]
+        backup = f"{path}.backup.{old.data['provenance']['timestamp']}" if old else None
+        return {
+            "item": item,
+            "old": old,
+            "backup_path": backup,
+            "dependents": dependents,
+            "changes": changes,
+            "external": external,
+        }
+
+    @staticmethod
+    def _data(
+        caller: Caller,
+        path: str,
+        text: str,
+        blob_key: str,
+        digest: str,
+        specs: list[str],
+        deps: list[str],
+        external: list[str],
+        scopes: list[str],
+        old: Item | None,
+        now: datetime,
+        new: NewFile,
+    ) -> dict[str, Any]:
+        return {
+            "path": path,
+            "language": code.language(path),
+            "blob_key": blob_key,
+            "hash": digest,
+            "bytes": len(text.encode()),
+            "lines": text.count("\n") + (0 if text.endswith("\n") or not text else 1),
+            "imports": bounded(specs),
+            "deps": deps,
+            "externals": bounded(external),
+            "scopes": scopes,
+            "created_at": old.data["created_at"] if old else iso(now),
+            "chunks": len(windows(text)),
+            "provenance": {
+                "agent_id": new.agent_id,
+                "principal": caller.principal.role,
+                "key_id": caller.principal.key_id,
+                "reason": new.reason,
+                "timestamp": int(now.timestamp()),
+                "contributors": list(new.contributors),
+            },
+        }
+
+    def _commit(
+        self,
+        ctx: str,
+        writes: list[Write],
+        ids: list[str],
+        now: datetime,
+        jobs: Sequence[Write] = (),
+        reindex: Callable[[Item], None] | None = None,
+    ) -> Item:
+        """The file's write and as many edge entries as one transaction of the store takes, committed with its
+        safety net (`engram.unit_of_work`); a file with more edges gets the rest right after, carried by the
+        safety net, so that a crash in between leaves them to it. Then `reindex`. Returns the file's item."""
+        room = self.records.max_writes - 1 - len(jobs)
+        first, rest = writes[:room], writes[room:]
+        payload: dict[str, Any] = {"context_id": ctx, "ids": ids}
+        if rest:
+            payload["edges"] = [[w.id, w.data.get("source"), "remove" if w.remove else "add"] for w in rest]
+
+        def finish(items: list[Item]) -> None:
+            if rest:
+                self._finish_edges(ctx, payload["edges"])
+            if reindex is not None:
+                reindex(items[0])
+
+        uow = UnitOfWork(self.records, self.queue)
+        return uow.commit(first, now, reindex=finish, net=(INDEX_JOB, payload), jobs=jobs)[0]
+
+    def _finish_edges(self, ctx: str, edges: list[list[Any]]) -> None:
+        """Reverse-edge entries a write committed past its first transaction: written if missing, removed if
+        there (so the job may run them again after a crash)."""
+        writes = []
+        for id_, source, op in edges:
+            if op == "remove":
+                writes.append(Write(ctx, DEP, id_, {}, "system", None, remove=True))
+            elif self.records.get(ctx, DEP, id_) is None:
+                writes.append(Write(ctx, DEP, id_, {"source": source}, "system", None))
+        step = max(1, self.records.max_writes)
+        for i in range(0, len(writes), step):
+            self.records.transact(writes[i : i + step], self.clock.now())
+
+    @staticmethod
+    def _edges(caller: Caller, prefix: str, path: str, before: set[str], deps: list[str]) -> list[Write]:
+        """The reverse-edge entries that take a file's imports from `before` to `deps`."""
+        ctx, actor = caller.context_id, caller.actor
+        gone = [
+            Write(ctx, DEP, f"{prefix}{d}{SEP}{path}", {}, actor, 1, remove=True) for d in sorted(before - set(deps))
+        ]
+        return gone + [Write(ctx, DEP, f"{prefix}{d}{SEP}{path}", {"source": path}, actor, 0)
+                       for d in sorted(set(deps) - before)]  # fmt: skip
+
+    def import_files(
+        self,
+        caller: Caller,
+        files: Sequence[tuple[str, str]],
+        reason: str,
+        agent_id: str | None = None,
+        progress: Any = None,
+        batch: int = 64,
+    ) -> dict[str, Any]:
+        """Many files at once (`engram workspace import`): each a version written in its own transaction
+        with its graph edges (resolved against the whole import), the index written a batch at a time (one
+        embedding call for many windows): keyword search at once, vectors by a queued job (`queue.join()` waits
+        for them). Each batch's safety-net job is committed before its files, so a crash leaves work to
+        finish. A file that does not parse is imported all the same, marked `syntax_valid: false` (an import
+        takes a tree as it is)."""
+        prefix, _ = self.space(caller)
+        clean = [(clean_path(p), t) for p, t in files]
+        known = set(self.paths(caller)) | {p for p, _ in clean}
+        done = failed = 0
+        errors: list[dict[str, str]] = []
+        uow = UnitOfWork(self.records, self.queue)
+        for start in range(0, len(clean), batch):
+            part = clean[start : start + batch]
+            ids = [prefix + p for p, _ in part]
+
+            def work(part: list[tuple[str, str]] = part) -> list[Write]:
+                nonlocal done, failed
+                items: list[Item] = []
+                texts: dict[str, str] = {}
+                previous: dict[str, int] = {}
+                for path, text in part:
+                    try:
+                        item, chunks_before = self._import_one(caller, prefix, path, text, known, reason, agent_id)
+                    except InvalidInput as exc:
+                        failed += 1
+                        errors.append({"path": path, "error": exc.message})
+                        continue
+                    items.append(item)
+                    texts[item.id] = text
+                    previous[item.id] = chunks_before
+                    done += 1
+                # keyword search at once; the vectors by a job due now
+                self._reindex(caller.context_id, items, texts, embed=False, previous=previous)
+                if not items or self.embedder is None:
+                    return []
+                payload = {"context_id": caller.context_id, "ids": [i.id for i in items]}
+                return [self.queue.job(INDEX_JOB, payload, self.clock.now())]
+
+            uow.batch(self.clock.now(), (INDEX_JOB, {"context_id": caller.context_id, "ids": ids}), work)
+            if progress is not None:
+                progress(min(start + batch, len(clean)), len(clean))
+        return {"imported": done, "failed": failed, "errors": errors[:50]}
+
+    def _import_one(
+        self, caller: Caller, prefix: str, path: str, text: str, known: set[str], reason: str, agent_id: str | None
+    ) -> tuple[Item, int]:
+        """The file written, and how many index windows its version before had."""
+        raw = text.encode()
+        if len(raw) > MAX_FILE_BYTES:
+            raise InvalidInput(f"{len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
+        parsed = code.tree(path, text)
+        specs = code.imports(path, text, parsed)
+        deps, external = code.resolve(path, specs, lambda p: p in known, known)
+        deps = deps[:MAX_GRAPH_ENTRIES]
+        digest = blake3.blake3(raw).hexdigest()
+        blob_key = f"{caller.context_id}/ws/{digest}"
+        if not self.blobs.exists(blob_key):
+            self.blobs.put(blob_key, raw, "text/plain; charset=utf-8")
+        _, scopes = self.space(caller)
+        valid = code.check(path, text, parsed) is None
+
+        def attempt() -> tuple[Item, int]:
+            old = self.records.get(caller.context_id, FILE, prefix + path)
+            now = self.clock.now()
+            new = NewFile(path, text, reason, agent_id)
+            data = self._data(caller, path, text, blob_key, digest, specs, deps, external, scopes, old, now, new)
+            data["syntax_valid"] = valid
+            writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
+            writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
+            room = self.records.max_writes
+            if len(writes) <= room:
+                return self.records.transact(writes, now)[0], int(old.data.get("chunks", 0)) if old else 0
+            # the batch's own job indexes it; this one only carries the edges past the first transaction
+            return self._commit(caller.context_id, writes, [prefix + path], now), int(
+                old.data.get("chunks", 0)
+            ) if old else 0
+
+        return on_conflict(attempt, sleep=self.sleep)
+
+    # -- the graph --------------------------------------------------------------------------
+
+    def deps_of(self, caller: Caller, path: str) -> list[str]:
+        item = self._file(caller, path)
+        return list(item.data.get("deps", [])) if item else []
+
+    def dependents_of(self, caller: Caller, path: str) -> list[str]:
+        prefix, _ = self.space(caller)
+        page = self.records.query(caller.context_id, DEP, prefix=f"{prefix}{path}{SEP}", limit=1000)
+        return [i.data["source"] for i in page.items]
+
+    def walk(self, caller: Caller, start: str, depth: int, direction: str) -> dict[str, int]:
+        """Breadth-first distances from `start` along imports (forward), importers (reverse) or both."""
+        seen = {start: 0}
+        frontier = deque([start])
+        while frontier:
+            here = frontier.popleft()
+            if seen[here] >= depth:
+                continue
+            nxt: list[str] = []
+            if direction in ("forward", "bidirectional"):
+                nxt += self.deps_of(caller, here)
+            if direction in ("reverse", "bidirectional"):
+                nxt += self.dependents_of(caller, here)
+            for n in nxt:
+                if n not in seen:
+                    seen[n] = seen[here] + 1
+                    frontier.append(n)
+        return seen
+
+    def dependents(self, caller: Caller, path: str, depth: int) -> list[str]:
+        return sorted(p for p, d in self.walk(caller, path, depth, "reverse").items() if d > 0)
+
+    # -- the index --------------------------------------------------------------------------
+
+    def _chunk_docs(self, item: Item, text: str) -> list[IndexDoc]:
+        d = item.data
+        out = []
+        for n, (line, body) in enumerate(windows(text)):
+            meta: dict[str, str | int | float | bool] = {
+                "path": d["path"],
+                "file_id": item.id,
+                "line": line,
+                "language": d["language"] or "",
+            }
+            out.append(
+                IndexDoc(
+                    item.context_id,
+                    CHUNK,
+                    f"{item.id}#{n}",
+                    f"{d['path']}\n{body}",
+                    None,
+                    d["scopes"],
+                    None,
+                    None,
+                    meta,
+                )
+            )
+        return out
+
+    def _reindex(
+        self,
+        ctx: str,
+        items: Sequence[Item],
+        texts: dict[str, str],
+        old: Item | None = None,
+        embed: bool = True,
+        previous: dict[str, int] | None = None,
+    ) -> None:
+        """The files' windows in the index (with vectors unless `embed` is off: keyword search at once, the
+        vectors left to a job); windows a shorter version no longer has are taken out."""
+        docs: list[IndexDoc] = []
+        for item in items:
+            docs += self._chunk_docs(item, texts.get(item.id) or self.content(item))
+        if embed and self.embedder is not None and docs:
+            with embedding_errors():
+                vectors = self.embedder.embed([d.text for d in docs])
+            docs = [d.with_vector(v) for d, v in zip(docs, vectors, strict=True)]
+        if docs:
+            self.index.upsert(docs)
+        before = dict(previous or {})
+        if old is not None:
+            before[old.id] = int(old.data.get("chunks", 0))
+        for item in items:
+            stale = [f"{item.id}#{n}" for n in range(int(item.data["chunks"]), before.get(item.id, 0))]
+            if stale:
+                self.index.delete(ctx, stale)
+
+    def _index_job(self, payload: dict[str, Any]) -> None:
+        ctx = payload["context_id"]
+        if payload.get("edges"):
+            self._finish_edges(ctx, payload["edges"])
+        found = self.records.get_many(ctx, FILE, payload["ids"])
+        self._reindex(ctx, list(found.values()), {})
+
+    def search_chunks(
+        self, caller: Caller, query: str, mode: str, k: int, kinds: tuple[str, ...] = (CHUNK,)
+    ) -> list[Hit]:
+        vector = query_vector(self.embedder, query, ranks=mode != "bm25")
+        lens = self.identity.read_lens(caller, None)
+        q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)  # type: ignore[arg-type]
+        return self.index.search(q, self.clock.now())
+
+    @staticmethod
+    def matching_terms(query: str, text: str) -> list[str]:
+        """The query's words (stop words aside) whose stem the text holds."""
+        have = set(index_terms(text))
+        words = [w for w in _WORD.findall(query.lower()) if w not in STOP_WORDS]
+        return list(dict.fromkeys(w for w in words if stem(w) in have))
+
+
+def unix(t: datetime) -> int:
+    return int(t.timestamp())
+
+
+def parse_window(text: str) -> timedelta:
+    """`1h`, `24h`, `7d`, `30m`, `90s` as a time span."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise InvalidInput(f"time range {text!r}: give a number and a unit (s, m, h, d, w), e.g. 24h")
+    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+
+
+def first(values: Iterable[str]) -> str | None:
+    return next(iter(values), None)
+
+
+__all__ = ["FILE", "Conflict", "NewFile", "WorkspaceService", "clean_path", "parse_window"]

@@ -1,0 +1,352 @@
+"""Workspace family: Agrama's code workspace tools (files with provenance, code search, dependencies,
+decisions, CRDT sessions, Engram's own performance figures). Agrama reports a tool's failure as a JSON-RPC
+error with its codes (`errors="agrama"`); its `hybrid_search` is the one in `operations/knowledge.py`,
+which answers both seeds' arguments."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from engram.families.workspace import WorkspaceServices
+from engram.families.workspace.files import MAX_FILE_BYTES, MAX_PATH, NewFile
+from engram.identity import ANY, WRITERS, Caller
+from engram.limits import Bounded
+from engram.operation import Operation, OpInput, Passthrough, Stamp, declare_all
+from engram.ports import Progress
+
+PATH = Field(..., min_length=1, max_length=MAX_PATH, description="File path inside the workspace")
+WINDOW = Field("1h", max_length=8, pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")
+
+
+Out = Passthrough
+
+
+class ReadIn(OpInput):
+    path: str = PATH
+    include_history: bool = False
+    history_limit: int = Field(5, ge=1, le=100)
+    include_semantic_context: bool = True
+    include_dependencies: bool = True
+    include_collaborative_context: bool = False
+    dependency_depth: int = Field(2, ge=1, le=10)
+    semantic_similarity_threshold: float = Field(0.7, ge=0, le=1)
+
+
+class ReadOut(Out):
+    path: str
+    exists: bool
+    content: str | None
+
+
+def _read(s: WorkspaceServices, c: Caller, a: ReadIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.read(c, a)
+
+
+class WriteIn(OpInput):
+    path: str = PATH
+    content: str = Field(..., max_length=MAX_FILE_BYTES)
+    reason: str = Field(..., min_length=1, max_length=2000)
+    agent_id: str | None = Field(None, max_length=128)
+    create_backup: bool = True
+    validate_syntax: bool = True
+    update_dependencies: bool = True
+    collaborative_mode: bool = False
+
+
+class WriteOut(Out):
+    success: bool
+    path: str
+    version: int
+
+
+def _write(s: WorkspaceServices, c: Caller, a: WriteIn, p: Progress) -> dict[str, Any]:
+    done = s.workspace.write(
+        c, NewFile(a.path, a.content, a.reason, a.agent_id, a.validate_syntax, a.update_dependencies)
+    )
+    item = done["item"]
+    prov = item.data["provenance"]
+    out = {
+        "success": True,
+        "path": item.data["path"],
+        "version": item.version,
+        "backup_created": bool(a.create_backup and done["backup_path"]),
+        "backup_path": done["backup_path"] if a.create_backup else None,
+        "syntax_valid": True if a.validate_syntax else None,
+        "language": item.data["language"],
+        "dependencies_updated": a.update_dependencies,
+        "provenance": {
+            "agent_id": prov["agent_id"],
+            "timestamp": prov["timestamp"],
+            "reason": prov["reason"],
+            "principal": prov["principal"],
+            "key_id": prov["key_id"],
+        },
+        "impact_analysis": {
+            "files_affected": len(done["dependents"]),
+            "affected_files": done["dependents"],
+            "dependency_changes": done["changes"],
+        },
+    }
+    if a.collaborative_mode:
+        out["collaborative_sessions"] = s.collab.sessions(c, item.data["path"])
+    return out
+
+
+class SemanticIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=4000)
+    embedding_model: str = Field("matryoshka", max_length=64, description="accepted; Engram embeds with its own")
+    embedding_dimension: int = Field(1024, ge=64, le=3072)
+    max_results: int = Field(10, ge=1, le=100)
+    similarity_threshold: float = Field(0.7, ge=0, le=1)
+
+
+def _semantic(s: WorkspaceServices, c: Caller, a: SemanticIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.semantic(c, a)
+
+
+class DepsIn(OpInput):
+    file_path: str = PATH
+    max_depth: int = Field(3, ge=1, le=10)
+    direction: Literal["forward", "reverse", "bidirectional"] = "bidirectional"
+    include_impact_analysis: bool = True
+
+
+def _deps(s: WorkspaceServices, c: Caller, a: DepsIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.dependencies(c, a)
+
+
+ContextType = Literal["project", "recent_changes", "active_sessions", "performance", "errors"]
+
+
+class ContextIn(OpInput):
+    context_types: list[ContextType] = Field(["project"], max_length=5)
+    time_range: str = WINDOW
+    include_metrics: bool = True
+    include_active_sessions: bool = False
+
+
+def _context(s: WorkspaceServices, c: Caller, a: ContextIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.context(c, a)
+
+
+class DecisionIn(OpInput):
+    decision: str = Field(..., min_length=1, max_length=2000)
+    reasoning: str = Field(..., min_length=1, max_length=20000)
+    context: Annotated[dict[str, JsonValue], Bounded("decision")] = Field(
+        {}, description="what was known when deciding"
+    )
+    confidence: float = Field(0.5, ge=0, le=1)
+    alternatives: list[str] = Field([], max_length=50)
+    impact: Literal["low", "medium", "high", "critical"] = "medium"
+
+
+def _decision(s: WorkspaceServices, c: Caller, a: DecisionIn, p: Progress) -> dict[str, Any]:
+    return s.collab.record_decision(c, a.model_dump(exclude={"context_id"}))
+
+
+class TimeRange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    start: Stamp | None = Field(None, description="ISO 8601")
+    end: Stamp | None = Field(None, description="ISO 8601")
+
+
+ChangeType = Literal["create", "update"]
+CHANGES: tuple[ChangeType, ...] = ("create", "update")
+
+
+class HistoryIn(OpInput):
+    entity_id: str = Field(..., min_length=1, max_length=MAX_PATH, description="a file path or a decision id")
+    time_range: TimeRange | None = None
+    change_types: list[ChangeType] = Field(default_factory=lambda: list(CHANGES), max_length=2)
+    include_diff: bool = False
+    max_results: int = Field(20, ge=1, le=1000)
+
+
+def _history(s: WorkspaceServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.history(c, a)
+
+
+class SessionIn(OpInput):
+    session_name: str = Field(..., min_length=1, max_length=200)
+    participants: list[str] = Field([], max_length=50)
+    document_paths: list[str] = Field([], max_length=100)
+    session_type: str = Field("editing", max_length=64)
+    enable_real_time: bool = True
+
+
+def _session(s: WorkspaceServices, c: Caller, a: SessionIn, p: Progress) -> dict[str, Any]:
+    return s.collab.create_session(
+        c, a.session_name, a.participants, a.document_paths, a.session_type, a.enable_real_time
+    )
+
+
+Clock = Annotated[dict[Annotated[str, Field(max_length=128)], int], Bounded("vector_clock")]
+
+
+class OperationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["insert", "delete"]
+    position: int = Field(..., ge=0, le=MAX_FILE_BYTES)
+    content: str = Field("", max_length=MAX_FILE_BYTES)
+    length: int = Field(0, ge=0, le=MAX_FILE_BYTES, description="delete: how many characters")
+    vector_clock: Clock | None = None
+
+
+class SyncIn(OpInput):
+    document_id: str = PATH
+    operations: Annotated[list[OperationIn], Bounded("crdt_operations")] = Field(..., min_length=1, max_length=500)
+    vector_clock: Clock = Field(default_factory=dict)
+    agent_id: str = Field(..., min_length=1, max_length=128)
+    session_id: str | None = Field(None, max_length=64, description="default: the document's open session")
+
+
+def _sync(s: WorkspaceServices, c: Caller, a: SyncIn, p: Progress) -> dict[str, Any]:
+    from engram.families.workspace.collab import Edit
+
+    edits = [Edit(o.type, o.position, o.content, o.length, o.vector_clock) for o in a.operations]
+    return s.collab.sync(c, a.document_id, edits, a.vector_clock, a.agent_id, a.session_id)
+
+
+class MetricsIn(OpInput):
+    metric_types: list[Literal["latency", "throughput", "memory", "health"]] = Field(
+        ["latency", "throughput", "memory", "health"], max_length=4
+    )
+    time_window: str = WINDOW
+    include_percentiles: bool = True
+    include_system_metrics: bool = False
+
+
+def _metrics(s: WorkspaceServices, c: Caller, a: MetricsIn, p: Progress) -> dict[str, Any]:
+    return s.codeviews.metrics(c, a.metric_types, a.time_window, a.include_percentiles, a.include_system_metrics)
+
+
+declare_all(
+    Operation(
+        "read_code",
+        "workspace",
+        "Read a file with its history, similar files, dependencies and sessions.",
+        ReadIn,
+        ReadOut,
+        ANY,
+        "POST",
+        "/code/read",
+        _read,
+        read_only=True,
+        errors="agrama",
+    ),
+    Operation(
+        "write_code",
+        "workspace",
+        "Write a file (new version with provenance; syntax checked; imports graphed).",
+        WriteIn,
+        WriteOut,
+        WRITERS,
+        "POST",
+        "/code/write",
+        _write,
+        errors="agrama",
+    ),
+    Operation(
+        "semantic_search",
+        "workspace",
+        "Find code by meaning.",
+        SemanticIn,
+        Out,
+        ANY,
+        "POST",
+        "/code/semantic",
+        _semantic,
+        read_only=True,
+        errors="agrama",
+    ),
+    Operation(
+        "analyze_dependencies",
+        "workspace",
+        "A file's imports and importers, to a depth, with impact.",
+        DepsIn,
+        Out,
+        ANY,
+        "POST",
+        "/code/dependencies",
+        _deps,
+        read_only=True,
+        errors="agrama",
+    ),
+    Operation(
+        "get_context",
+        "workspace",
+        "Project, recent changes, sessions, performance, errors.",
+        ContextIn,
+        Out,
+        ANY,
+        "POST",
+        "/code/context",
+        _context,
+        read_only=True,
+        errors="agrama",
+    ),
+    Operation(
+        "record_decision",
+        "workspace",
+        "Record an agent's decision with its reasoning.",
+        DecisionIn,
+        Out,
+        WRITERS,
+        "POST",
+        "/code/decisions",
+        _decision,
+        errors="agrama",
+    ),
+    Operation(
+        "query_history",
+        "workspace",
+        "A file's or decision's changes, with unified diffs.",
+        HistoryIn,
+        Out,
+        ANY,
+        "POST",
+        "/code/history",
+        _history,
+        read_only=True,
+        errors="agrama",
+    ),
+    Operation(
+        "create_session",
+        "workspace",
+        "Open a collaborative editing session on documents.",
+        SessionIn,
+        Out,
+        WRITERS,
+        "POST",
+        "/code/sessions",
+        _session,
+        errors="agrama",
+    ),
+    Operation(
+        "sync_document",
+        "workspace",
+        "Apply CRDT operations from an agent; the merged text is saved.",
+        SyncIn,
+        Out,
+        WRITERS,
+        "POST",
+        "/code/sync",
+        _sync,
+        errors="agrama",
+    ),
+    Operation(
+        "get_performance_metrics",
+        "workspace",
+        "Engram's own latency, throughput, memory and health.",
+        MetricsIn,
+        Out,
+        ANY,
+        "POST",
+        "/code/metrics",
+        _metrics,
+        read_only=True,
+        errors="agrama",
+    ),
+)
