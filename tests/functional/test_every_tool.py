@@ -11,11 +11,11 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from engram.families import select
 from engram.families.knowledge.documents import NewDocument
 from engram.families.memory.service import Turn
 from engram.families.workspace.files import NewFile
 from engram.identity import ANY
-from engram.families import select
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 

@@ -12,8 +12,8 @@ from annotated_types import MaxLen
 from pydantic import BaseModel, JsonValue
 
 from engram.errors import InvalidInput
-from engram.limits import BOUNDS, MAX_DEPTH, Bounded, check_arguments, depth_of, scrub
 from engram.families import select
+from engram.limits import BOUNDS, MAX_DEPTH, Bounded, check_arguments, depth_of, scrub
 
 FREE_FORM = (Any, JsonValue, dict)
 

@@ -11,13 +11,14 @@ from typing import Any
 
 class _Lazy:
     def __init__(self, name: str) -> None:
-        self._name, self._module, self._lock = name, None, threading.Lock()
+        self._name, self._lock = name, threading.Lock()
+        self._module: ModuleType | None = None
 
     def _load(self) -> ModuleType:
         if self._module is None:
             with self._lock:
                 if self._module is None:
-                    self._module = importlib.import_module(self._name)  # type: ignore[assignment]
+                    self._module = importlib.import_module(self._name)
         assert self._module is not None
         return self._module
 

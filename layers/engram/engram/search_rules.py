@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engram.lazy import module
 from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
@@ -390,7 +390,8 @@ def in_ranges(
         if have is None:
             return False
         try:
-            if (lo is not None and have < lo) or (hi is not None and have > hi):  # type: ignore[operator]
+            value: Any = have  # compared as it is; values of different types are out of range (TypeError)
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
                 return False
         except TypeError:
             return False

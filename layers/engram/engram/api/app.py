@@ -205,7 +205,7 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
         )
     for path, endpoint in endpoints.items():
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
-        app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]
+        app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]  # an ASGI app: Starlette routes it as one
     mount_rest(app, engram, select(tool_filter))
     app.add_middleware(Edge, max_bytes=settings.max_request_bytes)
 

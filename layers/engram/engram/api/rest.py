@@ -165,7 +165,7 @@ def bearer_openapi(app: FastAPI) -> None:
             app.openapi_schema = spec
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its OpenAPI document
 
 
 def mount_rest(app: FastAPI, engram: Engram, ops: list[AnyOperation]) -> None:

@@ -665,8 +665,8 @@ class DocumentService:
         )
         for kind, key in (("hash", data.get("hash_key")), ("extid", data.get("extid_key"))):
             pointer = self.records.get(ctx, kind, key) if key else None
-            if pointer is not None and pointer.data["document_id"] == doc_id:
-                self.records.purge(ctx, kind, key)  # type: ignore[arg-type]
+            if key and pointer is not None and pointer.data["document_id"] == doc_id:
+                self.records.purge(ctx, kind, key)
         return {"id": doc_id, "deleted": True, "version": item.version + 1}
 
     def history(self, caller: Caller, doc_id: str) -> list[dict[str, Any]]:

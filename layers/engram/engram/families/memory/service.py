@@ -37,6 +37,7 @@ from engram.ports import (
     Progress,
     RecordStore,
     SearchIndex,
+    SearchMode,
     SearchQuery,
     Vector,
     Write,
@@ -403,7 +404,7 @@ class MemoryService:
         k: int = 10,
         lens: list[list[str]] | None = None,
         as_of: datetime | None = None,
-        mode: str = "hybrid",
+        mode: SearchMode = "hybrid",
         kinds: Sequence[str] | None = None,
         extra_visibility: list[list[str]] | None = None,
         everything_when_small: bool = True,
@@ -447,7 +448,7 @@ class MemoryService:
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             tier = "full_context"
         else:
-            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")  # type: ignore[arg-type]
+            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")
             hits = self.index.search(q, self.clock.now())
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}

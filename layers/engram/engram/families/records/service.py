@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from engram.clock import Clock, iso, new_id
@@ -128,6 +129,9 @@ class RecordService:
         if schema.surface not in ("record", "identity"):
             raise InvalidInput(f"type {type_!r} is a {schema.surface} schema, not a record type")
         return schema
+
+    def _item_entries(self, schema: Schema, item: Item) -> set[str]:
+        return self._entries(schema, item.id, item.data)
 
     def _entries(self, schema: Schema, item_id: str, data: dict[str, Any]) -> set[str]:
         if data.get("status") == "deleted":
@@ -343,7 +347,7 @@ class RecordService:
             found, _ = lookups.find(
                 self.records, caller.context_id, LOOKUP, KIND, schema, field, "exact", value, None, None, False, 10,
                 None, keep=lambda i: self._seen(caller, i),
-                current=lambda i, s=schema: self._entries(s, i.id, i.data),  # type: ignore[misc]
+                current=partial(self._item_entries, schema),
             )  # fmt: skip
             out += found
         return out

@@ -30,7 +30,18 @@ from engram.clock import Clock, iso
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import INDEX_JOB, code
 from engram.identity import Caller, IdentityService
-from engram.ports import BlobStore, Embedder, Hit, IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write
+from engram.ports import (
+    BlobStore,
+    Embedder,
+    Hit,
+    IndexDoc,
+    Item,
+    RecordStore,
+    SearchIndex,
+    SearchMode,
+    SearchQuery,
+    Write,
+)
 from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
@@ -498,11 +509,11 @@ class WorkspaceService:
         self._reindex(ctx, list(found.values()), {})
 
     def search_chunks(
-        self, caller: Caller, query: str, mode: str, k: int, kinds: tuple[str, ...] = (CHUNK,)
+        self, caller: Caller, query: str, mode: SearchMode, k: int, kinds: tuple[str, ...] = (CHUNK,)
     ) -> list[Hit]:
         vector = query_vector(self.embedder, query, ranks=mode != "bm25")
         lens = self.identity.read_lens(caller, None)
-        q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)  # type: ignore[arg-type]
+        q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)
         return self.index.search(q, self.clock.now())
 
     @staticmethod
