@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.knowledge.documents import NewDocument
+from engram.families.knowledge.search import Search
 from engram.families.memory.service import Turn, session_key
 from engram.identity import ANY
 from engram.wiring import Engram

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from engram.errors import Conflict, EngramError, NotFound
-from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.knowledge.documents import NewDocument
+from engram.families.knowledge.search import Search
 from engram.families.memory.service import Turn
 from engram.identity import ANY, Caller
 from engram.wiring import Engram

@@ -11,7 +11,8 @@ import boto3
 import pytest
 
 from engram.errors import Conflict
-from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.knowledge.documents import NewDocument
+from engram.families.knowledge.search import Search
 from engram.identity import ANY, Caller
 from engram.ports import scan
 from engram.wiring import Engram

@@ -10,7 +10,8 @@ import pytest
 
 from engram.errors import Forbidden, InvalidInput
 from engram.families import find
-from engram.families.knowledge.documents import NewDocument, Search
+from engram.families.knowledge.documents import NewDocument
+from engram.families.knowledge.search import Search
 from engram.identity import ANY, Caller
 from engram.ports import Vector
 from engram.queue import StoreQueue

@@ -71,12 +71,12 @@ class GraphService:
         searchable any more)."""
         kind, _, id_ = source.partition(":")
         if kind == "document":
-            from engram.families.knowledge.documents import _chunk_key
+            from engram.families.knowledge.base import chunk_key
 
             doc = self.records.get(ctx, "document", id_)
             if doc is None or doc.data.get("status") == "deleted":
                 return None
-            keys = [_chunk_key(doc.data, p) for p in range(int(doc.data.get("chunks") or 0))]
+            keys = [chunk_key(doc.data, p) for p in range(int(doc.data.get("chunks") or 0))]
             chunks = self.records.get_many(ctx, "chunk", keys)
             text = "\n\n".join(str(chunks[k].data.get("text") or "") for k in keys if k in chunks)
             return text[:MAX_TEXT], list(doc.data.get("scopes") or []), {"kind": "document", "id": id_}

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from engram.errors import Forbidden, InvalidInput
 from engram.families.knowledge import KnowledgeServices
-from engram.families.knowledge.documents import MAX_DOCUMENT_BYTES, NewDocument, Search
+from engram.families.knowledge.documents import MAX_DOCUMENT_BYTES, NewDocument
+from engram.families.knowledge.search import Search
 from engram.identity import ANY, WRITERS, Caller
 from engram.limits import Bounded
 from engram.operation import (

@@ -1,0 +1,68 @@
+"""The knowledge family's embedding jobs: a committed write's chunks indexed with vectors, what it replaced
+retired, the document's processing state set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram.families.knowledge.base import DocumentsBase
+from engram.ports import IndexDoc
+
+
+class Embedding(DocumentsBase):
+    def _embed_job(self, payload: dict[str, Any]) -> None:
+        self._embed_jobs([payload])
+
+    def _embedding_failed(self, ctx: str, doc_id: str, version: int, exc: Exception) -> None:
+        """The document stays findable by BM25; its status says why its vectors did not come."""
+        self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
+
+    def _retire(self, ctx: str, retire: dict[str, Any]) -> None:
+        """What a committed write replaced: its chunks (index and records) and its blob."""
+        ids = list(retire.get("chunks") or [])
+        if ids:
+            self.index.delete(ctx, ids)
+            for cid in ids:
+                self.records.purge(ctx, "chunk", cid)
+        if retire.get("blob"):
+            self.blobs.delete(retire["blob"])
+
+    def _embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
+        """Finish committed writes: the current version's chunks indexed with vectors (one embedding call
+        for all the jobs' chunks: the model is much faster on batches), what they replaced retired, the
+        status set. Reads are by key (consistent on every store), never through a query."""
+        ready: list[tuple[str, str, int, list[IndexDoc]]] = []
+        for p in payloads:
+            ctx, doc_id, version = p["context_id"], p["document_id"], int(p["version"])
+            self._retire(ctx, p.get("retire") or {})
+            item = self.records.get(ctx, "document", doc_id)
+            if item is None or item.version != version or item.data["status"] == "deleted":
+                continue  # superseded (the newer write's job indexes it) or deleted while queued
+            try:
+                docs = [self._index_doc(ctx, item.data, c, None) for c in self._chunk_items(ctx, item.data)]
+            except Exception as exc:
+                self._embedding_failed(ctx, doc_id, version, exc)
+                continue
+            ready.append((ctx, doc_id, version, docs))
+        have: dict[str, Any] = {}
+        for ctx, _, _, docs in ready:  # vectors kept from before (a change of metadata only)
+            have |= self.index.vectors(ctx, [d.id for d in docs])
+        missing = [d for *_, docs in ready for d in docs if d.id not in have]
+        if missing and self.embedder is not None:
+            try:
+                have |= dict(zip([d.id for d in missing], self.embedder.embed([d.text for d in missing]), strict=True))
+            except Exception as exc:
+                for ctx, doc_id, version, docs in ready:  # findable by BM25 all the same
+                    self._index_docs(ctx, [d.with_vector(have.get(d.id)) for d in docs])
+                    self._embedding_failed(ctx, doc_id, version, exc)
+                return
+        for ctx, doc_id, version, docs in ready:
+            try:
+                current = self.records.get(ctx, "document", doc_id)
+                if current is None or current.version != version:
+                    continue
+                self._index_docs(ctx, [d.with_vector(have.get(d.id)) for d in docs])
+                stage = "vectors" if self.embedder is not None else "bm25"
+                self._set_status(ctx, doc_id, version, "indexed", stage, None)
+            except Exception as exc:
+                self._embedding_failed(ctx, doc_id, version, exc)
