@@ -1,0 +1,215 @@
+"""Read and change documents: Vectros' document_get / chunks / update / delete / query."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from engram.families.knowledge import KnowledgeServices
+from engram.families.knowledge.operations.common import MAX_TEXT, DocIdIn, Meta, Out, vectros_status
+from engram.identity import ANY, WRITERS, Caller
+from engram.operation import (
+    Operation,
+    OpInput,
+    Scalar,
+    Short,
+    declare,
+)
+from engram.ports import Progress
+
+# -- read, change ------------------------------------------------------------------------------
+
+
+class DocGetIn(DocIdIn):
+    includeText: bool = False
+    includeDownloadUrl: bool = False
+
+
+def _doc_get(s: KnowledgeServices, c: Caller, a: DocGetIn, p: Progress) -> dict[str, Any]:
+    out = s.documents.get(c, a.id, a.includeText, a.includeDownloadUrl)
+    return dict(out, indexStatus=vectros_status(out["status"]))
+
+
+declare(
+    Operation(
+        "document_get",
+        "knowledge",
+        "Fetch a document: metadata, status, optional text and download URL.",
+        DocGetIn,
+        Out,
+        ANY,
+        "GET",
+        "/documents/{id}",
+        _doc_get,
+        read_only=True,
+    )
+)
+
+
+class ChunksIn(DocIdIn):
+    cursor: Short | None = None
+    limit: int = Field(50, ge=1, le=500)
+
+
+def _chunks(s: KnowledgeServices, c: Caller, a: ChunksIn, p: Progress) -> dict[str, Any]:
+    return s.documents.chunks(c, a.id, a.cursor, a.limit)
+
+
+declare(
+    Operation(
+        "document_chunks",
+        "knowledge",
+        "List a document's chunks (paginated).",
+        ChunksIn,
+        Out,
+        ANY,
+        "GET",
+        "/documents/{id}/chunks",
+        _chunks,
+        read_only=True,
+    )
+)
+
+
+class DocUpdateIn(DocIdIn):
+    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
+    title: str | None = Field(None, max_length=500)
+    metadata: Meta | None = None
+    labels: list[Short] | None = Field(None, max_length=50)
+    folderId: Short | None = None
+    type: Short | None = None
+    expectedVersion: int | None = Field(None, ge=1)
+
+
+def _doc_update(s: KnowledgeServices, c: Caller, a: DocUpdateIn, p: Progress) -> dict[str, Any]:
+    changes = {
+        "text": a.text,
+        "title": a.title,
+        "metadata": a.metadata,
+        "labels": a.labels,
+        "folder_id": a.folderId,
+        "type": a.type,
+    }
+    return s.documents.update(c, a.id, changes, a.expectedVersion)
+
+
+declare(
+    Operation(
+        "document_update",
+        "knowledge",
+        "Update a document (new version; re-indexes only it).",
+        DocUpdateIn,
+        Out,
+        WRITERS,
+        "PATCH",
+        "/documents/{id}",
+        _doc_update,
+    )
+)
+
+
+def _doc_delete(s: KnowledgeServices, c: Caller, a: DocIdIn, p: Progress) -> dict[str, Any]:
+    return s.documents.delete(c, a.id)
+
+
+declare(
+    Operation(
+        "document_delete",
+        "knowledge",
+        "Delete a document; it leaves search at once.",
+        DocIdIn,
+        Out,
+        WRITERS,
+        "DELETE",
+        "/documents/{id}",
+        _doc_delete,
+    )
+)
+
+
+class DocQueryIn(OpInput):
+    field: str = Field("created_at", max_length=128, description="title, created_at, externalId, type, payload.<f>")
+    op: Literal["exact", "range", "prefix", "list"] = "list"
+    value: Scalar | None = Field(None, description="exact / prefix")
+    from_: Scalar | None = Field(None, alias="from", description="range low")
+    to: Scalar | None = Field(None, description="range high")
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0)
+    collection: Short | None = None
+    folderId: Short | None = None
+    type: Short | None = None
+
+
+def _field(doc: dict[str, Any], name: str) -> Any:
+    if name.startswith("payload."):
+        return (doc.get("payload") or {}).get(name[8:])
+    return doc.get({"externalId": "external_id", "folderId": "folder_id"}.get(name, name))
+
+
+def _typed_lookup(s: KnowledgeServices, c: Caller, a: DocQueryIn) -> dict[str, Any] | None:
+    """A lookup on a typed document's lookup field (payload.<f> of its schema): a key range, not a scan."""
+    if a.type is None or a.op == "list" or a.collection is not None or a.folderId is not None:
+        return None
+    schema = s.schemas.find(c.context_id, a.type)
+    name = a.field[8:] if a.field.startswith("payload.") else None
+    if (
+        name is None
+        or schema is None
+        or schema.surface != "document"
+        or not any(lk.field == name for lk in schema.lookups)
+    ):
+        return None
+    items, _ = s.documents.lookup(
+        c, a.type, name, a.op, a.value, a.from_, a.to, a.order == "desc", a.offset + a.limit + 1, None
+    )
+    page = items[a.offset : a.offset + a.limit]
+    more = len(items) > a.offset + a.limit
+    return {
+        "items": page,
+        "total": len(items) if not more else None,
+        "nextOffset": a.offset + a.limit if more else None,
+    }
+
+
+def _doc_query(s: KnowledgeServices, c: Caller, a: DocQueryIn, p: Progress) -> dict[str, Any]:
+    typed = _typed_lookup(s, c, a)
+    if typed is not None:
+        return typed
+    docs = s.documents.all_documents(c)
+    for key, want in (("collection", a.collection), ("folder_id", a.folderId), ("type", a.type)):
+        if want is not None:
+            docs = [d for d in docs if d.get(key) == want]
+    if a.op == "exact":
+        docs = [d for d in docs if _field(d, a.field) == a.value]
+    elif a.op == "prefix":
+        docs = [d for d in docs if str(_field(d, a.field) or "").startswith(str(a.value or ""))]
+    elif a.op == "range":
+        docs = [
+            d
+            for d in docs
+            if _field(d, a.field) is not None
+            and (a.from_ is None or _field(d, a.field) >= a.from_)
+            and (a.to is None or _field(d, a.field) <= a.to)
+        ]
+    docs.sort(key=lambda d: (str(_field(d, a.field)), d["id"]), reverse=a.order == "desc")
+    page = docs[a.offset : a.offset + a.limit]
+    more = a.offset + a.limit < len(docs)
+    return {"items": page, "total": len(docs), "nextOffset": a.offset + a.limit if more else None}
+
+
+declare(
+    Operation(
+        "document_query",
+        "knowledge",
+        "Look up documents (exact / range / prefix on a field), paginated.",
+        DocQueryIn,
+        Out,
+        ANY,
+        "POST",
+        "/documents/lookup",
+        _doc_query,
+        read_only=True,
+    )
+)

@@ -1,0 +1,268 @@
+"""Ingest: Spectron's upload, Cortex's knowledge_ingest / knowledge_bulk_ingest, Vectros' document_ingest."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from engram.errors import Forbidden, InvalidInput
+from engram.families.knowledge import KnowledgeServices
+from engram.families.knowledge.documents import MAX_DOCUMENT_BYTES, NewDocument
+from engram.families.knowledge.operations.common import MAX_TEXT, SENSITIVE, Meta, Out, Strategy, vectros_status
+from engram.identity import WRITERS, Caller
+from engram.limits import Bounded
+from engram.operation import (
+    Operation,
+    OpInput,
+    Selector,
+    Short,
+    declare,
+)
+from engram.ports import Progress
+
+# -- ingest ------------------------------------------------------------------------------------
+
+
+class UploadIn(OpInput):
+    bytes_base64: str = Field(
+        ..., min_length=1, max_length=MAX_DOCUMENT_BYTES * 4 // 3 + 4, description="The file, base64 (RFC 4648)"
+    )
+    title: str | None = Field(None, max_length=500)
+    source: str | None = Field(None, max_length=1000)
+    mime_type: str | None = Field(None, max_length=200)
+    filename: str | None = Field(None, max_length=500)
+    scopes: Selector | None = None
+    labels: list[str] = Field(default_factory=list, max_length=50)
+    collection: str | None = Field(None, max_length=128)
+    external_id: str | None = Field(None, alias="externalId", max_length=256)
+
+    @field_validator("bytes_base64")
+    @classmethod
+    def _b64(cls, v: str) -> str:
+        try:
+            base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("not valid base64 (RFC 4648)") from exc
+        return v
+
+
+class UploadOut(Out):
+    id: str
+    status: str
+    content_hash: str
+    deduplicated: bool
+    version: int
+
+
+def _upload(s: KnowledgeServices, c: Caller, a: UploadIn, p: Progress) -> dict[str, Any]:
+    new = NewDocument(
+        base64.b64decode(a.bytes_base64),
+        title=a.title or "",
+        source=a.source or "",
+        mime_type=a.mime_type,
+        filename=a.filename,
+        collection=a.collection,
+        labels=a.labels,
+        scopes=a.scopes,
+        external_id=a.external_id,
+    )
+    return s.documents.ingest(c, new)
+
+
+declare(
+    Operation(
+        "document_upload",
+        "knowledge",
+        "Upload a file (base64): PDF, DOCX, HTML, Markdown, text.",
+        UploadIn,
+        UploadOut,
+        WRITERS,
+        "POST",
+        "/documents",
+        _upload,
+    )
+)
+
+
+class ChunkOpts(BaseModel):
+    chunk_strategy: Strategy = "paragraph"
+    chunk_max_tokens: int = Field(256, ge=32, le=2048)
+    chunk_overlap: int = Field(32, ge=0, le=512)
+
+
+class IngestIn(OpInput, ChunkOpts):
+    collection: str = Field(..., min_length=1, max_length=128)
+    title: str = Field(..., max_length=500)
+    content: str = Field(..., min_length=1, max_length=MAX_TEXT)
+    source_url: str | None = Field(None, max_length=2000)
+    metadata: Meta | None = None
+    scopes: Selector | None = None
+
+
+class IngestOut(Out):
+    document_id: str
+    collection: str
+    chunks_created: int
+    total_tokens: int
+    status: str
+
+
+def _new_text(a: Any, collection: str, scopes: Selector | None, opts: ChunkOpts) -> NewDocument:
+    return NewDocument(
+        a.content.encode(),
+        title=a.title,
+        source=a.source_url or "",
+        source_url=a.source_url,
+        mime_type="text/plain",
+        collection=collection,
+        metadata=a.metadata or {},
+        scopes=scopes,
+        strategy=opts.chunk_strategy,
+        max_tokens=opts.chunk_max_tokens,
+        overlap=opts.chunk_overlap,
+    )
+
+
+def _ingest(s: KnowledgeServices, c: Caller, a: IngestIn, p: Progress) -> dict[str, Any]:
+    return s.documents.ingest(c, _new_text(a, a.collection, a.scopes, a))
+
+
+declare(
+    Operation(
+        "knowledge_ingest",
+        "knowledge",
+        "Ingest a text document into a collection.",
+        IngestIn,
+        IngestOut,
+        WRITERS,
+        "POST",
+        "/knowledge/ingest",
+        _ingest,
+    )
+)
+
+
+class BulkDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(..., max_length=500)
+    content: str = Field(..., max_length=MAX_TEXT)
+    source_url: str | None = Field(None, max_length=2000)
+    metadata: Meta | None = None
+
+
+class BulkIn(OpInput, ChunkOpts):
+    collection: str = Field(..., min_length=1, max_length=128)
+    documents: list[BulkDoc] = Field(..., min_length=1, max_length=2000)
+    scopes: Selector | None = None
+
+
+class BulkOut(Out):
+    collection: str
+    documents_ingested: int
+    total_chunks: int
+    errors: list[dict[str, Any]]
+
+
+def _bulk(s: KnowledgeServices, c: Caller, a: BulkIn, p: Progress) -> dict[str, Any]:
+    docs = [_new_text(d, a.collection, a.scopes, a) for d in a.documents]
+    return {"collection": a.collection, **s.documents.bulk_ingest(c, docs, p)}
+
+
+declare(
+    Operation(
+        "knowledge_bulk_ingest",
+        "knowledge",
+        "Ingest many text documents; errors reported per document.",
+        BulkIn,
+        BulkOut,
+        WRITERS,
+        "POST",
+        "/knowledge/bulk",
+        _bulk,
+    )
+)
+
+
+class DocIngestIn(OpInput):
+    text: str | None = Field(None, max_length=MAX_TEXT)
+    filePath: str | None = Field(None, max_length=4096, description="stdio only")
+    title: str | None = Field(None, max_length=500)
+    externalId: str | None = Field(None, max_length=256, description="Idempotency key")
+    schemaId: str | None = Field(None, max_length=128)
+    payload: Annotated[dict[str, Any], Bounded("payload")] | None = None
+    folderId: Short | None = None
+    type: str | None = Field(None, max_length=128)
+    mimeType: str | None = Field(None, max_length=200)
+    metadata: Meta | None = None
+    collection: str | None = Field(None, max_length=128)
+    scopes: Selector | None = None
+
+    @model_validator(mode="after")
+    def _one_body(self) -> DocIngestIn:
+        if (self.text is None) == (self.filePath is None):
+            raise ValueError("pass exactly one of text or filePath")
+        if self.payload is not None and not self.schemaId:
+            raise ValueError("payload needs schemaId")
+        return self
+
+
+def _jailed(s: KnowledgeServices, path: str) -> Path:
+    root = Path(s.root.settings.ingest_root or Path.cwd()).resolve()
+    raw = Path(path)
+    if raw.is_absolute() or ".." in raw.parts:
+        raise Forbidden(f"{path}: outside the ingest root", code="path_refused")
+    candidate = root / raw
+    if any(part.lower().startswith(SENSITIVE) or part.lower().endswith(SENSITIVE) for part in raw.parts):
+        raise Forbidden(f"{path}: sensitive file refused", code="path_refused")
+    resolved = candidate.resolve()
+    if candidate.is_symlink() or not resolved.is_relative_to(root):
+        raise Forbidden(f"{path}: links out of the ingest root are refused", code="path_refused")
+    if not resolved.is_file():
+        raise InvalidInput(f"{path}: no such file")
+    return resolved
+
+
+def _doc_ingest(s: KnowledgeServices, c: Caller, a: DocIngestIn, p: Progress) -> dict[str, Any]:
+    if a.filePath is not None:
+        if c.transport != "stdio":
+            raise InvalidInput("filePath is only accepted over stdio; send text inline", code="file_path_http")
+        path = _jailed(s, a.filePath)
+        data, filename, mime = path.read_bytes(), path.name, a.mimeType
+    else:
+        data, filename, mime = (a.text or "").encode(), None, a.mimeType or "text/plain"
+    new = NewDocument(
+        data,
+        title=a.title or filename or "",
+        source=filename or "",
+        mime_type=mime,
+        filename=filename,
+        collection=a.collection,
+        folder_id=a.folderId,
+        metadata=a.metadata or {},
+        scopes=a.scopes,
+        external_id=a.externalId,
+        schema_id=a.schemaId,
+        payload=a.payload,
+        doc_type=a.type,
+    )
+    out = s.documents.ingest(c, new)
+    return dict(out, indexStatus=vectros_status(out["status"]))
+
+
+declare(
+    Operation(
+        "document_ingest",
+        "knowledge",
+        "Create a document from text (or filePath on stdio); idempotent by externalId.",
+        DocIngestIn,
+        UploadOut,
+        WRITERS,
+        "POST",
+        "/documents/ingest",
+        _doc_ingest,
+    )
+)

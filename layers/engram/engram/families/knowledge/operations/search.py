@@ -1,0 +1,263 @@
+"""Search and answers: knowledge_search, hybrid_search, rag_ask, document_ask, knowledge_get."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from engram.errors import InvalidInput
+from engram.families.knowledge import KnowledgeServices
+from engram.families.knowledge.operations.common import DocIdIn, MetaFilter, Out
+from engram.families.knowledge.search import Search
+from engram.identity import ANY, Caller
+from engram.limits import Bounded
+from engram.operation import (
+    Operation,
+    OpInput,
+    Selector,
+    Short,
+    Stamp,
+    declare,
+    declare_all,
+)
+from engram.ports import Progress
+
+# -- search and answers -----------------------------------------------------------------------
+
+
+class SearchIn(OpInput):
+    query: str = Field(..., min_length=1, max_length=4000)
+    mode: Literal["vector", "bm25", "fts", "hybrid", "hybrid_graph"] = "hybrid"
+    k: int | None = Field(None, ge=1, le=100, description="Spectron: results (default 5)")
+    limit: int | None = Field(None, ge=1, le=100, description="Cortex: results")
+    threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
+    filter: Annotated[dict[str, list[Short]], Bounded("filter")] | None = Field(
+        None, description="by mime_type, type, collection"
+    )
+    metadata_filter: MetaFilter | None = None
+    collection: Short | None = None
+    lens: Selector | None = None
+
+
+SPECTRON_K, CORTEX_LIMIT = 5, 10  # each seed's default number of results
+
+
+def _cortex_call(a: SearchIn) -> bool:
+    """Whether a call follows Cortex's dialect (its own arguments or mode name); else Spectron's, whose
+    default it then gets. A call with only a query is Spectron's."""
+    return a.limit is not None or a.mode == "fts" or a.metadata_filter is not None or a.collection is not None
+
+
+def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
+    mode = "bm25" if a.mode == "fts" else "hybrid" if a.mode == "hybrid_graph" else a.mode
+    k = a.k or a.limit or (CORTEX_LIMIT if _cortex_call(a) else SPECTRON_K)
+    filt = a.filter or {}
+    unknown = set(filt) - {"mime_type", "type", "collection"}
+    if unknown:
+        raise InvalidInput(f"unknown filter key(s): {', '.join(sorted(unknown))}")
+    collection = a.collection or next(iter(filt.get("collection") or []), None)
+    doc_type = next(iter(filt.get("type") or []), None)
+    q = Search(
+        a.query,
+        mode,
+        k,
+        threshold=a.threshold,
+        collection=collection,
+        doc_type=doc_type,
+        mime_types=filt.get("mime_type"),
+        metadata=a.metadata_filter or {},
+        lens=a.lens,
+    )
+    out: dict[str, Any] = s.documents.search(c, q)
+    if a.mode == "hybrid_graph":
+        out["results"] = s.documents.expand_neighbours(c, out["results"], k)
+    out["search_mode"] = a.mode
+    return out
+
+
+declare(
+    Operation(
+        "knowledge_search",
+        "knowledge",
+        "Search documents: hybrid, vector or bm25; cited chunks.",
+        SearchIn,
+        Out,
+        ANY,
+        "POST",
+        "/query",
+        _search,
+        read_only=True,
+        also=("/documents/query",),
+    )
+)
+
+
+class VectrosFilters(OpInput):
+    """The retrieval filters hybrid_search and rag_ask share."""
+
+    folderId: Short | None = None
+    type: Short | None = None
+    metadataFilters: MetaFilter | None = None
+    dateFrom: Stamp | None = Field(None, description="ISO 8601")
+    dateTo: Stamp | None = Field(None, description="ISO 8601")
+    collection: Short | None = None
+
+    def search(self, query: str, k: int, **extra: Any) -> Search:
+        return Search(
+            query,
+            k=k,
+            collection=self.collection,
+            folder_id=self.folderId,
+            doc_type=self.type,
+            metadata=self.metadataFilters or {},
+            created_from=self.dateFrom,
+            created_to=self.dateTo,
+            kinds=("chunk", "record"),  # "across indexed documents and records"
+            **extra,
+        )
+
+
+AGRAMA_ARGS = ("context_files", "max_results", "include_semantic", "include_graph", "semantic_weight",
+               "lexical_weight", "graph_weight")  # fmt: skip
+VECTROS_ARGS = ("limit", "offset", "keywordPrecision", "minScore", "ownership", "folderId", "type",
+                "metadataFilters", "dateFrom", "dateTo", "collection")  # fmt: skip
+
+
+class HybridIn(VectrosFilters):
+    """Vectros' arguments search the documents and records; Agrama's (context_files, max_results, the
+    weights) search the code workspace. A call takes one seed's arguments, not both."""
+
+    query: str = Field(..., min_length=1, max_length=4000)
+    limit: int = Field(10, ge=1, le=50)
+    offset: int = Field(0, ge=0, le=1000)
+    keywordPrecision: Literal["any", "all"] = "any"
+    minScore: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
+    ownership: Selector | None = Field(None, description="DNF scope selector of owners")
+    context_files: list[str] = Field([], max_length=50, description="Agrama: files for graph proximity")
+    max_results: int = Field(10, ge=1, le=100, description="Agrama: results")
+    include_semantic: bool = True
+    include_graph: bool = True
+    semantic_weight: float = Field(0.4, ge=0, le=1)
+    lexical_weight: float = Field(0.4, ge=0, le=1)
+    graph_weight: float = Field(0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_dialect(self) -> HybridIn:
+        agrama = sorted(self.model_fields_set & set(AGRAMA_ARGS))
+        vectros = sorted(self.model_fields_set & set(VECTROS_ARGS))
+        if agrama and vectros:
+            raise ValueError(
+                f"mixes Agrama's arguments ({', '.join(agrama)}: code workspace search) with Vectros' "
+                f"({', '.join(vectros)}: document and record search); give one seed's"
+            )
+        return self
+
+    @property
+    def agrama(self) -> bool:
+        return bool(self.model_fields_set & set(AGRAMA_ARGS))
+
+
+def _hybrid_search(s: KnowledgeServices, c: Caller, a: HybridIn, p: Progress) -> dict[str, Any]:
+    if a.agrama:
+        return s.codeviews.hybrid(c, a)
+    q = a.search(
+        a.query, a.limit, offset=a.offset, threshold=a.minScore, lens=a.ownership, match_all=a.keywordPrecision == "all"
+    )
+    out: dict[str, Any] = s.documents.search(c, q)
+    return dict(out, offset=a.offset, limit=a.limit)
+
+
+class RagIn(VectrosFilters):
+    question: str = Field(..., min_length=1, max_length=4000)
+    limit: int = Field(5, ge=1, le=50, description="Passages to retrieve")
+    instructions: str | None = Field(None, max_length=4000)
+    temperature: float = Field(0.0, ge=0, le=1)
+
+
+class AnswerOut(Out):
+    answer: str
+    citations: list[dict[str, Any]]
+
+
+def _rag(s: KnowledgeServices, c: Caller, a: RagIn, p: Progress) -> dict[str, Any]:
+    q = a.search(a.question, a.limit)
+    return s.documents.ask(c, a.question, q, a.instructions, a.temperature, p)
+
+
+declare_all(
+    Operation("hybrid_search", "knowledge", "Keyword + dense search: documents and records (Vectros' arguments), "
+              "or code (Agrama's).",
+              HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)},
+              mcp_limits_unless=AGRAMA_ARGS),
+    Operation("rag_ask", "knowledge", "Answer a question from the indexed corpus, with citations.",
+              RagIn, AnswerOut, ANY, "POST", "/ask", _rag, read_only=True, mcp_limits={"limit": (5, 10)}),
+)  # fmt: skip
+
+
+class DocAskIn(DocIdIn):
+    question: str = Field(..., min_length=1, max_length=4000)
+    instructions: str | None = Field(None, max_length=4000)
+    temperature: float = Field(0.0, ge=0, le=1)
+
+
+def _doc_ask(s: KnowledgeServices, c: Caller, a: DocAskIn, p: Progress) -> dict[str, Any]:
+    s.documents.get(c, a.id)  # 404 for an unknown or invisible document
+    q = Search(a.question, k=5, document_id=a.id)
+    return s.documents.ask(c, a.question, q, a.instructions, a.temperature, p)
+
+
+declare(
+    Operation(
+        "document_ask",
+        "knowledge",
+        "Answer a question from one document, with citations.",
+        DocAskIn,
+        AnswerOut,
+        ANY,
+        "POST",
+        "/documents/{id}/ask",
+        _doc_ask,
+        read_only=True,
+    )
+)
+
+
+class GetIn(OpInput):
+    kind: Literal["document", "chunk", "chunks", "node"] = "document"
+    id: str | None = Field(None, max_length=256)
+    node: Annotated[dict[str, Short], Bounded("filter")] | None = Field(None, description="kind and slug")
+    cursor: Short | None = None
+    limit: int = Field(50, ge=1, le=500)
+
+
+def _get(s: KnowledgeServices, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]:
+    if a.kind == "node":
+        if not a.node or not a.node.get("kind") or not a.node.get("slug"):
+            raise InvalidInput("kind=node needs node.kind and node.slug")
+        return s.documents.node(c, a.node["kind"], a.node["slug"])
+    if not a.id:
+        raise InvalidInput(f"kind={a.kind} needs id")
+    if a.kind == "chunk" and "#" not in a.id:  # Spectron: a document's id with kind=chunk lists its chunks
+        return {"kind": "chunk", **s.documents.chunks(c, a.id, a.cursor, a.limit)}
+    if a.kind == "chunk":
+        return {"kind": "chunk", **s.documents.chunk(c, a.id)}
+    if a.kind == "chunks":
+        return {"kind": "chunks", **s.documents.chunks(c, a.id, a.cursor, a.limit)}
+    return {"kind": "document", **s.documents.get(c, a.id)}
+
+
+declare(
+    Operation(
+        "knowledge_get",
+        "knowledge",
+        "Fetch a document, a chunk, a chunk list or a knowledge node by id.",
+        GetIn,
+        Out,
+        ANY,
+        "POST",
+        "/knowledge/get",
+        _get,
+        read_only=True,
+    )
+)
