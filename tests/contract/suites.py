@@ -232,7 +232,8 @@ class SearchIndexContract:
     def test_scores_are_the_same_evidence_in_every_mode(self, loaded: SearchIndex) -> None:
         """README "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
         the mode that found it; the term counts behind the lexical part are the context's."""
-        from engram.search_rules import bm25_idf, lexical_evidence, query_weights
+        from engram.search_rules import lexical_evidence, query_weights
+        from engram.terms import bm25_idf
 
         assert loaded.term_counts("c1", ["cat", "mat", "zzz"]) == (4, {"cat": 2, "mat": 1, "zzz": 0})
         lists = {m: loaded.search(SearchQuery("c1", "cat mat", _vec(1, 0), m, k=4), self.NOW) for m in MODES}

@@ -9,7 +9,8 @@ import pytest
 
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
-from engram.families.memory.service import Turn, session_key
+from engram.families.memory.base import Turn
+from engram.families.memory.plan import session_key
 from engram.identity import ANY
 from engram.wiring import Engram
 from tests.contract.conftest import aws_engram_on

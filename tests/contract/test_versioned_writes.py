@@ -112,7 +112,8 @@ def test_the_version_an_ingest_answers_is_the_one_to_update_after_indexing(both:
 
 def test_concurrent_turns_in_one_session_are_all_stored_in_a_definite_order(both: Engram) -> None:
     """50 memory_store calls at once in one session (the default one: a key's per day): none conflicts."""
-    from engram.families.memory.service import Turn, session_key
+    from engram.families.memory.base import Turn
+    from engram.families.memory.plan import session_key
 
     e = both
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])

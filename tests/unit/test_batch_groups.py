@@ -7,7 +7,8 @@ from datetime import datetime
 from pathlib import Path
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
-from engram.families.memory.service import Turn, session_key
+from engram.families.memory.base import Turn
+from engram.families.memory.plan import session_key
 from engram.identity import ANY
 from engram.ports import Item, Write
 from engram.settings import Settings

@@ -15,7 +15,8 @@ import pytest
 
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.ports import IndexDoc, SearchQuery
-from engram.search_rules import BM25_B, BM25_K1, index_terms, query_weights, stem
+from engram.search_rules import query_weights
+from engram.terms import BM25_B, BM25_K1, index_terms, stem
 
 WORDS = [
     "wing",

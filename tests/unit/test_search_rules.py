@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from engram.ports import Hit, SearchQuery
-from engram.search_rules import fuse, hybrid, merge_hits, query_terms, rrf, smooth
+from engram.search_rules import fuse, hybrid, merge_hits, rrf, smooth
+from engram.terms import query_terms
 
 
 def test_fuse_normalises_and_combines() -> None:
@@ -254,7 +255,8 @@ def test_scores_never_rise_down_the_list_and_combine_both_kinds_of_evidence() ->
 
 def test_a_query_word_counts_as_often_as_the_query_says_it() -> None:
     """Issue #12: CISI's long questions repeat their key words; deduplicated, BM25 lost 0.07 nDCG@10."""
-    from engram.search_rules import query_weights, stem
+    from engram.search_rules import query_weights
+    from engram.terms import stem
 
     assert query_weights("Flows and the flow: which flow?") == {stem("flow"): 3.0}
     assert query_weights("boundary layers of the boundary") == {stem("boundary"): 2.0, stem("layers"): 1.0}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import math
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -14,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from engram.lazy import module
 from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
+from engram.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
 # imports these rules (listing tools builds nothing: issue #16)
@@ -109,7 +108,7 @@ def query_weights(text: str) -> dict[str, float]:
     """The BM25 terms of a query: its stems (stop words aside), each weighted by how often the query says
     it, as a Lucene query of the same words scores them (a question that repeats its key word means it)."""
     weights: dict[str, float] = {}
-    for w in _WORD.findall(text.lower()):
+    for w in WORD.findall(text.lower()):
         if w not in STOP_WORDS:
             t = stem(w)
             weights[t] = weights.get(t, 0.0) + 1.0
@@ -413,113 +412,3 @@ def visible(
         and metadata_matches(metadata, query.metadata)
         and in_ranges(metadata, query.ranges)
     )
-
-
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    ]
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-# BM25 as both index adapters score it (OpenSearch: the index's similarity and analyzer say the same):
-# words (\w+, lower-cased) minus the stop words above, Snowball English stems, k1 1.5, b 0.75.
-# Measured on cranfield against FTS5's fixed k1 1.2 and Porter stems: bench/RESULTS.md.
-BM25_K1, BM25_B = 1.5, 0.75
-_stemmers = threading.local()
-_stems: dict[str, str] = {}
-
-
-def stem(word: str) -> str:
-    found = _stems.get(word)
-    if found is None:
-        stemmer = getattr(_stemmers, "english", None)
-        if stemmer is None:  # a Snowball stemmer keeps state: one per thread
-            import Stemmer  # PyStemmer: the Snowball stemmers in C
-
-            stemmer = _stemmers.english = Stemmer.Stemmer("english")
-        found = stemmer.stemWord(word)
-        if len(_stems) < 500_000:
-            _stems[word] = found
-    return found
-
-
-def index_terms(text: str) -> list[str]:
-    """The terms BM25 counts in a document: stems of its words minus stop words, repeats kept."""
-    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
-
-
-def bm25_idf(docs: int, df: int) -> float:
-    """Lucene's BM25 idf: never negative, so a very common term still counts a little."""
-    return math.log(1 + (docs - df + 0.5) / (df + 0.5))
-
-
-def query_terms(text: str) -> list[str]:
-    """Lower-cased query words minus English stop words, first occurrence order, deduplicated."""
-    seen: dict[str, None] = {}
-    for w in _WORD.findall(text.lower()):
-        if w not in STOP_WORDS and w not in seen:
-            seen[w] = None
-    return list(seen)

@@ -193,9 +193,9 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None) -> None:
 
 
 def _warm_rules(name: str, engram: Any) -> None:
-    from engram import search_rules
+    from engram import search_rules, terms  # noqa: F401 - the rules, imported before the snapshot
 
-    search_rules.stem("warming")  # the stemmer
+    terms.stem("warming")  # the stemmer
     import numpy
 
     numpy.zeros(1)

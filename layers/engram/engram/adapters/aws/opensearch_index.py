@@ -29,8 +29,9 @@ import numpy as np
 
 from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, STOP_WORDS, lists_of, query_weights
+from engram.search_rules import lists_of, query_weights
 from engram.search_rules import search as run_search
+from engram.terms import BM25_B, BM25_K1, STOP_WORDS
 
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
 RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)

@@ -22,8 +22,9 @@ import numpy as np
 from engram.adapters.local.sqlite_records import connect
 from engram.clock import iso, parse_time
 from engram.ports import Closing, Hit, IndexDoc, MetaValue, SearchQuery, Vector
-from engram.search_rules import BM25_B, BM25_K1, bm25_idf, index_terms, visible
 from engram.search_rules import search as run_search
+from engram.search_rules import visible
+from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (

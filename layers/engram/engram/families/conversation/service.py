@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 else:
     np = module("numpy")
 from engram.families.conversation import INDEX_JOB
-from engram.families.memory.service import CONTEXT_EMBEDDING, MemoryService, Turn, turn_text
+from engram.families.memory.base import CONTEXT_EMBEDDING, Turn
+from engram.families.memory.plan import turn_text
+from engram.families.memory.service import MemoryService
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")

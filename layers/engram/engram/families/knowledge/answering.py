@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.families.knowledge.chunking import sentences
 from engram.ports import Generator
-from engram.search_rules import query_terms
+from engram.terms import query_terms
 
 NO_ANSWER = "No indexed passage answers this question."
 MAX_SENTENCES = 3

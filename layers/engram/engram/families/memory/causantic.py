@@ -12,10 +12,12 @@ from typing import Any
 
 from engram.clock import parse_time
 from engram.errors import InvalidInput
-from engram.families.memory.service import MemoryService, approx_tokens, turn_text
+from engram.families.memory.plan import turn_text
+from engram.families.memory.service import MemoryService
 from engram.identity import Caller
 from engram.ports import scan
 from engram.scopes import covers
+from engram.terms import approx_tokens
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from engram.clock import parse_time
 from engram.families.memory import MemoryServices
-from engram.families.memory.service import Turn, validate_query
+from engram.families.memory.base import Turn
+from engram.families.memory.results import validate_query
 from engram.identity import ANY, WRITERS, Caller
 from engram.limits import Bounded
 from engram.operation import Operation, OpInput, Scalar, Selector, Stamp, declare, declare_all

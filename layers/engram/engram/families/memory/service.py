@@ -1,4 +1,5 @@
-"""The memory family's domain logic (Spectron's memory tools): store, recall, reflect, profile, forget.
+"""The memory family's domain logic (Spectron's memory tools): store, reflect and forget here; recall and the
+profile in `reading`, the write plan and index documents in `plan`, result shapes in `results`.
 
 Storage model, all in the caller's context:
 - `turn` items: what was said, by whom, in which session, when said (`said_at`) and recorded.
@@ -11,115 +12,31 @@ Turns and attributes are indexed for hybrid search with their scope tags and val
 
 from __future__ import annotations
 
-import logging
 import random
-import re
 import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from engram.clock import Clock, iso, new_id, parse_time
-from engram.errors import Conflict, InvalidInput
+from engram.clock import iso, new_id, parse_time
+from engram.errors import Conflict
 from engram.families.entities import service as entities
-from engram.families.memory import INDEX_JOB
-from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact, extract
-from engram.identity import OVERSEERS, Caller, IdentityService
-from engram.ports import (
-    Embedder,
-    Generator,
-    Hit,
-    IndexDoc,
-    Item,
-    Progress,
-    RecordStore,
-    SearchIndex,
-    SearchMode,
-    SearchQuery,
-    Vector,
-    Write,
-    no_progress,
-    scan,
-)
-from engram.queue import Queue
+from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug
+from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
+from engram.families.memory.plan import ATTRIBUTE_EDGES, Plan, attribute_text, index_doc_of, session_key, turn_text
+from engram.families.memory.reading import Reading
+from engram.identity import OVERSEERS, Caller
+from engram.ports import Hit, IndexDoc, Progress, SearchQuery, Vector, no_progress
 from engram.scopes import tags_key
-from engram.search_rules import query_terms, query_vector, semantic_evidence
-from engram.unit_of_work import UnitOfWork
+from engram.search_rules import semantic_evidence
+from engram.terms import approx_tokens, query_terms
 
-CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
-FORGET_COSINE = 0.55
-CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
-_RETRIES = 200  # as engram.retry: concurrent writers land one at a time
-SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after its commit (see _Plan.finish)
-log = logging.getLogger("engram.memory")
+__all__ = ["CONTEXT_EMBEDDING", "MemoryService", "Turn"]
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64] or "x"
-
-
-@dataclass(frozen=True)
-class Turn:
-    content: str
-    role: str = "user"
-    session_id: str | None = None
-    said_at: datetime | None = None
-    metadata: dict[str, str | int | float | bool] | None = None
-
-
-class MemoryService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-        generator: Generator | None = None,
-        cache_size: int = 512,
-    ) -> None:
-        self.records = records
-        self.index = index
-        self.embedder = embedder
-        self.clock = clock
-        self.identity = identity
-        self.generator = generator
-        self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-        self._writers: dict[str, threading.RLock] = {}
-        self.queue = queue  # its jobs are registered by the composition root (engram.wiring)
-
-    # -- helpers --------------------------------------------------------------------------
-
-    def embed(self, texts: Sequence[str]) -> list[Vector | None]:
-        if self.embedder is None or not texts:
-            return [None] * len(texts)
-        return list(self.embedder.embed(list(texts)))
-
-    @staticmethod
-    def subject_of(turn: Turn, tags: Sequence[str]) -> str:
-        speaker = (turn.metadata or {}).get("speaker")
-        if isinstance(speaker, str) and speaker.strip():
-            return speaker.strip()
-        for tag in tags:
-            parts = tag.split("/")
-            if "user" in parts[:-1]:
-                return parts[parts.index("user") + 1]
-        return turn.role if turn.role not in ("user", "assistant", "system") else "user"
-
-    def _extract(self, content: str) -> Extraction:
-        if self.generator is not None:
-            from engram.families.memory.llm_extraction import extract_with_llm
-
-            result: Extraction = extract_with_llm(self.generator, content)
-            return result
-        return extract(content)
-
+class MemoryService(Reading):
     # -- store ----------------------------------------------------------------------------
 
     def store(self, caller: Caller, turn: Turn, scopes: list[list[str]] | None) -> dict[str, Any]:
@@ -169,9 +86,9 @@ class MemoryService:
 
     def _plan(
         self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
-    ) -> tuple[_Plan, list[dict[str, Any]]]:
+    ) -> tuple[Plan, list[dict[str, Any]]]:
         ctx = caller.context_id
-        plan = _Plan(self.records, ctx, caller.actor, now)
+        plan = Plan(self.records, ctx, caller.actor, now)
         results: list[dict[str, Any]] = []
         default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
         for turn in turns:
@@ -213,7 +130,7 @@ class MemoryService:
         return plan, results
 
     def _touch_session(
-        self, plan: _Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
+        self, plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
     ) -> None:
         current = plan.get("session", session_key(session_id, tags))
         data = (
@@ -240,7 +157,7 @@ class MemoryService:
 
     def _reconcile(
         self,
-        plan: _Plan,
+        plan: Plan,
         ex: Extraction,
         subject: str,
         tags: list[str],
@@ -325,7 +242,7 @@ class MemoryService:
 
     def _entity(
         self,
-        plan: _Plan,
+        plan: Plan,
         etype: str,
         name: str,
         touched: bool,
@@ -339,7 +256,7 @@ class MemoryService:
 
     def _set_attribute(
         self,
-        plan: _Plan,
+        plan: Plan,
         fact: Fact,
         subject: str,
         entity_key: str,
@@ -395,90 +312,10 @@ class MemoryService:
         plan.index(IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text)
         return action, old_value
 
-    # -- recall ---------------------------------------------------------------------------
-
-    def recall(
-        self,
-        caller: Caller,
-        query: str,
-        k: int = 10,
-        lens: list[list[str]] | None = None,
-        as_of: datetime | None = None,
-        mode: SearchMode = "hybrid",
-        kinds: Sequence[str] | None = None,
-        extra_visibility: list[list[str]] | None = None,
-        everything_when_small: bool = True,
-    ) -> dict[str, Any]:
-        """`everything_when_small`: when the context holds no more than `k` memories, answer all of them in
-        time order (the `full_context` tier: nothing can be missed); off, a search ranks them as always."""
-        started = self.clock_ms()
-        visibility = self.identity.read_lens(caller, lens)
-        if extra_visibility is not None:
-            visibility = [sorted(set(a) | set(b)) for a in visibility for b in extra_visibility]
-        kinds = tuple(kinds) if kinds else ("turn", "attribute")
-        # The cache is keyed by the index's generation of the context, which every writer moves (another
-        # process on the same data folder too); an index that has none (OpenSearch) caches nothing.
-        generation = self.index.generation(caller.context_id)
-        key = (
-            caller.context_id,
-            generation,
-            tuple(map(tuple, visibility)),
-            " ".join(query.lower().split()),
-            k,
-            iso(as_of),
-            mode,
-            kinds,
-            everything_when_small,
-        )
-        with self._lock:
-            cached = self._cache.get(key) if generation is not None else None
-            if cached is not None:
-                self._cache.move_to_end(key)
-        if cached is not None:
-            return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
-        total = self.index.count(caller.context_id)
-        vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
-        if total <= k and everything_when_small:
-            if vec is not None:
-                hits = self.index.search(
-                    SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
-                )
-            else:  # no embedder: BM25 would drop what shares no word with the query, so list the records
-                hits = self._listing(caller, kinds, visibility, as_of or self.clock.now())
-            hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
-            tier = "full_context"
-        else:
-            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")
-            hits = self.index.search(q, self.clock.now())
-            tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
-        result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
-        with self._lock:
-            if generation is not None:
-                self._cache[key] = result
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return dict(result, queryMs=self.clock_ms() - started)
-
-    def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
-        """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
-        from engram.scopes import can_see
-        from engram.search_rules import valid_at
-
-        hits: list[Hit] = []
-        for kind in kinds:
-            for item in scan(self.records, caller.context_id, kind):
-                if not can_see(item.data["scopes"], visibility):
-                    continue
-                doc = index_doc_of(item)
-                if kind == "turn" and doc.valid_from is not None and doc.valid_from > at:
-                    continue
-                if kind != "turn" and not valid_at(doc.valid_from, doc.valid_until, at):
-                    continue
-                hits.append(Hit(item.id, kind, 1.0, doc.text, doc.metadata, doc.scopes))
-        return hits
+    # -- the safety net -------------------------------------------------------------------
 
     def _index_job(self, payload: dict[str, Any]) -> None:
-        """Index committed turns and attributes again from the store (the safety net of `_Plan.finish`):
+        """Index committed turns and attributes again from the store (the safety net of `Plan.finish`):
         each as its record says now, with the vector the index has or a new one."""
         ctx = payload["context_id"]
         docs, gone = [], []
@@ -495,9 +332,6 @@ class MemoryService:
             self.index.upsert([d.with_vector(have.get(d.id)) for d in docs])
         if gone:
             self.index.delete(ctx, gone)
-
-    def clock_ms(self) -> float:
-        return round(time.perf_counter() * 1000, 3)
 
     # -- reflect --------------------------------------------------------------------------
 
@@ -537,7 +371,7 @@ class MemoryService:
             progress(2, 3, "persisting")
             now = self.clock.now()
             tags = self.identity.write_scopes(caller, lens)
-            plan = _Plan(self.records, caller.context_id, caller.actor, now)
+            plan = Plan(self.records, caller.context_id, caller.actor, now)
             for term, n in patterns:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
                 self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, "reflection")
@@ -545,34 +379,6 @@ class MemoryService:
             plan.finish(self.index, self.embed, self.queue)
         progress(3, 3, "done")
         return {"reflection": reflection, "evidence": [h["id"] for h in hits], "persisted_attributes": persisted}
-
-    # -- profile --------------------------------------------------------------------------
-
-    def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
-        from engram.scopes import can_see
-
-        items = scan(self.records, caller.context_id, "attribute")
-        return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
-
-    def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
-        visibility = self.identity.read_lens(caller, scopes)
-        sections: dict[str, list[dict[str, Any]]] = {
-            "static": [],
-            "dynamic": [],
-            "preferences": [],
-            "instructions": [],
-            "experiential": [],
-        }
-        for item in self.current_attributes(caller, visibility):
-            d = item.data
-            if d["category"] == "instruction":
-                sections["instructions"].append({"label": d["key"].split(":", 1)[1], "description": d["value"]})
-            else:
-                section = CATEGORY_SECTION.get(d["category"], "experiential")
-                sections[section].append(
-                    {"key": d["key"], "value": d["value"], "subject": d["subject"], "since": d["valid_from"]}
-                )
-        return sections
 
     # -- forget ---------------------------------------------------------------------------
 
@@ -594,7 +400,7 @@ class MemoryService:
             words = set(query_terms(h.text))
             if terms and len(terms & words) * 2 >= len(terms):
                 targets[h.id] = h
-        plan = _Plan(self.records, caller.context_id, caller.actor, now)
+        plan = Plan(self.records, caller.context_id, caller.actor, now)
         for attr_id in sorted(targets):
             data = plan.get("attribute", attr_id)
             if data is not None and data.get("valid_until") is None:
@@ -602,158 +408,3 @@ class MemoryService:
                 plan.close(attr_id, now)
         plan.finish(self.index, self.embed, self.queue)
         return {"deleted": len(plan.written("attribute")), "ids": plan.written("attribute")}
-
-
-class _Plan:
-    """Writes collected for one transaction, with read-your-writes and expected versions."""
-
-    def __init__(self, records: RecordStore, ctx: str, actor: str, now: datetime) -> None:
-        self.records, self.ctx, self.actor, self.now = records, ctx, actor, now
-        self._seen: dict[tuple[str, str], tuple[int, dict[str, Any] | None]] = {}
-        self._writes: dict[tuple[str, str], dict[str, Any]] = {}
-        self._docs: list[tuple[IndexDoc, str]] = []
-        self._closings: list[tuple[str, datetime]] = []
-
-    def get(self, kind: str, id_: str) -> dict[str, Any] | None:
-        key = (kind, id_)
-        if key in self._writes:
-            return self._writes[key]
-        if key not in self._seen:
-            item = self.records.get(self.ctx, kind, id_)
-            self._seen[key] = (item.version, item.data) if item else (0, None)
-        return self._seen[key][1]
-
-    def put(self, kind: str, id_: str, data: dict[str, Any]) -> None:
-        self.get(kind, id_)  # remember the version we build on
-        self._writes[(kind, id_)] = data
-
-    def index(self, doc: IndexDoc, embed_text: str) -> None:
-        """Index `doc` (its vector from `embed_text`) once the records are committed."""
-        self._docs.append((doc, embed_text))
-
-    def close(self, id_: str, until: datetime) -> None:
-        """Close an indexed document's validity once the records are committed."""
-        self._closings.append((id_, until))
-
-    def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue) -> None:
-        """Embed first (the slow part, before anything is written), then commit the records in one
-        transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
-        nothing) — `engram.unit_of_work`: the commit also holds a safety net that indexes the same records
-        again from the store if this process dies (or the index fails) before it has."""
-        vectors = embed([t for _, t in self._docs])
-        touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]
-        writes = self._writes_to_commit()
-        if not writes:
-            return
-
-        def reindex(_: list[Item]) -> None:
-            index.upsert(
-                [d.with_vector(v) for (d, _), v in zip(self._docs, vectors, strict=True)],
-                [(self.ctx, id_, until) for id_, until in self._closings],
-            )
-
-        net = (INDEX_JOB, {"context_id": self.ctx, "items": touched}) if touched else None
-        UnitOfWork(self.records, queue).commit(writes, self.now, reindex=reindex if touched else None, net=net)
-
-    def written(self, kind: str) -> list[str]:
-        return [i for (k, i) in self._writes if k == kind]
-
-    @property
-    def size(self) -> int:
-        """How many records the commit writes (the index job included)."""
-        return len(self._writes) + (1 if self._docs or self._closings else 0)
-
-    def _writes_to_commit(self) -> list[Write]:
-        return [
-            Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
-            for (kind, id_), data in self._writes.items()
-        ]
-
-
-def index_doc_of(item: Item) -> IndexDoc:
-    """What the index holds for a turn, an attribute or an entity record (as `_plan` indexes them)."""
-    d = item.data
-    if item.kind == "entity":
-        return entities.index_doc(item.context_id, item.id, d)
-    if item.kind == "turn":
-        meta = dict(d.get("metadata") or {}) | {
-            "session_id": d["session_id"],
-            "role": d["role"],
-            "said_at": d["said_at"],
-        }
-        text = turn_text(d["content"], meta.get("speaker"))
-        return IndexDoc(item.context_id, "turn", item.id, text, None, d["scopes"], parse_time(d["said_at"]), None, meta)
-    meta = {"key": d["key"], "category": d["category"], "said_at": d["valid_from"], "source_turn": d["source_turn"]}
-    text = attribute_text(d["subject"], d["key"], d["value"])
-    return IndexDoc(
-        item.context_id,
-        "attribute",
-        item.id,
-        text,
-        None,
-        d["scopes"],
-        parse_time(d["valid_from"]),
-        parse_time(d["valid_until"]),
-        meta,
-    )
-
-
-def session_key(session_id: str, tags: Sequence[str]) -> str:
-    """A session belongs to the scopes it was created under: the same `session_id` said under another
-    scope set is another session (it never joins, counts in or reads from the first)."""
-    return f"{session_id}|{tags_key(tags)}"
-
-
-def turn_text(content: str, speaker: object) -> str:
-    """What is indexed and shown for a turn: the speaker's name leads when known."""
-    return f"{speaker}: {content}" if isinstance(speaker, str) and speaker else content
-
-
-def attribute_text(subject: str, key: str, value: str) -> str:
-    return f"{subject} {key.replace('_', ' ')}: {value}"
-
-
-def approx_tokens(text: str) -> int:
-    """Token estimate used for budgets: ~4 characters a token (the usual English rule of thumb)."""
-    return max(1, (len(text) + 3) // 4)
-
-
-# attributes whose value names an entity, and the edge they make: (edge type, the entity's type)
-ATTRIBUTE_EDGES = {"employer": ("works_at", "Organization"), "location": ("lives_in", "Location")}
-
-
-def hit_dict(h: Hit) -> dict[str, Any]:
-    meta = dict(h.metadata)
-    return {
-        "id": h.id,
-        "kind": h.kind,
-        "text": h.text,
-        "score": round(h.score, 6),
-        # what the score combines (README "Scores"): the share of the query's words, and the meaning
-        "evidence": {"lexical": round(h.lexical, 6), "semantic": None if h.semantic is None else round(h.semantic, 6)},
-        "said_at": meta.get("said_at"),
-        "session_id": meta.get("session_id"),
-        "metadata": meta,
-    }
-
-
-def format_context(hits: Sequence[Hit]) -> str:
-    """A block ready for prompt injection: facts first, then what was said, each with its date."""
-    facts = [h for h in hits if h.kind == "attribute"]
-    turns = [h for h in hits if h.kind != "attribute"]
-    lines: list[str] = []
-    if facts:
-        lines.append("Known facts:")
-        lines += [f"- {h.text} (since {str(h.metadata.get('said_at', ''))[:10]})" for h in facts]
-    if turns:
-        if lines:
-            lines.append("")
-        lines.append("Relevant conversation:")
-        lines += [f"- [{str(h.metadata.get('said_at', ''))[:10]}] {h.text}" for h in turns]
-    return "\n".join(lines)
-
-
-def validate_query(query: str) -> str:
-    if not query.strip():
-        raise InvalidInput("query must not be empty")
-    return query

@@ -45,7 +45,8 @@ from engram.ports import (
 from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
-from engram.search_rules import _WORD, STOP_WORDS, index_terms, query_vector, stem
+from engram.search_rules import query_vector
+from engram.terms import STOP_WORDS, WORD, index_terms, stem
 from engram.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.workspace")
@@ -520,7 +521,7 @@ class WorkspaceService:
     def matching_terms(query: str, text: str) -> list[str]:
         """The query's words (stop words aside) whose stem the text holds."""
         have = set(index_terms(text))
-        words = [w for w in _WORD.findall(query.lower()) if w not in STOP_WORDS]
+        words = [w for w in WORD.findall(query.lower()) if w not in STOP_WORDS]
         return list(dict.fromkeys(w for w in words if stem(w) in have))
 
 

@@ -1,0 +1,93 @@
+"""What the memory family's service is built on: a turn, the adapters, embedding and extraction."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from engram.clock import Clock
+from engram.families.memory.extraction import Extraction, extract
+from engram.identity import IdentityService
+from engram.ports import (
+    Embedder,
+    Generator,
+    RecordStore,
+    SearchIndex,
+    Vector,
+)
+from engram.queue import Queue
+
+CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
+FORGET_COSINE = 0.55
+CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
+_RETRIES = 200  # as engram.retry: concurrent writers land one at a time
+SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after its commit (see Plan.finish)
+log = logging.getLogger("engram.memory")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64] or "x"
+
+
+@dataclass(frozen=True)
+class Turn:
+    content: str
+    role: str = "user"
+    session_id: str | None = None
+    said_at: datetime | None = None
+    metadata: dict[str, str | int | float | bool] | None = None
+
+
+class MemoryBase:
+    def __init__(
+        self,
+        records: RecordStore,
+        index: SearchIndex,
+        embedder: Embedder | None,
+        clock: Clock,
+        identity: IdentityService,
+        queue: Queue,
+        generator: Generator | None = None,
+        cache_size: int = 512,
+    ) -> None:
+        self.records = records
+        self.index = index
+        self.embedder = embedder
+        self.clock = clock
+        self.identity = identity
+        self.generator = generator
+        self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._writers: dict[str, threading.RLock] = {}
+        self.queue = queue  # its jobs are registered by the composition root (engram.wiring)
+
+    def embed(self, texts: Sequence[str]) -> list[Vector | None]:
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
+        return list(self.embedder.embed(list(texts)))
+
+    @staticmethod
+    def subject_of(turn: Turn, tags: Sequence[str]) -> str:
+        speaker = (turn.metadata or {}).get("speaker")
+        if isinstance(speaker, str) and speaker.strip():
+            return speaker.strip()
+        for tag in tags:
+            parts = tag.split("/")
+            if "user" in parts[:-1]:
+                return parts[parts.index("user") + 1]
+        return turn.role if turn.role not in ("user", "assistant", "system") else "user"
+
+    def _extract(self, content: str) -> Extraction:
+        if self.generator is not None:
+            from engram.families.memory.llm_extraction import extract_with_llm
+
+            result: Extraction = extract_with_llm(self.generator, content)
+            return result
+        return extract(content)

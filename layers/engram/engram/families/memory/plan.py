@@ -1,0 +1,135 @@
+"""The memory family's writes: a plan of one transaction's records (read-your-writes, expected versions), and
+what the search index holds for a turn, an attribute or an entity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from engram.clock import parse_time
+from engram.families.entities import service as entities
+from engram.families.memory import INDEX_JOB
+from engram.ports import (
+    IndexDoc,
+    Item,
+    RecordStore,
+    SearchIndex,
+    Vector,
+    Write,
+)
+from engram.queue import Queue
+from engram.scopes import tags_key
+from engram.unit_of_work import UnitOfWork
+
+# attributes whose value names an entity, and the edge they make: (edge type, the entity's type)
+ATTRIBUTE_EDGES = {"employer": ("works_at", "Organization"), "location": ("lives_in", "Location")}
+
+
+class Plan:
+    """Writes collected for one transaction, with read-your-writes and expected versions."""
+
+    def __init__(self, records: RecordStore, ctx: str, actor: str, now: datetime) -> None:
+        self.records, self.ctx, self.actor, self.now = records, ctx, actor, now
+        self._seen: dict[tuple[str, str], tuple[int, dict[str, Any] | None]] = {}
+        self._writes: dict[tuple[str, str], dict[str, Any]] = {}
+        self._docs: list[tuple[IndexDoc, str]] = []
+        self._closings: list[tuple[str, datetime]] = []
+
+    def get(self, kind: str, id_: str) -> dict[str, Any] | None:
+        key = (kind, id_)
+        if key in self._writes:
+            return self._writes[key]
+        if key not in self._seen:
+            item = self.records.get(self.ctx, kind, id_)
+            self._seen[key] = (item.version, item.data) if item else (0, None)
+        return self._seen[key][1]
+
+    def put(self, kind: str, id_: str, data: dict[str, Any]) -> None:
+        self.get(kind, id_)  # remember the version we build on
+        self._writes[(kind, id_)] = data
+
+    def index(self, doc: IndexDoc, embed_text: str) -> None:
+        """Index `doc` (its vector from `embed_text`) once the records are committed."""
+        self._docs.append((doc, embed_text))
+
+    def close(self, id_: str, until: datetime) -> None:
+        """Close an indexed document's validity once the records are committed."""
+        self._closings.append((id_, until))
+
+    def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue) -> None:
+        """Embed first (the slow part, before anything is written), then commit the records in one
+        transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
+        nothing) — `engram.unit_of_work`: the commit also holds a safety net that indexes the same records
+        again from the store if this process dies (or the index fails) before it has."""
+        vectors = embed([t for _, t in self._docs])
+        touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]
+        writes = self._writes_to_commit()
+        if not writes:
+            return
+
+        def reindex(_: list[Item]) -> None:
+            index.upsert(
+                [d.with_vector(v) for (d, _), v in zip(self._docs, vectors, strict=True)],
+                [(self.ctx, id_, until) for id_, until in self._closings],
+            )
+
+        net = (INDEX_JOB, {"context_id": self.ctx, "items": touched}) if touched else None
+        UnitOfWork(self.records, queue).commit(writes, self.now, reindex=reindex if touched else None, net=net)
+
+    def written(self, kind: str) -> list[str]:
+        return [i for (k, i) in self._writes if k == kind]
+
+    @property
+    def size(self) -> int:
+        """How many records the commit writes (the index job included)."""
+        return len(self._writes) + (1 if self._docs or self._closings else 0)
+
+    def _writes_to_commit(self) -> list[Write]:
+        return [
+            Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
+            for (kind, id_), data in self._writes.items()
+        ]
+
+
+def index_doc_of(item: Item) -> IndexDoc:
+    """What the index holds for a turn, an attribute or an entity record (as `_plan` indexes them)."""
+    d = item.data
+    if item.kind == "entity":
+        return entities.index_doc(item.context_id, item.id, d)
+    if item.kind == "turn":
+        meta = dict(d.get("metadata") or {}) | {
+            "session_id": d["session_id"],
+            "role": d["role"],
+            "said_at": d["said_at"],
+        }
+        text = turn_text(d["content"], meta.get("speaker"))
+        return IndexDoc(item.context_id, "turn", item.id, text, None, d["scopes"], parse_time(d["said_at"]), None, meta)
+    meta = {"key": d["key"], "category": d["category"], "said_at": d["valid_from"], "source_turn": d["source_turn"]}
+    text = attribute_text(d["subject"], d["key"], d["value"])
+    return IndexDoc(
+        item.context_id,
+        "attribute",
+        item.id,
+        text,
+        None,
+        d["scopes"],
+        parse_time(d["valid_from"]),
+        parse_time(d["valid_until"]),
+        meta,
+    )
+
+
+def session_key(session_id: str, tags: Sequence[str]) -> str:
+    """A session belongs to the scopes it was created under: the same `session_id` said under another
+    scope set is another session (it never joins, counts in or reads from the first)."""
+    return f"{session_id}|{tags_key(tags)}"
+
+
+def turn_text(content: str, speaker: object) -> str:
+    """What is indexed and shown for a turn: the speaker's name leads when known."""
+    return f"{speaker}: {content}" if isinstance(speaker, str) and speaker else content
+
+
+def attribute_text(subject: str, key: str, value: str) -> str:
+    return f"{subject} {key.replace('_', ' ')}: {value}"

@@ -1,0 +1,133 @@
+"""The memory family's reads: recall (hybrid, by time and scope) and the profile."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from engram.clock import iso
+from engram.families.memory.base import CATEGORY_SECTION, MemoryBase
+from engram.families.memory.plan import index_doc_of
+from engram.families.memory.results import format_context, hit_dict
+from engram.identity import Caller
+from engram.ports import (
+    Hit,
+    Item,
+    SearchMode,
+    SearchQuery,
+    scan,
+)
+from engram.search_rules import query_vector
+
+
+class Reading(MemoryBase):
+    def recall(
+        self,
+        caller: Caller,
+        query: str,
+        k: int = 10,
+        lens: list[list[str]] | None = None,
+        as_of: datetime | None = None,
+        mode: SearchMode = "hybrid",
+        kinds: Sequence[str] | None = None,
+        extra_visibility: list[list[str]] | None = None,
+        everything_when_small: bool = True,
+    ) -> dict[str, Any]:
+        """`everything_when_small`: when the context holds no more than `k` memories, answer all of them in
+        time order (the `full_context` tier: nothing can be missed); off, a search ranks them as always."""
+        started = self.clock_ms()
+        visibility = self.identity.read_lens(caller, lens)
+        if extra_visibility is not None:
+            visibility = [sorted(set(a) | set(b)) for a in visibility for b in extra_visibility]
+        kinds = tuple(kinds) if kinds else ("turn", "attribute")
+        # The cache is keyed by the index's generation of the context, which every writer moves (another
+        # process on the same data folder too); an index that has none (OpenSearch) caches nothing.
+        generation = self.index.generation(caller.context_id)
+        key = (
+            caller.context_id,
+            generation,
+            tuple(map(tuple, visibility)),
+            " ".join(query.lower().split()),
+            k,
+            iso(as_of),
+            mode,
+            kinds,
+            everything_when_small,
+        )
+        with self._lock:
+            cached = self._cache.get(key) if generation is not None else None
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is not None:
+            return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
+        total = self.index.count(caller.context_id)
+        vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
+        if total <= k and everything_when_small:
+            if vec is not None:
+                hits = self.index.search(
+                    SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
+                )
+            else:  # no embedder: BM25 would drop what shares no word with the query, so list the records
+                hits = self._listing(caller, kinds, visibility, as_of or self.clock.now())
+            hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
+            tier = "full_context"
+        else:
+            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")
+            hits = self.index.search(q, self.clock.now())
+            tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
+        result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
+        with self._lock:
+            if generation is not None:
+                self._cache[key] = result
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return dict(result, queryMs=self.clock_ms() - started)
+
+    def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
+        """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
+        from engram.scopes import can_see
+        from engram.search_rules import valid_at
+
+        hits: list[Hit] = []
+        for kind in kinds:
+            for item in scan(self.records, caller.context_id, kind):
+                if not can_see(item.data["scopes"], visibility):
+                    continue
+                doc = index_doc_of(item)
+                if kind == "turn" and doc.valid_from is not None and doc.valid_from > at:
+                    continue
+                if kind != "turn" and not valid_at(doc.valid_from, doc.valid_until, at):
+                    continue
+                hits.append(Hit(item.id, kind, 1.0, doc.text, doc.metadata, doc.scopes))
+        return hits
+
+    def clock_ms(self) -> float:
+        return round(time.perf_counter() * 1000, 3)
+
+    def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
+        from engram.scopes import can_see
+
+        items = scan(self.records, caller.context_id, "attribute")
+        return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
+
+    def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
+        visibility = self.identity.read_lens(caller, scopes)
+        sections: dict[str, list[dict[str, Any]]] = {
+            "static": [],
+            "dynamic": [],
+            "preferences": [],
+            "instructions": [],
+            "experiential": [],
+        }
+        for item in self.current_attributes(caller, visibility):
+            d = item.data
+            if d["category"] == "instruction":
+                sections["instructions"].append({"label": d["key"].split(":", 1)[1], "description": d["value"]})
+            else:
+                section = CATEGORY_SECTION.get(d["category"], "experiential")
+                sections[section].append(
+                    {"key": d["key"], "value": d["value"], "subject": d["subject"], "since": d["valid_from"]}
+                )
+        return sections

@@ -1,0 +1,48 @@
+"""What the memory family's reads answer with: a hit as a dict, a prompt-ready context block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engram.errors import InvalidInput
+from engram.ports import (
+    Hit,
+)
+
+
+def hit_dict(h: Hit) -> dict[str, Any]:
+    meta = dict(h.metadata)
+    return {
+        "id": h.id,
+        "kind": h.kind,
+        "text": h.text,
+        "score": round(h.score, 6),
+        # what the score combines (README "Scores"): the share of the query's words, and the meaning
+        "evidence": {"lexical": round(h.lexical, 6), "semantic": None if h.semantic is None else round(h.semantic, 6)},
+        "said_at": meta.get("said_at"),
+        "session_id": meta.get("session_id"),
+        "metadata": meta,
+    }
+
+
+def format_context(hits: Sequence[Hit]) -> str:
+    """A block ready for prompt injection: facts first, then what was said, each with its date."""
+    facts = [h for h in hits if h.kind == "attribute"]
+    turns = [h for h in hits if h.kind != "attribute"]
+    lines: list[str] = []
+    if facts:
+        lines.append("Known facts:")
+        lines += [f"- {h.text} (since {str(h.metadata.get('said_at', ''))[:10]})" for h in facts]
+    if turns:
+        if lines:
+            lines.append("")
+        lines.append("Relevant conversation:")
+        lines += [f"- [{str(h.metadata.get('said_at', ''))[:10]}] {h.text}" for h in turns]
+    return "\n".join(lines)
+
+
+def validate_query(query: str) -> str:
+    if not query.strip():
+        raise InvalidInput("query must not be empty")
+    return query
