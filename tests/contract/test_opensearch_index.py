@@ -8,6 +8,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from engram.adapters.aws.opensearch_index import OpenSearchIndex
+from engram.adapters.aws.opensearch_queries import bm25_body
 from tests.contract.suites import SearchIndexContract
 
 pytestmark = pytest.mark.opensearch
@@ -142,7 +143,7 @@ def test_bm25_agrees_with_the_embedded_index_and_counts_repeated_query_words(ope
         weights = query_weights(text)
         assert max(weights.values()) > 1 or text == "boundary layer flow"  # the repeats are counted
         ours = {h.id: h.score for h in local._bm25(q, now, weights, 10)}
-        body = remote._bm25_body(q, now, weights, 10, None)
+        body = bm25_body(q, now, weights, 10, None)
         theirs = {
             h.id: h.score for h in remote._hits(remote._call(remote._os.search, index=remote._index, body=body), False)
         }

@@ -13,7 +13,8 @@ import pytest
 
 from engram.errors import InvalidInput, NotFound
 from engram.families.workspace.collab import OP, Edit
-from engram.families.workspace.files import DEP, FILE, NewFile
+from engram.families.workspace.files import NewFile
+from engram.families.workspace.shapes import DEP, FILE
 from engram.identity import Caller
 from engram.wiring import Engram
 from tests.concurrency import together
@@ -208,7 +209,7 @@ def test_a_large_write_does_work_linear_in_the_file_and_embeds_in_the_background
     the write answered, and imports were found by a walk over every node in Python. Now the imports come from
     one tree-sitter query, their resolution is linear, and a file of more than SYNC_EMBED_WINDOWS windows is
     keyword-searchable at once with its vectors from a queued job."""
-    from engram.families.workspace.files import SYNC_EMBED_WINDOWS
+    from engram.families.workspace.shapes import SYNC_EMBED_WINDOWS
 
     e, (alice, _) = both, callers(both)
     counting = CountingEmbedder()

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from engram.adapters.aws.opensearch_queries import COMPACT, Kept, bm25_body, counts_body, term_counts_of, vector_body
 from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import lists_of, query_weights
@@ -36,14 +37,7 @@ from engram.terms import BM25_B, BM25_K1, STOP_WORDS
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
 RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)
 COUNT_TTL = 30.0  # seconds a context's document count is reused: it only picks a recall's tier
-# A compact copy of each vector (half precision, base64) that searches return instead of the JSON array of
-# floats (~1 KB against ~8 KB a hit): feedback and smoothing read it. Stored only, never searched.
-COMPACT = "vector16"
 COMPACT_MAPPING = {COMPACT: {"type": "binary"}}  # not searchable, no doc values (the default): _source only
-
-
-Kept = dict[str, "Vector | None"]
-"""id -> the compact vector a search's hit came with (None: it came with none), for one search."""
 
 
 def pack(vector: Vector) -> str:
@@ -291,58 +285,6 @@ class OpenSearchIndex:
 
     # -- reads ----------------------------------------------------------------------------
 
-    @staticmethod
-    def _filters(q: SearchQuery, now: datetime) -> list[dict[str, Any]]:
-        at = iso(q.as_of or now)
-        out: list[dict[str, Any]] = [
-            {"term": {"context_id": q.context_id}},
-            {
-                "bool": {
-                    "should": [
-                        {"bool": {"must_not": {"exists": {"field": "valid_from"}}}},
-                        {"range": {"valid_from": {"lte": at}}},
-                    ],
-                    "minimum_should_match": 1,
-                }
-            },
-            {
-                "bool": {
-                    "should": [
-                        {"bool": {"must_not": {"exists": {"field": "valid_until"}}}},
-                        {"range": {"valid_until": {"gt": at}}},
-                    ],
-                    "minimum_should_match": 1,
-                }
-            },
-        ]
-        if q.kinds is not None:
-            out.append({"terms": {"kind": list(q.kinds)}})
-        if q.visibility is not None:
-            clauses = [
-                {
-                    "bool": {
-                        "must": [
-                            {
-                                "bool": {
-                                    "should": [{"term": {"scopes": p}}, {"prefix": {"scopes": p + "/"}}],
-                                    "minimum_should_match": 1,
-                                }
-                            }
-                            for p in clause
-                        ]
-                    }
-                }
-                for clause in q.visibility
-            ]
-            out.append({"bool": {"should": clauses, "minimum_should_match": 1}})
-        for key, want in q.metadata.items():
-            values = list(want) if isinstance(want, list | tuple) else [want]
-            out.append({"terms": {f"metadata.{key}": values}})
-        for key, (lo, hi) in q.ranges.items():
-            bounds = {k: v for k, v in (("gte", lo), ("lte", hi)) if v is not None}
-            out.append({"range": {f"metadata.{key}": bounds}})
-        return out
-
     def _hits(self, response: dict[str, Any], cosine: bool, keep: Kept | None = None) -> list[Hit]:
         """The hits of a search response, best first; with `keep`, their vectors are kept there too."""
         hits = []
@@ -363,34 +305,6 @@ class OpenSearchIndex:
                 keep[s["id"]] = unpack(s[COMPACT]) if s.get(COMPACT) else None
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
-
-    @staticmethod
-    def _source(keep: Kept | None) -> dict[str, Any]:
-        return {"_source": {"excludes": ["vector"] if keep is not None else ["vector", COMPACT]}}
-
-    def _bm25_body(
-        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], size: int, keep: Kept | None
-    ) -> dict[str, Any]:
-        """BM25 over the query's stems (the index analyses documents to the same stems), each clause
-        boosted by its weight; with match_all every term must occur."""
-        clauses = [{"term": {"text": {"value": t, "boost": w}}} for t, w in weights.items()]
-        return {
-            "size": size,
-            **self._source(keep),
-            "query": {
-                "bool": {
-                    "should": clauses,
-                    "minimum_should_match": len(clauses) if q.match_all else 1,
-                    "filter": self._filters(q, now),
-                }
-            },
-        }
-
-    def _vector_body(
-        self, q: SearchQuery, now: datetime, vector: Vector, size: int, keep: Kept | None
-    ) -> dict[str, Any]:
-        knn = {"vector": [float(x) for x in vector], "k": size, "filter": {"bool": {"filter": self._filters(q, now)}}}
-        return {"size": size, **self._source(keep), "query": {"knn": {"vector": knn}}}
 
     def _msearch(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The responses of several searches sent as one request; a failed one raises as its own request
@@ -418,25 +332,8 @@ class OpenSearchIndex:
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         self.ensure()
-        body = self._counts_body(context_id, stems)
-        return self._term_counts_of(self._call(self._os.search, index=self._index, body=body), stems)
-
-    @staticmethod
-    def _counts_body(context_id: str, stems: Sequence[str]) -> dict[str, Any]:
-        """The context's documents, and a filter aggregation per stem: one search, no hits."""
-        return {
-            "size": 0,
-            "track_total_hits": True,
-            "query": {"bool": {"filter": [{"term": {"context_id": context_id}}]}},
-            "aggs": {f"t{n}": {"filter": {"term": {"text": t}}} for n, t in enumerate(stems)},
-        }
-
-    @staticmethod
-    def _term_counts_of(answer: dict[str, Any], stems: Sequence[str]) -> tuple[int, dict[str, int]]:
-        aggs = answer.get("aggregations") or {}
-        total = answer["hits"]["total"]
-        docs = int(total["value"] if isinstance(total, dict) else total)
-        return docs, {t: int(aggs.get(f"t{n}", {}).get("doc_count", 0)) for n, t in enumerate(stems)}
+        body = counts_body(context_id, stems)
+        return term_counts_of(self._call(self._os.search, index=self._index, body=body), stems)
 
     def _sources(self, context_id: str, ids: Sequence[str], field: str) -> dict[str, Any]:
         """id -> `field` of those of `ids` in the context that have it."""
@@ -471,12 +368,12 @@ class OpenSearchIndex:
 
         def ask(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             """The answers to `bodies`, in one request; the first of a search also brings the term counts."""
-            extra = [] if counted or not stems else [self._counts_body(query.context_id, stems)]
+            extra = [] if counted or not stems else [counts_body(query.context_id, stems)]
             if len(bodies) + len(extra) == 1:
                 return [self._call(self._os.search, index=self._index, body=bodies[0])]
             answers: list[dict[str, Any]] = self._call(self._msearch, bodies=[*bodies, *extra])
             if extra:
-                counted.append(self._term_counts_of(answers.pop(), stems))
+                counted.append(term_counts_of(answers.pop(), stems))
             return answers
 
         def counts(context_id: str, wanted: Sequence[str]) -> tuple[int, Mapping[str, int]]:
@@ -489,14 +386,14 @@ class OpenSearchIndex:
             return known | (self.vectors(query.context_id, unseen) if unseen else {})
 
         def bm25(weights: Mapping[str, float], n: int) -> list[Hit]:
-            return self._hits(ask([self._bm25_body(query, now, weights, n, keep)])[0], False, keep)
+            return self._hits(ask([bm25_body(query, now, weights, n, keep)])[0], False, keep)
 
         def vector(v: Vector, n: int) -> list[Hit]:
-            return self._hits(ask([self._vector_body(query, now, v, n, keep)])[0], True, keep)
+            return self._hits(ask([vector_body(query, now, v, n, keep)])[0], True, keep)
 
         def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
             if weights and v is not None:
-                bodies = [self._bm25_body(query, now, weights, n, keep), self._vector_body(query, now, v, n, keep)]
+                bodies = [bm25_body(query, now, weights, n, keep), vector_body(query, now, v, n, keep)]
                 bm_answer, vec_answer = ask(bodies)
                 return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
             return lists_of(bm25, vector)(weights, v, n)  # one list only: a plain search

@@ -23,7 +23,8 @@ from typing import Any
 from engram.clock import Clock, iso, new_id
 from engram.errors import InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import DECISION_JOB
-from engram.families.workspace.files import NewFile, WorkspaceService, clean_path
+from engram.families.workspace.files import NewFile, WorkspaceService
+from engram.families.workspace.shapes import clean_path
 from engram.identity import Caller, IdentityService
 from engram.ports import Embedder, IndexDoc, Item, RecordStore, SearchIndex, Write, scan
 from engram.retry import on_conflict

@@ -1,7 +1,7 @@
 """Workspace family: Agrama's code workspace tools (files with provenance, code search, dependencies,
 decisions, CRDT sessions, Engram's own performance figures). Agrama reports a tool's failure as a JSON-RPC
-error with its codes (`errors="agrama"`); its `hybrid_search` is the one in `operations/knowledge.py`,
-which answers both seeds' arguments."""
+error with its codes (`errors="agrama"`); its `hybrid_search` is the knowledge family's
+(`engram.families.knowledge.operations.search`), which answers both seeds' arguments."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from engram.families.workspace import WorkspaceServices
-from engram.families.workspace.files import MAX_FILE_BYTES, MAX_PATH, NewFile
+from engram.families.workspace.files import NewFile
+from engram.families.workspace.shapes import MAX_FILE_BYTES, MAX_PATH
 from engram.identity import ANY, WRITERS, Caller
 from engram.limits import Bounded
 from engram.operation import Operation, OpInput, Passthrough, Stamp, declare_all

@@ -16,7 +16,8 @@ from typing import Any
 from engram.clock import Clock, iso, parse_time
 from engram.errors import InvalidInput, NotFound
 from engram.families.workspace.collab import DECISION, CollabService
-from engram.families.workspace.files import CHUNK, FILE, WorkspaceService, clean_path, parse_window
+from engram.families.workspace.files import WorkspaceService
+from engram.families.workspace.shapes import CHUNK, FILE, clean_path, parse_window
 from engram.observability import Call, calls
 from engram.ports import Item, SearchQuery, scan
 from engram.scopes import can_see

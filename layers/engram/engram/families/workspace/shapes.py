@@ -1,0 +1,78 @@
+"""The workspace's names and bounds: record kinds, a clean path, a file's windows, what a record keeps of its
+imports, time windows."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from engram.errors import InvalidInput
+
+FILE, DEP, CHUNK = "wfile", "wdep", "wchunk"
+SAFETY_NET = timedelta(seconds=30)
+MAX_FILE_BYTES = 1024 * 1024
+MAX_PATH = 1024
+WINDOW_LINES = 60
+# A write embeds its windows before it answers when they are this few (semantic search finds a small file at
+# once); a larger file is keyword-searchable at once and gets its vectors from a queued job, so a write's time
+# does not grow with the model's work (a 1 MiB file: ~1,000 windows, half a minute of embedding here).
+SYNC_EMBED_WINDOWS = 8
+# What a file's record keeps of its imports (the whole list stays derivable from its content): at most so many
+# entries and bytes each, so that the record fits any store's item (DynamoDB: 400 KB) whatever the file.
+MAX_GRAPH_ENTRIES = 1000
+MAX_GRAPH_BYTES = 64 * 1024
+
+
+def bounded(names: Sequence[str]) -> list[str]:
+    """`names` cut to MAX_GRAPH_ENTRIES entries and MAX_GRAPH_BYTES bytes (a name over 512 characters: cut)."""
+    out, size = [], 0
+    for name in names[:MAX_GRAPH_ENTRIES]:
+        name = name[:512]
+        size += len(name.encode()) + 4
+        if size > MAX_GRAPH_BYTES:
+            break
+        out.append(name)
+    return out
+
+
+SEP = "\x1f"
+
+
+def clean_path(path: str) -> str:
+    """A workspace path: relative, normalised, inside the workspace. `..`, absolute paths, NUL bytes,
+    backslashes and control characters are refused."""
+    if not path or len(path) > MAX_PATH:
+        raise InvalidInput(f"path must be 1 to {MAX_PATH} characters", code="invalid_path")
+    if any(ord(ch) < 32 for ch in path) or "\\" in path:
+        raise InvalidInput("path holds a control character or a backslash", code="invalid_path")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        raise InvalidInput(
+            f"{path!r}: absolute paths are refused; give a path inside the workspace", code="invalid_path"
+        )
+    norm = posixpath.normpath(path)
+    if norm in (".", "") or norm == ".." or norm.startswith("../") or ".." in path.split("/"):
+        raise InvalidInput(f"{path!r} leaves the workspace", code="invalid_path")
+    return norm
+
+
+def windows(text: str) -> list[tuple[int, str]]:
+    """(first line, text) of each window of WINDOW_LINES lines."""
+    lines = text.splitlines()
+    return [(i + 1, "\n".join(lines[i : i + WINDOW_LINES])) for i in range(0, max(1, len(lines)), WINDOW_LINES)]
+
+
+def unix(t: datetime) -> int:
+    return int(t.timestamp())
+
+
+def parse_window(text: str) -> timedelta:
+    """`1h`, `24h`, `7d`, `30m`, `90s` as a time span."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise InvalidInput(f"time range {text!r}: give a number and a unit (s, m, h, d, w), e.g. 24h")
+    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+
+
+def first(values: Iterable[str]) -> str | None:
+    return next(iter(values), None)
