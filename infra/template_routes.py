@@ -4,8 +4,8 @@
 - each family function's HTTP API events: one route per REST path of its operations;
 - the Errors and Throttles alarms of every function.
 `--check` fails when the template is stale (a test runs it), so a new operation cannot ship unrouted.
-A new family needs its function in template.yaml (copy the memory one) and a line in the gateway's
-ENGRAM_FAMILY_FUNCTIONS; the tests check both.
+A new family needs its function in template.yaml (copy the memory one, with its `# BEGIN routes <family>`
+markers) and a line in the gateway's ENGRAM_FAMILY_FUNCTIONS; tests/unit/test_families.py checks every family.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 sys.path.insert(0, str(ROOT / "layers" / "engram"))
 
-from engram.families import families, select  # noqa: E402
+from engram.families import all_families, select  # noqa: E402
 
-# every family's function (from the registry) besides these, each with its two alarms
+# every family's function (`Family.function`) besides these, each with its two alarms
 FIXED = ["Authorizer", "Gateway", "Worker"]
 
 
@@ -45,7 +45,8 @@ def routes(family: str) -> list[str]:
 
 def alarms() -> list[str]:
     lines = []
-    for fn in [*FIXED[:2], *(camel(f) for f in families()), *FIXED[2:]]:
+    functions = [f.function.removesuffix("Function") for f in sorted(all_families(), key=lambda f: f.name)]
+    for fn in [*FIXED[:2], *functions, *FIXED[2:]]:
         for metric, threshold in (("Errors", 1), ("Throttles", 1)):
             lines += [
                 f"  {fn}{metric}Alarm:",
@@ -67,7 +68,7 @@ def alarms() -> list[str]:
 
 
 def render(text: str) -> str:
-    sections = {f"routes {family}": routes(family) for family in families()}
+    sections = {f"routes {f.name}": routes(f.name) for f in all_families()}
     sections["function alarms"] = alarms()
     for name, lines in sections.items():
         pattern = re.compile(

@@ -87,9 +87,10 @@ def request(handler: Any, name: str, authorizer: dict[str, str]) -> Any:
         return handler(event, LambdaContext())["isAuthorized"]
     if name == "worker":
         return handler({"engram": "recover"}, LambdaContext())
-    from engram.api.snapstart import WARM_CALLS
+    from engram.api.snapstart import warm_call
 
-    method, tool, args = ("tools/list", "", {}) if name == "gateway" else ("tools/call", *WARM_CALLS[name])
+    warm = warm_call(name)
+    method, tool, args = ("tools/list", "", {}) if warm is None else ("tools/call", *warm)
     params: dict[str, Any] = {"name": tool, "arguments": args} if method == "tools/call" else {}
     path = "/mcp" if name == "gateway" else f"/mcp/{name}"
     event = api_event("POST", path, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, signed=False)

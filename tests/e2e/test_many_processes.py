@@ -175,6 +175,39 @@ def test_a_server_sees_what_another_process_wrote(data: tuple[Path, str]) -> Non
         assert "Lisbon" in other.memory.recall(caller, "where does the user live")["context"]
 
 
+def test_kill_9_mid_memory_writes_then_every_acknowledged_memory_is_recalled(data: tuple[Path, str]) -> None:
+    """Four writers store memories, the server killed with -9 in the middle (a write may die between its
+    commit and its indexing): after a restart every acknowledged turn is recalled by its own words — by the
+    writer's indexing, or by the safety-net job committed with it (due 30 s later, run by the new process) —
+    and stored once."""
+    folder, key = data
+    said = "Writer {w} replaced valve v{w}x{n} at the pump station."
+    body = lambda w, n: {"content": said.format(w=w, n=n)}  # noqa: E731
+    acknowledged = {a["turn_id"]: b["content"].split()[4] for b, a in killed_mid_writes(folder, key, "/facts", body)}
+    proc, url = start(folder)
+    try:
+        with api(url, key) as c:
+            assert c.post("/facts", json={"content": "Back online after the restart."}).status_code == 200
+            missing = dict(acknowledged)
+            deadline = time.monotonic() + 120
+            while missing and time.monotonic() < deadline:
+                for tid, token in list(missing.items()):
+                    r = c.post("/context", json={"query": f"valve {token}", "k": 5, "mode": "bm25"})
+                    assert r.status_code == 200, r.text
+                    if tid in {h["id"] for h in r.json()["results"]}:
+                        del missing[tid]
+                time.sleep(0.5)
+            assert not missing, f"{len(missing)} acknowledged memories never reached the index"
+        from engram.adapters.local.sqlite_records import SqliteRecordStore
+
+        turns = SqliteRecordStore(folder / "records.db").query(CTX, "turn", limit=1000).items
+        contents = [t.data["content"] for t in turns]
+        assert len(contents) == len(set(contents))  # no write applied twice
+        assert set(acknowledged) <= {t.id for t in turns}
+    finally:
+        stop(proc)
+
+
 def test_kill_9_mid_conversation_then_every_acknowledged_message_is_there_and_found(data: tuple[Path, str]) -> None:
     """Appends to one thread from four writers, the server killed with -9 in the middle: after a restart
     every acknowledged message is in the thread's history, numbered without gaps or repeats, and found by

@@ -9,7 +9,9 @@ A family is a package under `engram/families/<name>/` holding its operations (`o
 - `jobs`: each queued job name and the service method that runs it (and a batch method, if any);
 - `kinds`: the record kinds it owns (`engram.kinds`: enforced at run time);
 - `function`: the Lambda function of `template.yaml` that serves it, and `seeds`: the seed documents whose
-  replays (`tests/seeds/test_<seed>.py`) exercise its tools.
+  replays (`tests/seeds/test_<seed>.py`) exercise its tools;
+- for SnapStart (`engram.api.snapstart`): `clients`, the store clients its requests use (made again after a
+  restore), and `warm`, a read its function runs for real before the snapshot.
 
 `engram/families/__init__.py` lists the families: adding one is its folder and one line there, then
 `make template-routes` for its REST routes. `tests/unit/test_families.py` walks every family and fails when one
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engram.kinds import Kind
 
@@ -50,6 +52,8 @@ class Family:
     jobs: Mapping[str, Job] = field(default_factory=dict)
     kinds: Mapping[str, Kind] = field(default_factory=dict)
     seeds: tuple[str, ...] = ()
+    clients: tuple[str, ...] = ("dynamodb", "opensearch", "sqs")
+    warm: tuple[str, dict[str, Any]] | None = None  # (tool, arguments)
 
     def service_names(self) -> list[str]:
         """The services the family offers (its Services' public attributes)."""

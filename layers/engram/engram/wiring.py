@@ -12,6 +12,7 @@ from engram.clock import Clock, SystemClock
 from engram.families import all_families, family
 from engram.family import Family, Services
 from engram.identity import IdentityService
+from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
@@ -63,6 +64,9 @@ class Engram:
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)
+        self.kernel = Kernel(
+            self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
+        )
         self._services: dict[type[Services], Services] = {}
         self._lock = threading.Lock()
         # Each family's services are built when first used, so a family's Lambda builds only its own (the

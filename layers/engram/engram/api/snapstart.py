@@ -35,48 +35,43 @@ from engram.identity import Principal
 log = logging.getLogger("engram.snapstart")
 Handler = Callable[[dict[str, Any], Any], Any]
 
-# The services each function's requests use (the worker runs every family's queued jobs).
-SERVICES = {
-    "memory": ("memory", "causantic", "entities"),
-    "knowledge": ("documents", "schemas", "workspace", "codeviews"),
-    "conversation": ("conversation", "memory", "entities"),
-    "entities": ("entities",),
-    "context": ("workctx",),
-    "identity": ("principals",),
-    "records": ("schemas", "typed", "history"),
-    "workspace": ("workspace", "collab", "codeviews"),
-    "worker": ("documents", "memory", "conversation", "typed", "workspace"),
-    "gateway": (),
-    "authorizer": (),
-}
-# The clients each function's requests use, made after a restore (any other is made by no request of it:
-# the SnapStart test fails if one is).
+# The clients of the functions that serve no family (a family's function: `Family.clients`), made after a
+# restore (any other is made by no request of it: the SnapStart test fails if one is).
 CLIENTS = {
     "authorizer": ("dynamodb",),
     "gateway": ("dynamodb", "lambda"),
-    "identity": ("dynamodb",),
-    "context": ("dynamodb",),
-    "entities": ("dynamodb", "opensearch"),
-    "records": ("dynamodb", "opensearch", "sqs"),
-    "memory": ("dynamodb", "opensearch", "sqs"),
-    "conversation": ("dynamodb", "opensearch", "sqs"),
-    "knowledge": ("dynamodb", "opensearch", "sqs", "s3"),
-    "workspace": ("dynamodb", "opensearch", "sqs", "s3"),
     "worker": ("dynamodb", "opensearch", "sqs", "s3"),
 }
-# A read each function's warm-up runs for real, in a context of its own that holds nothing: the whole
-# request path (dispatch, the service, the store clients' request machinery, the answer's serialisation)
-# runs once before the snapshot.
-WARM_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "memory": ("memory_profile", {}),
-    "knowledge": ("knowledge_collections", {"action": "list"}),
-    "conversation": ("conversation_search", {"query": "warm up"}),
-    "entities": ("entity_list", {}),
-    "context": ("context_list", {}),
-    "identity": ("current_identity", {}),
-    "records": ("list_schemas", {}),
-    "workspace": ("get_context", {"context_types": ["project"]}),
-}
+
+
+def clients_of(name: str) -> tuple[str, ...] | None:
+    from engram.families import NAMES, family
+
+    return family(name).clients if name in NAMES else CLIENTS.get(name)
+
+
+def warm_call(name: str) -> tuple[str, dict[str, Any]] | None:
+    """A read the function's warm-up runs for real, in a context of its own that holds nothing: the whole
+    request path (dispatch, the service, the store clients' request machinery, the answer's serialisation)
+    runs once before the snapshot (`Family.warm`)."""
+    from engram.families import NAMES, family
+
+    return family(name).warm if name in NAMES else None
+
+
+def build_services(name: str, engram: Any) -> None:
+    """The services the function's requests use, built: its family's (the worker: those of every family's
+    jobs)."""
+    from engram.families import NAMES, all_families, family
+
+    if name == "worker":
+        wanted = [(f, job.service) for f in all_families() for job in f.jobs.values()]
+    else:
+        wanted = [(family(name), s) for s in family(name).service_names()] if name in NAMES else []
+    for fam, service in wanted:
+        getattr(engram.services(fam.services), service)
+
+
 WARM = Principal("snapstart-warmup", "agent", ("snapstart-warmup",), ("org/snapstart-warmup",))
 TIMINGS: dict[str, float] = {}  # name -> milliseconds of the last before-snapshot / after-restore (the bench)
 
@@ -142,8 +137,9 @@ def _requests(name: str, handler: Handler) -> None:
     if ops and name != "gateway":
         rpc.append({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                     "params": {"name": ops[0].name, "arguments": {"__warmup__": True}}})  # fmt: skip
-    if name in WARM_CALLS:
-        tool, arguments = WARM_CALLS[name]
+    warm = warm_call(name)
+    if warm is not None:
+        tool, arguments = warm
         rpc.append(
             {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
         )
@@ -174,8 +170,7 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None) -> None:
         import anyio.to_thread  # noqa: F401  (the thread a tool runs in)
 
     if engram is not None:
-        for service in SERVICES.get(name, ()):
-            getattr(engram, service)
+        build_services(name, engram)
         _warm_rules(name, engram)
     if handler is not None and name not in ("authorizer", "worker"):
         _requests(name, handler)
@@ -229,7 +224,7 @@ def after_restore(name: str, engram: Any) -> None:
     metrics.drain()
     from engram.wiring import fresh_credentials, lazy_clients
 
-    wanted = CLIENTS.get(name)
+    wanted = clients_of(name)
     clients = lazy_clients()
     credentials = fresh_credentials() if clients else None  # this environment's, resolved now
     for client in clients:

@@ -17,7 +17,7 @@ class ContextServices(Services):
     def workctx(self) -> WorkingContext:
         from engram.families.context.service import WorkingContext
 
-        return WorkingContext(self.root.records, self.root.clock, self.root.identity)
+        return WorkingContext(self.root.kernel)
 
 
 FAMILY = Family(
@@ -26,4 +26,6 @@ FAMILY = Family(
     function="ContextFunction",
     kinds={"ctxkey": Kind("context", "scoped")},
     seeds=("cortex",),
+    warm=("context_list", {}),
+    clients=("dynamodb",),
 )

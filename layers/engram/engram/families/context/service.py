@@ -13,15 +13,15 @@ other.
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import quote
 
-from engram.clock import Clock, iso
+from engram.clock import iso
 from engram.errors import Conflict, InvalidInput, NotFound
-from engram.identity import Caller, IdentityService
-from engram.ports import Item, RecordStore, Write
+from engram.identity import Caller
+from engram.kernel import BaseService
+from engram.ports import Item, Write
 from engram.retry import ATTEMPTS, on_conflict
 from engram.scopes import can_see, tags_key
 
@@ -33,11 +33,7 @@ MAX_TTL = 10 * 365 * 24 * 3600
 Strategy = Literal["replace", "merge_shallow", "merge_deep", "append"]
 
 
-class WorkingContext:
-    def __init__(self, records: RecordStore, clock: Clock, identity: IdentityService) -> None:
-        self.records, self.clock, self.identity = records, clock, identity
-        self.sleep = time.sleep
-
+class WorkingContext(BaseService):
     # -- naming ----------------------------------------------------------------------------
 
     @staticmethod

@@ -21,9 +21,7 @@ class ConversationServices(Services):
         from engram.families.conversation.service import ConversationService
         from engram.families.memory import MemoryServices
 
-        r = self.root
-        memory = r.services(MemoryServices).memory
-        return ConversationService(r.records, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, memory)
+        return ConversationService(self.root.kernel, self.root.services(MemoryServices).memory)
 
 
 FAMILY = Family(
@@ -36,4 +34,5 @@ FAMILY = Family(
         "message": Kind("conversation", "scoped", indexed=True),
     },
     seeds=("cortex",),
+    warm=("conversation_search", {"query": "warm up"}),
 )

@@ -17,29 +17,23 @@ again if this process dies first (DESIGN §9).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import Clock, iso, new_id, parse_time
+from engram.clock import iso, new_id, parse_time
 from engram.errors import EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import graph
 from engram.families.knowledge.chunking import sentences
-from engram.identity import Caller, IdentityService
+from engram.identity import Caller
 from engram.lazy import module
 from engram.ports import (
-    Embedder,
-    Generator,
     IndexDoc,
     Item,
-    RecordStore,
-    SearchIndex,
     SearchMode,
     SearchQuery,
     Write,
 )
-from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
@@ -53,6 +47,7 @@ from engram.families.conversation import INDEX_JOB
 from engram.families.memory.base import CONTEXT_EMBEDDING, Turn
 from engram.families.memory.plan import turn_text
 from engram.families.memory.service import MemoryService
+from engram.kernel import BaseService, Kernel
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
@@ -60,21 +55,10 @@ SAFETY_NET = timedelta(seconds=30)
 SUMMARY_SENTENCES = 6
 
 
-class ConversationService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-        generator: Generator | None = None,
-        memory: MemoryService | None = None,
-    ) -> None:
-        self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
-        self.identity, self.queue, self.generator, self.memory = identity, queue, generator, memory
-        self.sleep = time.sleep
+class ConversationService(BaseService):
+    def __init__(self, kernel: Kernel, memory: MemoryService) -> None:
+        super().__init__(kernel)
+        self.memory = memory
 
     # -- threads ---------------------------------------------------------------------------
 

@@ -22,15 +22,13 @@ class EntitiesServices(Services):
     def entities(self) -> EntityService:
         from engram.families.entities.service import EntityService
 
-        r = self.root
-        return EntityService(r.records, r.index, r.embedder, r.clock, r.identity, r.queue)
+        return EntityService(self.root.kernel)
 
     @cached_property
     def graph(self) -> GraphService:
         from engram.families.entities.graph import GraphService
 
-        r = self.root
-        return GraphService(r.records, r.index, r.embedder, r.clock, r.queue, r.generator)
+        return GraphService(self.root.kernel)
 
 
 FAMILY = Family(
@@ -47,4 +45,6 @@ FAMILY = Family(
         "gsource": Kind("entities", "system"),  # what a source said last (the graph job compares with it)
     },
     seeds=("cortex",),
+    warm=("entity_list", {}),
+    clients=("dynamodb", "opensearch"),
 )

@@ -25,12 +25,13 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from engram.clock import Clock, iso
+from engram.clock import iso
 from engram.errors import Conflict
 from engram.families.entities import GRAPH_JOB as JOB
 from engram.families.entities import graph_rules
 from engram.families.entities.service import entity_id, fold, index_doc, scope_set
-from engram.ports import Embedder, Generator, Item, RecordStore, SearchIndex, Write
+from engram.kernel import BaseService
+from engram.ports import Item, Write
 from engram.queue import Queue
 from engram.retry import on_conflict
 
@@ -51,19 +52,7 @@ def extraction_job(queue: Queue, ctx: str, kind: str, id_: str, now: datetime) -
     return queue.job(JOB, {"context_id": ctx, "source": source_id(kind, id_)}, now)
 
 
-class GraphService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        queue: Queue,
-        generator: Generator | None = None,
-    ) -> None:
-        self.records, self.index, self.embedder, self.clock, self.queue = records, index, embedder, clock, queue
-        self.generator = generator  # with one (Bedrock), a model reads the sources; else the rules
-
+class GraphService(BaseService):
     # -- reading a source as it is now ------------------------------------------------------------------------
 
     def _source(self, ctx: str, source: str) -> tuple[str, list[str], dict[str, str]] | None:

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from engram.clock import Clock, iso
+from engram.clock import iso
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import INDEX_JOB
-from engram.identity import Caller, IdentityService
-from engram.ports import IndexDoc, Item, RecordStore, SearchIndex, SearchQuery, Write, scan
-from engram.queue import Queue
+from engram.identity import Caller
+from engram.kernel import BaseService
+from engram.ports import IndexDoc, Item, SearchQuery, Write, scan
 from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.search_rules import query_vector
@@ -176,19 +176,7 @@ def active(d: dict[str, Any]) -> bool:
     return not d.get("merged_into") and (not d.get("dormant") or bool(d.get("edited")))
 
 
-class EntityService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Any,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-    ) -> None:
-        self.records, self.index, self.embedder, self.clock, self.identity = records, index, embedder, clock, identity
-        self.queue = queue
-
+class EntityService(BaseService):
     def _lens(self, caller: Caller) -> list[list[str]]:
         return self.identity.read_lens(caller, None)
 

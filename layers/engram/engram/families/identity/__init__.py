@@ -27,4 +27,11 @@ class IdentityServices(Services):
         return Principals(self.root.identity, records.schemas, records.typed)
 
 
-FAMILY = Family("identity", IdentityServices, function="IdentityFunction", seeds=("vectros",))
+FAMILY = Family(
+    "identity",
+    IdentityServices,
+    function="IdentityFunction",
+    seeds=("vectros",),
+    clients=("dynamodb",),
+    warm=("current_identity", {}),
+)

@@ -23,10 +23,7 @@ class KnowledgeServices(Services):
     def documents(self) -> DocumentService:
         from engram.families.knowledge.documents import DocumentService
 
-        r = self.root
-        return DocumentService(
-            r.records, r.blobs, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, self.schemas
-        )
+        return DocumentService(self.root.kernel, self.schemas)
 
     @property
     def schemas(self) -> SchemaService:
@@ -62,5 +59,7 @@ FAMILY = Family(
         "extid": Kind("knowledge", "system"),
         "fence": Kind("knowledge", "system"),
     },
-    seeds=("cortex", "vectros", "agrama"),
+    seeds=("spectron", "cortex", "vectros", "agrama"),
+    warm=("knowledge_collections", {"action": "list"}),
+    clients=("dynamodb", "opensearch", "sqs", "s3"),
 )

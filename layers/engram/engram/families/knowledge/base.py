@@ -12,14 +12,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram.clock import Clock
 from engram.errors import NotFound
 from engram.families.knowledge.chunking import Chunk, Strategy
 from engram.families.records.history import PRIVATE_DOCUMENT_FIELDS
 from engram.families.records.schemas import SchemaService
-from engram.identity import Caller, IdentityService
-from engram.ports import BlobStore, Embedder, Generator, IndexDoc, Item, RecordStore, SearchIndex, Write, scan
-from engram.queue import Queue
+from engram.identity import Caller
+from engram.kernel import BaseService, Kernel
+from engram.ports import IndexDoc, Item, Write, scan
 from engram.scopes import can_see
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
@@ -61,22 +60,10 @@ def chunk_key(doc: dict[str, Any], position: int) -> str:
     return f"{doc.get('chunk_prefix') or doc['id'] + '#'}{position:05d}"
 
 
-class DocumentsBase(ABC):
-    def __init__(
-        self,
-        records: RecordStore,
-        blobs: BlobStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-        generator: Generator | None = None,
-        schemas: SchemaService | None = None,
-    ) -> None:
-        self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
-        self.clock, self.identity, self.queue, self.generator = clock, identity, queue, generator
-        self.schemas = schemas or SchemaService(records, clock)
+class DocumentsBase(BaseService, ABC):
+    def __init__(self, kernel: Kernel, schemas: SchemaService) -> None:
+        super().__init__(kernel)
+        self.schemas = schemas
 
     def visible(self, caller: Caller, kind: str, id_: str) -> Any:
         item = self.records.get(caller.context_id, kind, id_)

@@ -20,10 +20,7 @@ class MemoryServices(Services):
     def memory(self) -> MemoryService:
         from engram.families.memory.service import MemoryService
 
-        r = self.root
-        return MemoryService(
-            r.records, r.index, r.embedder, r.clock, r.identity, r.queue, r.generator, r.settings.recall_cache_size
-        )
+        return MemoryService(self.root.kernel, self.root.settings.recall_cache_size)
 
     @cached_property
     def causantic(self) -> CausanticService:
@@ -44,4 +41,5 @@ FAMILY = Family(
         "slot": Kind("memory", "via", "attribute"),
     },
     seeds=("spectron", "causantic"),
+    warm=("memory_profile", {}),
 )

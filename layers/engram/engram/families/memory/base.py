@@ -11,17 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.clock import Clock
 from engram.families.memory.extraction import Extraction, extract
-from engram.identity import IdentityService
+from engram.kernel import BaseService, Kernel
 from engram.ports import (
-    Embedder,
-    Generator,
-    RecordStore,
-    SearchIndex,
     Vector,
 )
-from engram.queue import Queue
 
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
@@ -44,29 +38,13 @@ class Turn:
     metadata: dict[str, str | int | float | bool] | None = None
 
 
-class MemoryBase:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-        generator: Generator | None = None,
-        cache_size: int = 512,
-    ) -> None:
-        self.records = records
-        self.index = index
-        self.embedder = embedder
-        self.clock = clock
-        self.identity = identity
-        self.generator = generator
+class MemoryBase(BaseService):
+    def __init__(self, kernel: Kernel, cache_size: int = 512) -> None:
+        super().__init__(kernel)
         self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._writers: dict[str, threading.RLock] = {}
-        self.queue = queue  # its jobs are registered by the composition root (engram.wiring)
 
     def embed(self, texts: Sequence[str]) -> list[Vector | None]:
         if self.embedder is None or not texts:

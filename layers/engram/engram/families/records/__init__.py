@@ -22,21 +22,20 @@ class RecordsServices(Services):
     def schemas(self) -> SchemaService:
         from engram.families.records.schemas import SchemaService
 
-        return SchemaService(self.root.records, self.root.clock)
+        return SchemaService(self.root.kernel)
 
     @cached_property
     def typed(self) -> RecordService:
         """Typed records (the root's `records` is the record store they live in)."""
         from engram.families.records.service import RecordService
 
-        r = self.root
-        return RecordService(r.records, r.index, r.embedder, r.clock, r.identity, self.schemas, r.queue)
+        return RecordService(self.root.kernel, self.schemas)
 
     @cached_property
     def history(self) -> History:
         from engram.families.records.history import History
 
-        return History(self.root.records, self.root.identity)
+        return History(self.root.kernel)
 
 
 FAMILY = Family(
@@ -51,4 +50,5 @@ FAMILY = Family(
         "rextid": Kind("records", "system"),  # an externalId's record, seen only through can_see
     },
     seeds=("vectros",),
+    warm=("list_schemas", {}),
 )

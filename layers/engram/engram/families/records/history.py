@@ -13,8 +13,9 @@ from typing import Any
 
 from engram.clock import iso
 from engram.errors import InvalidInput, NotFound
-from engram.identity import Caller, IdentityService
-from engram.ports import Item, RecordStore
+from engram.identity import Caller
+from engram.kernel import BaseService
+from engram.ports import Item
 from engram.scopes import can_see
 
 # What a document's data holds for storage, not for its reader (documents' `_public` leaves them out too).
@@ -48,10 +49,7 @@ def operation(item: Item) -> str:
     return "create" if item.version == 1 else "update"
 
 
-class History:
-    def __init__(self, records: RecordStore, identity: IdentityService) -> None:
-        self.records, self.identity = records, identity
-
+class History(BaseService):
     def versions(self, caller: Caller, object_id: str, limit: int, token: str | None) -> dict[str, Any]:
         import jsonpatch
 

@@ -22,11 +22,12 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engram.clock import Clock, iso
+from engram.clock import iso
 from engram.errors import InvalidInput, NotFound
 from engram.families.records import schema_rules
 from engram.identity import Caller
-from engram.ports import Item, RecordStore, Write, scan
+from engram.kernel import BaseService
+from engram.ports import Item, Write, scan
 from engram.retry import on_conflict
 
 KIND = "schema"
@@ -145,10 +146,7 @@ def sortable(value: Any, kind: Literal["string", "number"]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class SchemaService:
-    def __init__(self, records: RecordStore, clock: Clock) -> None:
-        self.records, self.clock = records, clock
-
+class SchemaService(BaseService):
     def create(
         self,
         context_id: str,

@@ -16,20 +16,19 @@ after a crash.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 
-from engram.clock import Clock, iso, new_id
+from engram.clock import iso, new_id
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import graph
 from engram.families.records import INDEX_JOB, lookups
 from engram.families.records.schemas import IndexMode, LookupOp, Schema, SchemaService
-from engram.identity import Caller, IdentityService
-from engram.ports import Embedder, IndexDoc, Item, RecordStore, SearchIndex, Write
-from engram.queue import Queue
+from engram.identity import Caller
+from engram.kernel import BaseService, Kernel
+from engram.ports import IndexDoc, Item, Write
 from engram.retry import ATTEMPTS, on_conflict
 from engram.scopes import can_see, tags_key
 from engram.unit_of_work import UnitOfWork
@@ -65,20 +64,10 @@ def search_text(data: dict[str, Any]) -> str:
     return "\n".join([title_of(data), data["type"], *_flatten(data.get("payload") or {})])[:MAX_TEXT]
 
 
-class RecordService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        schemas: SchemaService,
-        queue: Queue,
-    ) -> None:
-        self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
-        self.identity, self.schemas, self.queue = identity, schemas, queue
-        self.sleep = time.sleep
+class RecordService(BaseService):
+    def __init__(self, kernel: Kernel, schemas: SchemaService) -> None:
+        super().__init__(kernel)
+        self.schemas = schemas
 
     # -- reading ----------------------------------------------------------------------------
 

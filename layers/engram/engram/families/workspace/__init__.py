@@ -23,15 +23,13 @@ class WorkspaceServices(Services):
     def workspace(self) -> WorkspaceService:
         from engram.families.workspace.files import WorkspaceService
 
-        r = self.root
-        return WorkspaceService(r.records, r.blobs, r.index, r.embedder, r.clock, r.identity, r.queue)
+        return WorkspaceService(self.root.kernel)
 
     @cached_property
     def collab(self) -> CollabService:
         from engram.families.workspace.collab import CollabService
 
-        r = self.root
-        return CollabService(r.records, r.index, r.embedder, r.clock, r.identity, self.workspace)
+        return CollabService(self.root.kernel, self.workspace)
 
     @cached_property
     def codeviews(self) -> CodeViews:
@@ -56,4 +54,6 @@ FAMILY = Family(
         "decision": Kind("workspace", "scoped", indexed=True),
     },
     seeds=("agrama",),
+    warm=("get_context", {"context_types": ["project"]}),
+    clients=("dynamodb", "opensearch", "sqs", "s3"),
 )

@@ -20,13 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.clock import Clock, iso, new_id
+from engram.clock import iso, new_id
 from engram.errors import InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import DECISION_JOB
 from engram.families.workspace.files import NewFile, WorkspaceService
 from engram.families.workspace.shapes import clean_path
-from engram.identity import Caller, IdentityService
-from engram.ports import Embedder, IndexDoc, Item, RecordStore, SearchIndex, Write, scan
+from engram.identity import Caller
+from engram.kernel import BaseService, Kernel
+from engram.ports import IndexDoc, Item, Write, scan
 from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.unit_of_work import UnitOfWork
@@ -58,18 +59,10 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-class CollabService:
-    def __init__(
-        self,
-        records: RecordStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        workspace: WorkspaceService,
-    ) -> None:
-        self.records, self.index, self.embedder, self.clock = records, index, embedder, clock
-        self.identity, self.workspace, self.queue = identity, workspace, workspace.queue
+class CollabService(BaseService):
+    def __init__(self, kernel: Kernel, workspace: WorkspaceService) -> None:
+        super().__init__(kernel)
+        self.workspace = workspace
 
     # -- sessions ---------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ with the write for a crash in between.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any
 
 import blake3
 
-from engram.clock import Clock, iso
+from engram.clock import iso
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import INDEX_JOB, code
 from engram.families.workspace.shapes import (
@@ -40,20 +39,16 @@ from engram.families.workspace.shapes import (
     clean_path,
     windows,
 )
-from engram.identity import Caller, IdentityService
+from engram.identity import Caller
+from engram.kernel import BaseService
 from engram.ports import (
-    BlobStore,
-    Embedder,
     Hit,
     IndexDoc,
     Item,
-    RecordStore,
-    SearchIndex,
     SearchMode,
     SearchQuery,
     Write,
 )
-from engram.queue import Queue
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
@@ -75,21 +70,7 @@ class NewFile:
     expected_version: int | None = None  # 0: must be new; None: the last writer wins, each with its version
 
 
-class WorkspaceService:
-    def __init__(
-        self,
-        records: RecordStore,
-        blobs: BlobStore,
-        index: SearchIndex,
-        embedder: Embedder | None,
-        clock: Clock,
-        identity: IdentityService,
-        queue: Queue,
-    ) -> None:
-        self.records, self.blobs, self.index, self.embedder = records, blobs, index, embedder
-        self.clock, self.identity, self.queue = clock, identity, queue
-        self.sleep = time.sleep
-
+class WorkspaceService(BaseService):
     # -- naming and reading -----------------------------------------------------------------
 
     def space(self, caller: Caller) -> tuple[str, list[str]]:

@@ -1,0 +1,45 @@
+"""What every family's services are built on: the adapters the composition root chose (`engram.wiring`) and the
+kernel's own services, handed over as one `Kernel`. A domain service subclasses `BaseService` and names only
+what it adds (another service it uses, a setting)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engram.clock import Clock
+from engram.identity import IdentityService
+from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
+from engram.queue import Queue
+
+
+@dataclass(frozen=True)
+class Kernel:
+    records: RecordStore
+    blobs: BlobStore
+    index: SearchIndex
+    embedder: Embedder | None
+    clock: Clock
+    identity: IdentityService
+    queue: Queue  # its jobs' handlers are registered by the composition root, never by a service
+    generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
+
+
+class BaseService:
+    """A domain service: the kernel's parts as its attributes."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.records, self.blobs, self.index, self.embedder = (
+            kernel.records,
+            kernel.blobs,
+            kernel.index,
+            kernel.embedder,
+        )
+        self.clock, self.identity, self.queue, self.generator = (
+            kernel.clock,
+            kernel.identity,
+            kernel.queue,
+            kernel.generator,
+        )
+        self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)
