@@ -80,3 +80,23 @@ def test_a_definition_used_once_is_written_in_place() -> None:
     bulk = next(tool_of(o) for o in select() if o.name == "knowledge_bulk_ingest")
     assert "$defs" not in bulk.input_schema and "$ref" not in json.dumps(bulk.input_schema)
     assert bulk.input_schema["properties"]["documents"]["items"]["required"] == ["title", "content"]
+
+
+def test_the_catalogue_writes_a_union_of_types_as_a_type_list_and_leaves_out_empty_defaults() -> None:
+    from engram.api.mcp import advertised
+
+    scalar_or_list = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"},
+                                {"type": "array", "items": {"type": "string"}}]}  # fmt: skip
+    raw = {"type": "object", "properties": {
+        "m": {"type": "object", "additionalProperties": scalar_or_list},
+        "f": {"type": "boolean", "default": False}, "n": {"type": "integer", "default": 0},
+        "l": {"type": "array", "items": {"type": "string"}, "default": []}, "s": {"type": "string", "default": "x"},
+    }}  # fmt: skip
+    props = advertised(raw)["properties"]
+    # the same values are valid: `items` applies to arrays only
+    assert props["m"]["additionalProperties"] == {"type": ["string", "number", "array"], "items": {"type": "string"}}
+    assert "default" not in props["f"] and "default" not in props["l"]  # false / empty: left out (INSTRUCTIONS)
+    assert props["n"]["default"] == 0 and props["s"]["default"] == "x"  # a default that says something stays
+    # branches that say more than what applies to their own type, or two of one type, stay a union
+    assert "anyOf" in advertised({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]})
+    assert "anyOf" in advertised({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array"}]})

@@ -38,7 +38,7 @@ from engram.wiring import Engram
 INSTRUCTIONS = (
     "Engram stores and recalls memory for agents. Call memory_store with what the user says, "
     "memory_recall before answering. Every tool takes an optional context_id (the tenant; default: "
-    "the key's only context)."
+    "the key's only context). An optional argument left out is false or empty unless its schema gives a default."
 )
 # Validation keywords the server enforces but a model needs no tokens for (lengths, counts, patterns):
 # they stay in the schema the server validates with, not in the one tools/list advertises.
@@ -90,17 +90,36 @@ def advertised(node: Any) -> Any:
     out = {
         k: advertised(v)
         for k, v in node.items()
-        if k not in _ENFORCED_ONLY and not (k == "additionalProperties" and isinstance(v, bool))
+        if k not in _ENFORCED_ONLY and not (k == "additionalProperties" and (isinstance(v, bool) or v == {}))
     }
     options = out.get("anyOf")
-    if isinstance(options, list) and all(isinstance(o, dict) and set(o) == {"type"} for o in options):
-        del out["anyOf"]  # a union of plain types is one `type` list (JSON Schema), at half the tokens
+    if isinstance(options, list) and _one_of_each_type(options):
+        # a union of types is one `type` list (JSON Schema), at half the tokens; what a branch says of its own
+        # type alone (an array's `items`, an object's `properties`) applies to values of that type only
+        del out["anyOf"]
         kinds = [o["type"] for o in options]
         out["type"] = [k for k in kinds if not (k == "integer" and "number" in kinds)]  # number has them
+        for o in options:
+            out.update({k: v for k, v in o.items() if k != "type"})
+    if "default" in out and (out["default"] is False or out["default"] in ("", [], {})):
+        del out["default"]  # an argument left out is false or empty unless a default says otherwise (INSTRUCTIONS)
     props = out.get("properties")
     if isinstance(props, dict) and isinstance(props.get("context_id"), dict):
         props["context_id"] = {"type": "string"}
     return out
+
+
+# The keywords that apply to values of one type only (JSON Schema's applicators by instance type)
+_OF_TYPE = {"array": {"items"}, "object": {"properties", "additionalProperties", "required"}}
+
+
+def _one_of_each_type(options: list[Any]) -> bool:
+    """Whether a union's branches are each one type (no two alike) saying nothing but what applies to their
+    own type: then it means the same as one schema with a `type` list."""
+    if not all(isinstance(o, dict) and isinstance(o.get("type"), str) for o in options):
+        return False
+    kinds = [o["type"] for o in options]
+    return len(set(kinds)) == len(kinds) and all(set(o) - {"type"} <= _OF_TYPE.get(o["type"], set()) for o in options)
 
 
 def _inline_single_use(root: dict[str, Any]) -> dict[str, Any]:
