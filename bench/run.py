@@ -1,5 +1,5 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04), as JSON on stdout and in
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol), as JSON on stdout and in
 bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def main(names: list[str]) -> None:
         lambda_latency,
         latency,
         locomo,
+        protocol,
         records,
         scores,
         workspace,
@@ -41,6 +42,7 @@ def main(names: list[str]) -> None:
         "lambda": lambda_latency.run,
         "hostile": hostile.run,
         "conll04": conll04.run,
+        "protocol": protocol.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

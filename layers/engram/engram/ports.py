@@ -192,6 +192,7 @@ class SearchQuery:
     match_all: bool = False  # bm25: every query term must occur (keyword precision)
     fusion: Literal["rrf", "convex"] = "rrf"  # hybrid: how the two lists combine (engram.search_rules)
     feedback: bool = False  # hybrid: a second round from the first round's best documents (search_rules)
+    group_by: str | None = None  # one hit per value of this metadata key (the best), e.g. "document_id"
 
 
 Closing = tuple[str, str, datetime | None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -72,10 +72,12 @@ def fuse(
 
 
 def combine(
-    bm25: Sequence[tuple[str, float]], vector: Sequence[tuple[str, float]], fusion: str
+    bm25: Sequence[tuple[str, float]], vector: Sequence[tuple[str, float]], rules: Rules
 ) -> list[tuple[str, float]]:
-    """The hybrid rule every SearchIndex adapter applies."""
-    return rrf(bm25, vector) if fusion == "rrf" else fuse(bm25, vector)
+    """The fusion of `rules`: reciprocal rank, or a convex combination of normalised scores."""
+    if rules.vector_weight is None:
+        return rrf(bm25, vector, k=rules.rrf_k)
+    return fuse(bm25, vector, rules.vector_weight)
 
 
 Rerank = Callable[[list[tuple[str, float]]], list[tuple[str, float]]]
@@ -83,11 +85,11 @@ Rerank = Callable[[list[tuple[str, float]]], list[tuple[str, float]]]
 
 
 def merge_hits(
-    bm25: Sequence[Hit], vector: Sequence[Hit], fusion: str, k: int, rerank: Rerank | None = None
+    bm25: Sequence[Hit], vector: Sequence[Hit], rules: Rules, k: int, rerank: Rerank | None = None
 ) -> list[Hit]:
     """Hybrid results from the two ranked lists, fused by `combine` (and reranked, if asked)."""
     rows = {h.id: h for h in bm25} | {h.id: h for h in vector}
-    fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], fusion)
+    fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], rules)
     if rerank is not None:
         fused = rerank(fused)
     return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in fused[:k]]
@@ -182,6 +184,49 @@ def lists_of(bm25: BM25Search, vector: VectorSearch) -> Lists:
     return both
 
 
+@dataclass(frozen=True)
+class Rules:
+    """How a hybrid search makes one list of its two: the fusion (RRF with `rrf_k`, or, with `vector_weight`,
+    a convex combination of min-max normalised scores), and the optional refinements — a feedback round
+    (`feedback`), the BM25 list smoothed over its hits' neighbours before fusion (`smooth_bm25`), the fused
+    list after it (`smooth_fused`), and what both lists put first kept first (`agree`)."""
+
+    name: str
+    rrf_k: int = 60
+    vector_weight: float | None = None
+    feedback: bool = False
+    smooth_bm25: bool = False
+    smooth_fused: bool = False
+    agree: bool = False
+
+
+# The designs before issue #25: documents (RRF k 20, every refinement), memory and conversations (convex)
+DOCUMENTS = Rules("rrf20+feedback+smooth+agree", RRF_K, None, True, True, True, True)
+MEMORY = Rules("convex0.35+smooth+agree", vector_weight=VECTOR_WEIGHT, smooth_fused=True, agree=True)
+# The benches' handle on the protocol (bench/protocol.py): every hybrid search follows it when set
+OVERRIDE: Rules | None = None
+
+
+def rules_of(query: SearchQuery) -> Rules:
+    if OVERRIDE is not None:
+        return OVERRIDE
+    return DOCUMENTS if query.feedback else MEMORY
+
+
+def grouped(hits: list[Hit], key: str | None) -> list[Hit]:
+    """`hits` with one hit per value of metadata `key` (the best; a hit without it stands alone)."""
+    if key is None:
+        return hits
+    seen: set[object] = set()
+    out = []
+    for h in hits:
+        group = h.metadata.get(key) or ("", h.id)
+        if group not in seen:
+            seen.add(group)
+            out.append(h)
+    return out
+
+
 def hybrid(
     query: SearchQuery,
     bm25: BM25Search,
@@ -190,34 +235,34 @@ def hybrid(
     both: Lists | None = None,
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
-    CANDIDATES each), fused; with `feedback`, a second round from the first round's best documents; the
-    BM25 list, then the fused list smoothed over their hits' neighbours (`smooth`)."""
+    CANDIDATES each, one hit per group when the query groups), fused by the query's `Rules`."""
+    rules = rules_of(query)
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
     lists = both or lists_of(bm25, vector)
-    bm, vec = lists(weights, query.vector, pool)
+
+    def round_(w: Mapping[str, float], v: Vector | None) -> tuple[list[Hit], list[Hit]]:
+        b, x = lists(w, v, pool)
+        return grouped(b, query.group_by), grouped(x, query.group_by)
+
+    bm, vec = round_(weights, query.vector)
     if query.match_all:  # keyword precision: only what every term matches
         keep = {h.id for h in bm}
         vec = [h for h in vec if h.id in keep]
-    elif query.feedback and query.vector is not None and len(bm) > FEEDBACK_DOCS:
+    elif rules.feedback and query.vector is not None and len(bm) > FEEDBACK_DOCS:
         # Feedback needs a collection to learn from: with no more keyword matches than feedback documents
         # (a handful of documents), the "best documents" are simply all of them, and the second round
         # drifts to whatever they share (found on a three-document collection: issue #11).
-        best = merge_hits(bm, vec, "rrf", FEEDBACK_DOCS)
+        best = merge_hits(bm, vec, rules, FEEDBACK_DOCS)
         weights = expansion(weights, [h.text for h in best])
-        bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
+        bm, vec = round_(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())))
     # What both lists put first stays first, whatever fusion and smoothing make of the rest.
-    agreed = bm[0] if bm and vec and bm[0].id == vec[0].id else None
-    # Rank fusion: the BM25 list is smoothed over its hits' neighbours before fusion too. Keyword scores know
-    # nothing of meaning, so a passage close to the best keyword matches gains before the lists meet (the
-    # vector list ranks by closeness already: smoothing it as well did not help). The same SMOOTH_ALPHA /
-    # SMOOTH_TAU, no setting of its own; better at every RRF k on cranfield and CISI (bench/RESULTS.md).
-    # A convex fusion adds the scores themselves, and the fused list's smoothing below is linear in them:
-    # smoothing BM25 first would smooth it twice (LoCoMo recall@5 0.621 -> 0.619 when it did).
-    if query.fusion == "rrf":
+    agreed = bm[0] if rules.agree and bm and vec and bm[0].id == vec[0].id else None
+    if rules.smooth_bm25:
         bm = smooth_hits(bm, vectors_of)
-    return first(merge_hits(bm, vec, query.fusion, k, lambda fused: smooth(fused, vectors_of)), agreed, k)
+    rerank: Rerank | None = (lambda fused: smooth(fused, vectors_of)) if rules.smooth_fused else None
+    return first(merge_hits(bm, vec, rules, k, rerank), agreed, k)
 
 
 def first(hits: list[Hit], agreed: Hit | None, k: int) -> list[Hit]:
@@ -243,13 +288,14 @@ def search(
     k = max(0, query.k)
     if k == 0:
         return []
+    n = max(CANDIDATES, k) if query.group_by else k  # grouping drops hits: enough of them to fill k
     if query.mode == "hybrid":
         hits = hybrid(query, bm25, vector, vectors_of, both)
     elif query.mode == "bm25":
         weights = query_weights(query.text)
-        hits = bm25(weights, k) if weights else []
+        hits = grouped(bm25(weights, n), query.group_by)[:k] if weights else []
     else:
-        hits = vector(query.vector, k) if query.vector is not None else []
+        hits = grouped(vector(query.vector, n), query.group_by)[:k] if query.vector is not None else []
     return scored(query, hits, vectors_of, counts)
 
 
@@ -295,6 +341,7 @@ def query_vector(embedder: Embedder | None, text: str, ranks: bool) -> Vector | 
         return None
 
 
+SENTENCE_MEAN = True  # a query of several sentences: the mean of their vectors (`query_sentences`)
 # The usual boundary heuristic: an end mark, space, then a capital ("i.e. the", "vs. them" do not end one)
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
 
@@ -304,6 +351,8 @@ def query_sentences(text: str) -> list[str]:
     several (a sentence model reads a many-question query best one question at a time). Measured (issue
     #12): CISI hybrid nDCG@10 0.457 -> 0.469 (52 of 76 queries split); cranfield's queries are lower-cased,
     so none splits (split at any end mark, 10 of them did: 0.443 -> 0.440); LoCoMo unchanged."""
+    if not SENTENCE_MEAN:
+        return [text]
     parts = [p for p in _SENTENCE_END.split(text.strip()) if len(query_terms(p)) >= 3]
     return parts if len(parts) > 1 else [text]
 

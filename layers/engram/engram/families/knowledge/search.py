@@ -18,6 +18,10 @@ from engram.scopes import can_see
 from engram.search_rules import query_vector
 
 
+# Whether a search answers one hit per document (its best chunk) or chunk hits (issue #25, bench/protocol.py)
+PER_DOCUMENT = False
+
+
 @dataclass
 class Search:
     query: str
@@ -75,6 +79,7 @@ class Answers(DocumentsBase):
                 ranges,
                 s.match_all,
                 feedback=True,  # documents: a second round from the first one's best passages
+                group_by="document_id" if PER_DOCUMENT and s.document_id is None else None,
             ),
             self.clock.now(),
         )[s.offset :]

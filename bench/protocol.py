@@ -1,0 +1,369 @@
+"""Issue #25: retrieval settings chosen on two dev collections and checked on the third (cranfield, CISI,
+LoCoMo), all three ways, and the defaults measured as a client receives them.
+
+- **Protocol** (in process, through the operations): every candidate setting (a fusion design, the query
+  vector of a many-sentence question, one hit per document) runs every query of every collection; its
+  per-query metric is compared, query by query, with the simplest design (a plain RRF, k = 60, of the two
+  lists). Each fold chooses on two collections (the best mean delta; within TIE of the best, the simpler)
+  and reports the held-out collection's delta with a paired-bootstrap 95 % interval.
+- **Defaults over HTTP** (`knowledge_search` / `memory_recall` over MCP on a fresh server, the client's
+  k): bm25, vector and hybrid as returned, and a plain RRF (k = 60) of the bm25 and vector results the
+  client received — the floor hybrid must reach on every collection.
+
+Metrics: cranfield and CISI nDCG@10 on the first 10 distinct documents of k = 30 results (the definitions
+of ../shared/data/README.md); LoCoMo evidence-turn recall@10 (and @5, and the right session among them)
+of k = 10 results."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.cranfield import CISI, DATA, load, metrics
+from bench.fusion import rrf60
+from bench.latency import MCP_HEADERS, json_of, pct
+from bench.locomo import DATA as LOCOMO
+from bench.locomo import Stored, session_of, store_all
+from engram import search_rules
+from engram.devserver import serve
+from engram.families import find
+from engram.families.knowledge import search as knowledge_search
+from engram.identity import ANY
+from engram.search_rules import Rules
+from engram.settings import Settings
+from engram.wiring import Engram, build_local
+
+CLIENT_K = 30  # what a client asks of knowledge_search; scored on the first 10 distinct documents
+MEMORY_K = 10
+TIE = 0.002  # mean nDCG / recall a more complex setting must win by on the dev collections
+RESAMPLES = 10_000
+COLLECTIONS = ("cranfield", "cisi", "locomo")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One candidate: a fusion design, sentence-mean query vectors or not, one hit per document or not."""
+
+    rules: Rules
+    sentences: bool = False
+    per_document: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.rules.name + ("+sentences" if self.sentences else "") + ("+per-doc" if self.per_document else "")
+
+    @property
+    def complexity(self) -> int:
+        r = self.rules
+        parts = (r.rrf_k != 60, r.vector_weight is not None, r.feedback, r.smooth_bm25, r.smooth_fused, r.agree)
+        return sum(parts) + self.sentences + self.per_document
+
+
+PLAIN = Rules("rrf60")
+CANDIDATES = (
+    Setting(PLAIN),
+    Setting(PLAIN, per_document=True),
+    Setting(PLAIN, sentences=True),
+    Setting(Rules("rrf20", rrf_k=20)),
+    Setting(Rules("rrf60+smooth", smooth_fused=True)),
+    Setting(Rules("rrf60+feedback", feedback=True)),
+    Setting(Rules("rrf60+agree", agree=True)),
+    Setting(Rules("convex0.35", vector_weight=0.35)),
+    Setting(Rules("convex0.5", vector_weight=0.5)),
+    Setting(search_rules.MEMORY),  # memory's design before #25
+    Setting(search_rules.DOCUMENTS, sentences=True),  # documents' design before #25
+    Setting(search_rules.DOCUMENTS, sentences=True, per_document=True),
+    Setting(PLAIN, sentences=True, per_document=True),
+    Setting(Rules("rrf60+smooth", smooth_fused=True), per_document=True),
+    Setting(Rules("rrf60+feedback", feedback=True), per_document=True),
+)
+
+
+@contextmanager
+def applied(setting: Setting) -> Iterator[None]:
+    saved = search_rules.OVERRIDE, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT
+    search_rules.OVERRIDE = setting.rules
+    search_rules.SENTENCE_MEAN = setting.sentences
+    knowledge_search.PER_DOCUMENT = setting.per_document
+    try:
+        yield
+    finally:
+        search_rules.OVERRIDE, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT = saved
+
+
+# -- the collections ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Documents:
+    context: str
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    @property
+    def judged(self) -> list[str]:
+        return [q for q in self.queries if q in self.qrels]
+
+
+def ingest_defaults(engram: Engram, principal: Any, name: str, data: Path) -> Documents:
+    """A collection through knowledge_bulk_ingest with a client's defaults (no chunking arguments)."""
+    corpus, queries, qrels = load(data)
+    bulk = find("knowledge_bulk_ingest")
+    assert bulk
+    caller = engram.identity.enter(principal, name, ANY, "bench")
+    for i in range(0, len(corpus), 100):
+        docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
+                for d in corpus[i : i + 100]]  # fmt: skip
+        out = bulk.run(
+            engram, caller, bulk.input.model_validate({"collection": name, "documents": docs}), lambda *_: None
+        )
+        assert isinstance(out, dict) and not out["errors"], out
+    engram.queue.join()
+    print(f"  ingested {name}: {len(corpus)} documents", file=sys.stderr, flush=True)
+    return Documents(name, queries, dict(qrels))
+
+
+def distinct(results: list[dict[str, Any]]) -> list[str]:
+    """A client's ranking of documents: each where its first result is."""
+    return list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in results))
+
+
+def ndcg10(ranked: list[str], rels: dict[str, int]) -> float:
+    return metrics(ranked, rels)["nDCG@10"]
+
+
+def evidence_recall(got: list[str | None], evidence: set[str], k: int) -> float:
+    return len(evidence & {g for g in got[:k] if g}) / len(evidence)
+
+
+def session_hit(got: list[str | None], evidence: set[str], k: int) -> float:
+    return float(bool({session_of(e) for e in evidence} & {session_of(g) for g in got[:k] if g}))
+
+
+# -- in process: every candidate on every collection ----------------------------------------------------
+
+
+Scores = dict[str, list[float]]  # collection -> per-query metric
+
+
+def knowledge_run(engram: Engram, principal: Any, docs: Documents, mode: str, k: int) -> dict[str, list[str]]:
+    op = find("knowledge_search")
+    assert op
+    caller = engram.identity.enter(principal, docs.context, ANY, "bench")
+    ranked = {}
+    for qid in docs.judged:
+        out = op.run(engram, caller, op.input.model_validate({"query": docs.queries[qid], "mode": mode, "k": k}),
+                     lambda *_: None)  # fmt: skip
+        assert isinstance(out, dict)
+        ranked[qid] = distinct(out["results"])
+    return ranked
+
+
+def memory_run(engram: Engram, stored: Stored, convs: list[dict[str, Any]], mode: str) -> list[list[str | None]]:
+    op = find("memory_recall")
+    assert op
+    got = []
+    for ctx, conv in zip(stored.contexts, convs, strict=True):
+        caller = engram.identity.enter(stored.principal, ctx, op.principals, op.name)
+        for qa in conv["qa"]:
+            if stored.evidence(qa):
+                args = op.input.model_validate({"query": qa["question"], "k": MEMORY_K, "mode": mode})
+                out = op.run(engram, caller, args, lambda *_: None)
+                assert isinstance(out, dict)
+                got.append([stored.dia(r["id"]) for r in out["results"]])
+    return got
+
+
+def questions(stored: Stored, convs: list[dict[str, Any]]) -> list[set[str]]:
+    return [stored.evidence(qa) for conv in convs for qa in conv["qa"] if stored.evidence(qa)]
+
+
+def score_setting(
+    engram: Engram, principal: Any, docs: dict[str, Documents], stored: Stored, convs: list[dict[str, Any]]
+) -> Callable[[Setting], tuple[Scores, dict[str, Any]]]:
+    evidence = questions(stored, convs)
+
+    def score(setting: Setting) -> tuple[Scores, dict[str, Any]]:
+        t0 = time.perf_counter()
+        with applied(setting):
+            scores: Scores = {}
+            for name, d in docs.items():
+                ranked = knowledge_run(engram, principal, d, "hybrid", CLIENT_K)
+                scores[name] = [ndcg10(ranked[q], d.qrels[q]) for q in d.judged]
+            got = memory_run(engram, stored, convs, "hybrid")
+        scores["locomo"] = [evidence_recall(g, e, 10) for g, e in zip(got, evidence, strict=True)]
+        extra = {
+            "locomo_recall@5": mean([evidence_recall(g, e, 5) for g, e in zip(got, evidence, strict=True)]),
+            "locomo_session@5": mean([session_hit(g, e, 5) for g, e in zip(got, evidence, strict=True)]),
+            "locomo_session@10": mean([session_hit(g, e, 10) for g, e in zip(got, evidence, strict=True)]),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        print(f"  {setting.name}: " + ", ".join(f"{c} {mean(v):.4f}" for c, v in scores.items()),
+              file=sys.stderr, flush=True)  # fmt: skip
+        return scores, extra
+
+    return score
+
+
+def mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def bootstrap(deltas: list[float], seed: int = 25) -> tuple[float, float]:
+    """The paired-bootstrap 95 % interval of the mean of per-query deltas."""
+    d = np.asarray(deltas, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(RESAMPLES, len(d)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def protocol(results: dict[str, Scores], settings: list[Setting]) -> dict[str, Any]:
+    """Each fold: the setting the two dev collections choose, and how it does on the held-out one."""
+    base = results[CANDIDATES[0].name]
+    table: dict[str, Any] = {}
+    for s in settings:
+        row = {}
+        for c in COLLECTIONS:
+            deltas = [a - b for a, b in zip(results[s.name][c], base[c], strict=True)]
+            lo, hi = bootstrap(deltas)
+            row[c] = {"mean": round(mean(results[s.name][c]), 4), "delta": round(mean(deltas), 4),
+                      "ci95": [round(lo, 4), round(hi, 4)]}  # fmt: skip
+        table[s.name] = row
+    folds = {}
+    for held in COLLECTIONS:
+        dev = [c for c in COLLECTIONS if c != held]
+        dev_gain = {s.name: mean([table[s.name][c]["delta"] for c in dev]) for s in settings}
+        best = max(dev_gain.values())
+        chosen = min((s for s in settings if dev_gain[s.name] >= best - TIE), key=lambda s: (s.complexity, s.name))
+        held_row = table[chosen.name][held]
+        folds[held] = {
+            "chosen_on": dev,
+            "chosen": chosen.name,
+            "dev_delta": round(dev_gain[chosen.name], 4),
+            "held_out_delta": held_row["delta"],
+            "held_out_ci95": held_row["ci95"],
+            "holds": held_row["delta"] >= 0 or held_row["ci95"][0] <= 0 <= held_row["ci95"][1],
+        }
+    return {"baseline": CANDIDATES[0].name, "settings": table, "folds": folds}
+
+
+# -- over HTTP: the defaults, as a client receives them -------------------------------------------------
+
+
+def mcp_call(
+    http: httpx.Client, url: str, context: str, tool: str, args: dict[str, Any], key: str | None = None
+) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+    headers = dict(MCP_HEADERS, **{"X-Engram-Context": context})
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    r = http.post(url + "/mcp", json=body, headers=headers)
+    out = json_of(r.text)["result"]
+    assert not out.get("isError"), out
+    return dict(out["structuredContent"])
+
+
+def http_defaults(
+    data_dir: str, keys: tuple[str, str], docs: dict[str, Documents], stored: Stored, convs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """(keys: the documents' and the conversations')"""
+    rows: dict[str, Any] = {}
+    evidence = questions(stored, convs)
+    with serve(data_dir) as url, httpx.Client(headers={"Authorization": f"Bearer {keys[0]}"}, timeout=60) as http:
+        for name, d in docs.items():
+            ranked: dict[str, dict[str, list[str]]] = {}
+            times: list[float] = []
+            for mode in ("bm25", "vector", "hybrid"):
+                ranked[mode] = {}
+                for qid in d.judged:
+                    t = time.perf_counter()
+                    out = mcp_call(http, url, d.context, "knowledge_search",
+                                   {"query": d.queries[qid], "mode": mode, "k": CLIENT_K})  # fmt: skip
+                    if mode == "hybrid":
+                        times.append((time.perf_counter() - t) * 1000)
+                    ranked[mode][qid] = distinct(out["results"])
+            ranked["rrf60"] = {q: rrf60(ranked["bm25"][q], ranked["vector"][q]) for q in d.judged}
+            per = {m: [ndcg10(r[q], d.qrels[q]) for q in d.judged] for m, r in ranked.items()}
+            rows[name] = {m: round(mean(v), 4) for m, v in per.items()}
+            lo, hi = bootstrap([a - b for a, b in zip(per["hybrid"], per["rrf60"], strict=True)])
+            rows[name]["hybrid_minus_rrf60_ci95"] = [round(lo, 4), round(hi, 4)]
+            rows[name]["hybrid_p50_ms"], rows[name]["hybrid_p99_ms"] = pct(times, 50), pct(times, 99)
+            print(f"  http {name}: {rows[name]}", file=sys.stderr, flush=True)
+        got: dict[str, list[list[str | None]]] = {}
+        for mode in ("bm25", "vector", "hybrid"):
+            got[mode] = []
+            for ctx, conv in zip(stored.contexts, convs, strict=True):
+                for qa in conv["qa"]:
+                    if stored.evidence(qa):
+                        args = {"query": qa["question"], "k": MEMORY_K, "mode": mode}
+                        out = mcp_call(http, url, ctx, "memory_recall", args, keys[1])
+                        got[mode].append([stored.dia(r["id"]) for r in out["results"]])
+        lists = [[[x for x in dict.fromkeys(g) if x] for g in got[m]] for m in ("bm25", "vector")]
+        got["rrf60"] = [list(rrf60(b, v)) for b, v in zip(*lists, strict=True)]
+        rows["locomo"] = {
+            m: {
+                f"{what}@{k}": round(mean([f(g, e, k) for g, e in zip(got[m], evidence, strict=True)]), 4)
+                for what, f in (("recall", evidence_recall), ("session", session_hit))
+                for k in (5, 10)
+            }
+            for m in got
+        }
+        print(f"  http locomo: {rows['locomo']}", file=sys.stderr, flush=True)
+    return rows
+
+
+def run(settings: tuple[Setting, ...] = CANDIDATES) -> dict[str, Any]:
+    convs = json.loads(LOCOMO.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        engram = build_local(Settings(data_dir=Path(tmp), recall_cache_size=0))
+        key, principal = engram.identity.create_key(["cranfield", "cisi"], "agent", ["bench"])
+        docs = {"cranfield": ingest_defaults(engram, principal, "cranfield", DATA),
+                "cisi": ingest_defaults(engram, principal, "cisi", CISI)}  # fmt: skip
+        stored = store_all(engram, convs)
+        score = score_setting(engram, principal, docs, stored, convs)
+        results, extra = {}, {}
+        for s in settings:
+            results[s.name], extra[s.name] = score(s)
+        out = protocol(results, list(settings))
+        for name, e in extra.items():
+            out["settings"][name]["locomo_more"] = e
+        memory_key = engram.identity.create_key(stored.contexts, "agent", ["locomo"])[0]
+        del engram, score
+        out["http_defaults"] = http_defaults(tmp, (key, memory_key), docs, stored, convs)
+    return out
+
+
+def report(out: dict[str, Any]) -> str:
+    """The protocol's table as markdown (for bench/RESULTS.md)."""
+    lines = ["| setting | " + " | ".join(f"{c} (Δ, 95 % CI)" for c in COLLECTIONS) + " |",
+             "|---|" + "---|" * len(COLLECTIONS)]  # fmt: skip
+    for name, row in out["settings"].items():
+        cells = [f"{row[c]['mean']:.3f} ({row[c]['delta']:+.3f}, {row[c]['ci95'][0]:+.3f}..{row[c]['ci95'][1]:+.3f})"
+                 for c in COLLECTIONS]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| held out | chosen on | chosen | dev Δ | held-out Δ (95 % CI) | holds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for held, f in out["folds"].items():
+        lo, hi = f["held_out_ci95"]
+        lines.append(f"| {held} | {' + '.join(f['chosen_on'])} | {f['chosen']} | {f['dev_delta']:+.4f} | "
+                     f"{f['held_out_delta']:+.4f} ({lo:+.4f}..{hi:+.4f}) | {'yes' if f['holds'] else 'no'} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    result = run()
+    print(json.dumps(result, indent=2))
+    print(report(result), file=sys.stderr)
