@@ -121,15 +121,18 @@ def ingest_defaults(engram: Engram, principal: Any, name: str, data: Path) -> Do
     bulk = find("knowledge_bulk_ingest")
     assert bulk
     caller = engram.identity.enter(principal, name, ANY, "bench")
+    empty = 0  # cranfield has a few documents with no text: refused, as a client's would be
     for i in range(0, len(corpus), 100):
         docs = [{"title": d["title"], "content": d["text"], "metadata": {"beir_id": d["_id"]}}
                 for d in corpus[i : i + 100]]  # fmt: skip
         out = bulk.run(
             engram, caller, bulk.input.model_validate({"collection": name, "documents": docs}), lambda *_: None
         )
-        assert isinstance(out, dict) and not out["errors"], out
+        assert isinstance(out, dict)
+        empty += sum(e["error"] == "document: empty document" for e in out["errors"])
+        assert len(out["errors"]) == sum(e["error"] == "document: empty document" for e in out["errors"]), out
     engram.queue.join()
-    print(f"  ingested {name}: {len(corpus)} documents", file=sys.stderr, flush=True)
+    print(f"  ingested {name}: {len(corpus) - empty} documents ({empty} empty)", file=sys.stderr, flush=True)
     return Documents(name, queries, dict(qrels))
 
 

@@ -211,6 +211,8 @@ class Hit:
     # the query had no vector
     lexical: float = 0.0
     semantic: float | None = None
+    # a search grouped by a metadata key (`SearchQuery.group_by`): the group's other hits, best first
+    passages: tuple[str, ...] = ()
 
 
 class SearchIndex(Protocol):

@@ -85,14 +85,36 @@ Rerank = Callable[[list[tuple[str, float]]], list[tuple[str, float]]]
 
 
 def merge_hits(
-    bm25: Sequence[Hit], vector: Sequence[Hit], rules: Rules, k: int, rerank: Rerank | None = None
+    bm25: Sequence[Hit],
+    vector: Sequence[Hit],
+    rules: Rules,
+    k: int,
+    rerank: Rerank | None = None,
+    group_by: str | None = None,
 ) -> list[Hit]:
-    """Hybrid results from the two ranked lists, fused by `combine` (and reranked, if asked)."""
+    """Hybrid results from the two ranked lists, fused by `combine` (and reranked, if asked). With
+    `group_by`, one hit per group: the groups fused by their ranks in each list (a group ranks where its
+    best hit does), each shown by the hit of its own that fuses best, with the rest as its `passages`."""
     rows = {h.id: h for h in bm25} | {h.id: h for h in vector}
     fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], rules)
+    passages: dict[str, tuple[str, ...]] = {}
+    if group_by is not None:
+        members: dict[str, list[str]] = {}
+        for i, _ in fused:
+            members.setdefault(group_of(rows[i], group_by), []).append(i)
+        by_group = combine(
+            [(group_of(h, group_by), h.score) for h in grouped(list(bm25), group_by)],
+            [(group_of(h, group_by), h.score) for h in grouped(list(vector), group_by)],
+            rules,
+        )
+        fused = [(members[g][0], s) for g, s in by_group]
+        passages = {m[0]: tuple(m[1:]) for m in members.values()}
     if rerank is not None:
         fused = rerank(fused)
-    return [Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes) for i, s in fused[:k]]
+    return [
+        Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes, passages=passages.get(i, ()))
+        for i, s in fused[:k]
+    ]
 
 
 BM25Search = Callable[[Mapping[str, float], int], list[Hit]]
@@ -213,18 +235,20 @@ def rules_of(query: SearchQuery) -> Rules:
     return DOCUMENTS if query.feedback else MEMORY
 
 
+def group_of(hit: Hit, key: str | None) -> str:
+    """The group of a hit: its metadata `key`'s value (a hit without one is a group of its own)."""
+    value = hit.metadata.get(key) if key is not None else None
+    return f"{key}={value}" if value not in (None, "") else f"id={hit.id}"
+
+
 def grouped(hits: list[Hit], key: str | None) -> list[Hit]:
-    """`hits` with one hit per value of metadata `key` (the best; a hit without it stands alone)."""
+    """`hits`, one a group (the first), each with the rest of its group as `passages` (in list order)."""
     if key is None:
         return hits
-    seen: set[object] = set()
-    out = []
+    members: dict[str, list[Hit]] = {}
     for h in hits:
-        group = h.metadata.get(key) or ("", h.id)
-        if group not in seen:
-            seen.add(group)
-            out.append(h)
-    return out
+        members.setdefault(group_of(h, key), []).append(h)
+    return [replace(m[0], passages=tuple(x.id for x in m[1:])) for m in members.values()]
 
 
 def hybrid(
@@ -242,11 +266,8 @@ def hybrid(
     weights = query_weights(query.text)
     lists = both or lists_of(bm25, vector)
 
-    def round_(w: Mapping[str, float], v: Vector | None) -> tuple[list[Hit], list[Hit]]:
-        b, x = lists(w, v, pool)
-        return grouped(b, query.group_by), grouped(x, query.group_by)
-
-    bm, vec = round_(weights, query.vector)
+    group = query.group_by
+    bm, vec = lists(weights, query.vector, pool)
     if query.match_all:  # keyword precision: only what every term matches
         keep = {h.id for h in bm}
         vec = [h for h in vec if h.id in keep]
@@ -254,25 +275,25 @@ def hybrid(
         # Feedback needs a collection to learn from: with no more keyword matches than feedback documents
         # (a handful of documents), the "best documents" are simply all of them, and the second round
         # drifts to whatever they share (found on a three-document collection: issue #11).
-        best = merge_hits(bm, vec, rules, FEEDBACK_DOCS)
+        best = merge_hits(bm, vec, rules, FEEDBACK_DOCS, group_by=group)
         weights = expansion(weights, [h.text for h in best])
-        bm, vec = round_(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())))
+        bm, vec = lists(weights, rocchio(query.vector, list(vectors_of([h.id for h in best]).values())), pool)
     # What both lists put first stays first, whatever fusion and smoothing make of the rest.
-    agreed = bm[0] if rules.agree and bm and vec and bm[0].id == vec[0].id else None
+    agreed = bm[0] if rules.agree and bm and vec and group_of(bm[0], group) == group_of(vec[0], group) else None
     if rules.smooth_bm25:
         bm = smooth_hits(bm, vectors_of)
     rerank: Rerank | None = (lambda fused: smooth(fused, vectors_of)) if rules.smooth_fused else None
-    return first(merge_hits(bm, vec, rules, k, rerank), agreed, k)
+    return first(merge_hits(bm, vec, rules, k, rerank, group), agreed, k, group)
 
 
-def first(hits: list[Hit], agreed: Hit | None, k: int) -> list[Hit]:
+def first(hits: list[Hit], agreed: Hit | None, k: int, group_by: str | None = None) -> list[Hit]:
     """`hits` with `agreed` (the document both fused lists ranked first) at the top, at the top score:
     fusion and smoothing may reorder the rest, never rank it below another."""
-    if agreed is None or not hits or hits[0].id == agreed.id:
+    if agreed is None or not hits or group_of(hits[0], group_by) == group_of(agreed, group_by):
         return hits
-    found = next((h for h in hits if h.id == agreed.id), agreed)
-    top = Hit(found.id, found.kind, hits[0].score, found.text, found.metadata, found.scopes)
-    return [top, *(h for h in hits if h.id != agreed.id)][:k]
+    top = group_of(agreed, group_by)
+    found = next((h for h in hits if group_of(h, group_by) == top), agreed)
+    return [replace(found, score=hits[0].score), *(h for h in hits if group_of(h, group_by) != top)][:k]
 
 
 def search(

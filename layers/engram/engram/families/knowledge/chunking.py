@@ -20,6 +20,7 @@ else:
 Strategy = Literal["fixed", "sentence", "paragraph", "semantic"]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+BALANCED = True  # an over-long paragraph split at sentences into even parts (issue #25)
 SEMANTIC_BREAK = 0.35  # adjacent-sentence cosine below this starts a new chunk
 
 
@@ -36,6 +37,15 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(re.sub(r"[ \t]+", " ", text)) if s.strip()]
 
 
+_ANY_END = re.compile(r"(?<=[.!?;])\s+")  # lower-cased or unpunctuated text: any end mark
+
+
+def _sentences_of(text: str) -> list[str]:
+    """A long paragraph's sentences: capitalised ones where it has them, else at any end mark."""
+    found = sentences(text)
+    return found if len(found) > 1 else [p for p in _ANY_END.split(text.strip()) if p]
+
+
 def _windows(words: list[str], max_tokens: int, overlap: int) -> list[str]:
     # ~0.75 words a token: the same 4-characters-a-token rule as approx_tokens
     size = max(1, int(max_tokens * 0.75))
@@ -43,18 +53,28 @@ def _windows(words: list[str], max_tokens: int, overlap: int) -> list[str]:
     return [" ".join(words[i : i + size]) for i in range(0, max(1, len(words) - (size - step)), step)]
 
 
-def _pack(units: Sequence[str], max_tokens: int, overlap: int) -> list[str]:
-    """Greedily pack units up to max_tokens; carry the last units (up to `overlap` tokens) over."""
+def _pack(units: Sequence[str], max_tokens: int, overlap: int, target: int | None = None) -> list[str]:
+    """Greedily pack units up to `target` tokens (max_tokens unless given); carry the last units (up to
+    `overlap` tokens) over. A unit longer than max_tokens is split at its sentences into parts of even
+    size (a window only where one sentence alone is too long): a chunk ends where a sentence does, and a
+    paragraph just over the limit becomes two halves, not a chunk and a scrap."""
+    limit = target or max_tokens
     out: list[str] = []
     current: list[str] = []
     for unit in units:
-        if approx_tokens(unit) > max_tokens:  # one unit alone is too long: window it
+        size = approx_tokens(unit)
+        if size > max_tokens:  # one unit alone is too long
             if current:
                 out.append(" ".join(current))
                 current = []
-            out += _windows(unit.split(), max_tokens, overlap)
+            parts = _sentences_of(unit) if target is None and BALANCED else [unit]
+            if len(parts) > 1:
+                even = -(-size // -(-size // max_tokens))  # the size of each of the fewest parts that fit
+                out += _pack(parts, max_tokens, overlap, min(max_tokens, even + overlap))
+            else:
+                out += _windows(unit.split(), max_tokens, overlap)
             continue
-        if current and approx_tokens(" ".join([*current, unit])) > max_tokens:
+        if current and approx_tokens(" ".join([*current, unit])) > limit:
             out.append(" ".join(current))
             carry: list[str] = []
             for prev in reversed(current):

@@ -20,6 +20,7 @@ from engram.search_rules import query_vector
 
 # Whether a search answers one hit per document (its best chunk) or chunk hits (issue #25, bench/protocol.py)
 PER_DOCUMENT = False
+PASSAGES = 2  # a document hit's next best chunks, shown with it
 
 
 @dataclass
@@ -131,7 +132,18 @@ class Answers(DocumentsBase):
             "title": m.get("title"),
             "content": text,
             "metadata": user_meta,
-        }
+        } | ({"passages": self._passages(caller, h)} if h.passages else {})
+
+    def _passages(self, caller: Caller, h: Hit) -> list[dict[str, Any]]:
+        """A document hit's next best chunks (one hit per document), up to PASSAGES of them."""
+        out = []
+        for cid in h.passages[:PASSAGES]:
+            item = self.records.get(caller.context_id, "chunk", cid)
+            if item is not None:
+                c = item.data
+                out.append({"id": cid, "text": c["text"], "section": c["section"], "position": c["position"],
+                            "page": c["page"]})  # fmt: skip
+        return out
 
     def ask(
         self,
