@@ -2,8 +2,13 @@ import numpy as np
 import pytest
 
 from engram.ports import Hit, SearchQuery
-from engram.search_rules import fuse, hybrid, merge_hits, rrf, smooth
+from engram.search_rules import Rules, fuse, hybrid, merge_hits, rrf, smooth, using
 from engram.terms import query_terms
+
+# The designs the bench measures beside the default (bench/protocol.py): every refinement, and all but feedback
+FULL = Rules("rrf20+feedback+smooth+agree", 20, None, True, True, True, True)
+SMOOTHED = Rules("rrf20+smooth+agree", 20, None, False, True, True, True)
+RRF20 = Rules("rrf20", rrf_k=20)
 
 
 def test_fuse_normalises_and_combines() -> None:
@@ -66,13 +71,15 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
         return {i: np.array([0.0, 1.0], dtype=np.float32) for i in ids}
 
     q = np.array([1.0, 0.0], dtype=np.float32)
-    plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
+    with using(SMOOTHED):
+        plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
     assert len(plain) == 3 and [c[0] for c in calls] == ["bm25", "vector"]
     # the BM25 list's vectors, then the fused list's, for smoothing
     assert [sorted(a) for a in asked] == [sorted(docs), sorted(docs)]
     calls.clear()
     asked.clear()
-    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True), bm25, vector, vectors_of)
+    with using(FULL):
+        hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
     assert [c[0] for c in calls] == ["bm25", "vector", "bm25", "vector"]
     assert asked[0] == ["d0", "d1", "d2"][:FEEDBACK_DOCS]
     assert sorted(asked[1]) == sorted(asked[2]) == sorted(docs)  # then the BM25 and fused lists', for smoothing
@@ -81,7 +88,8 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
     moved = calls[3][1]
     assert isinstance(moved, np.ndarray) and moved[1] > 0  # the query vector moved towards the feedback
     calls.clear()
-    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, feedback=True, match_all=True), bm25, vector, vectors_of)
+    with using(FULL):
+        hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, match_all=True), bm25, vector, vectors_of)
     assert len(calls) == 2  # keyword precision: no expansion
 
 
@@ -144,11 +152,14 @@ def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
     ranked = [Hit(i, "chunk", 1.0 - j / 10, i, {}) for j, i in enumerate(["best", "far", "near"])]
     mirrored = [ranked[0], ranked[2], ranked[1]]
     vectors = {"best": _unit(1, 0, 0), "near": _unit(1, 0.2, 0), "far": _unit(0, 1, 1)}
-    assert [h.id for h in merge_hits(ranked, mirrored, "rrf", 3)] == ["best", "far", "near"]
-    for feedback in (False, True):
-        q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3, feedback=feedback)
-        hits = hybrid(q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids})
-        assert [h.id for h in hits] == ["best", "near", "far"], feedback
+    assert [h.id for h in merge_hits(ranked, mirrored, RRF20, 3)] == ["best", "far", "near"]
+    for rules in (FULL, SMOOTHED):  # a tie of ranks: the rank fusions
+        q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3)
+        with using(rules):
+            hits = hybrid(
+                q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids}
+            )
+        assert [h.id for h in hits] == ["best", "near", "far"], rules.name
 
 
 def test_the_bm25_list_is_smoothed_before_fusion() -> None:
@@ -163,15 +174,16 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     assert smoothed[1].text == "text of twin" and smoothed[1].score > 5.9  # the hit kept, the score raised
     vec = [_hit("v", 0.9), _hit("odd", 0.5), _hit("twin", 0.5), _hit("best", 0.4)]
     q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
-    got = hybrid(
-        q,
-        lambda w, n: [],
-        lambda v, n: [],
-        lambda ids: {i: vectors[i] for i in ids if i in vectors},
-        lambda w, v, n: (bm, vec),
-    )
+    with using(SMOOTHED):
+        got = hybrid(
+            q,
+            lambda w, n: [],
+            lambda v, n: [],
+            lambda ids: {i: vectors[i] for i in ids if i in vectors},
+            lambda w, v, n: (bm, vec),
+        )
     assert [h.id for h in got].index("twin") < [h.id for h in got].index("odd")
-    plain = merge_hits(bm, vec, "rrf", 4)
+    plain = merge_hits(bm, vec, RRF20, 4)
     assert [h.id for h in plain].index("twin") > [h.id for h in plain].index("odd")  # the case is real
     # a convex fusion adds the scores, and the fused list's smoothing already smooths BM25's part: once only
     asked: list[list[str]] = []
@@ -180,11 +192,12 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
         asked.append(list(ids))
         return {i: vectors[i] for i in ids if i in vectors}
 
-    for fusion, times in (("rrf", 2), ("convex", 1)):
+    for rules, times in ((SMOOTHED, 2), (Rules("convex+smooth", vector_weight=0.35, smooth_fused=True), 1)):
         asked.clear()
-        q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4, fusion=fusion)  # type: ignore[arg-type]
-        hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec))
-        assert len(asked) == times, fusion
+        q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
+        with using(rules):
+            hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec))
+        assert len(asked) == times, rules.name
 
 
 def _hit(id_: str, score: float) -> Hit:
@@ -202,8 +215,9 @@ def test_a_small_collection_gets_no_feedback_round() -> None:
         return [_hit("policy", 3.1)], [_hit("policy", 0.62), _hit("invoice-1", 0.55), _hit("invoice-2", 0.54)]
 
     unit = np.ones(4, dtype=np.float32) / 2
-    q = SearchQuery("c", "hotel 250 dollars", unit, "hybrid", k=3, feedback=True)
-    got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {i: unit for i in ids}, lists)
+    q = SearchQuery("c", "hotel 250 dollars", unit, "hybrid", k=3)
+    with using(FULL):
+        got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {i: unit for i in ids}, lists)
     assert got[0].id == "policy" and len(calls) == 1
 
 
@@ -219,14 +233,16 @@ def test_smoothing_never_ranks_below_another_what_both_lists_put_first() -> None
         vectors[i] = v / np.linalg.norm(v)
     bm = [_hit(i, 10.0 - n * 0.1) for n, i in enumerate(ids)]
     vec = [_hit(i, 0.9 - n * 0.01) for n, i in enumerate(ids)]
-    fused = [(h.id, h.score) for h in merge_hits(bm, vec, "rrf", len(ids))]
+    fused = [(h.id, h.score) for h in merge_hits(bm, vec, RRF20, len(ids))]
     smoothed = smooth(fused, lambda got: {i: vectors[i] for i in got})
     assert smoothed[0][0] != "outlier"  # smoothing alone would demote it: the case is real
     q = SearchQuery("c", "q", vectors["outlier"], "hybrid", k=5)
-    got = hybrid(
-        q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
-    )
-    assert got[0].id == "outlier" and got[0].score >= got[1].score and len(got) == 5
+    for rules in (SMOOTHED, Rules("convex+smooth+agree", vector_weight=0.35, smooth_fused=True, agree=True)):
+        with using(rules):
+            got = hybrid(
+                q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
+            )
+        assert got[0].id == "outlier" and got[0].score >= got[1].score and len(got) == 5, rules.name
 
 
 def test_scores_never_rise_down_the_list_and_combine_both_kinds_of_evidence() -> None:
@@ -286,3 +302,36 @@ def test_a_query_of_several_sentences_is_embedded_a_sentence_at_a_time() -> None
     both = query_vector(e, "How are titles made up? Who reads long abstracts? Ok, fine.", ranks=True)  # type: ignore[arg-type]
     assert e.calls[-1] == ["How are titles made up?", "Who reads long abstracts?"]  # "Ok, fine." is too short
     assert both is not None and np.allclose(both, [2**-0.5, 2**-0.5])
+
+
+def _chunk(id_: str, doc: str, score: float) -> Hit:
+    return Hit(id_, "chunk", score, f"text of {id_}", {"document_id": doc})
+
+
+def test_one_hit_per_document_fuses_documents_not_chunks() -> None:
+    """Issue #25: grouped by document, each list ranks a document where its best chunk is, the documents
+    are fused, and each is shown by its chunk that fuses best, with the rest as its passages. Here the
+    lists' best chunks of document A differ (a1 by keywords, a2 by meaning): chunk by chunk, neither
+    reaches the top; as a document, A is first in both lists, and first."""
+    bm = [_chunk("a1", "A", 9.0), _chunk("b1", "B", 8.0), _chunk("c1", "C", 7.0), _chunk("a2", "A", 1.0)]
+    vec = [_chunk("a2", "A", 0.9), _chunk("b1", "B", 0.85), _chunk("c1", "C", 0.5), _chunk("a1", "A", 0.1)]
+    chunks = merge_hits(bm, vec, RRF20, 4)
+    assert chunks[0].id == "b1" and {h.id for h in chunks} == {"a1", "a2", "b1", "c1"}  # the case is real
+    docs = merge_hits(bm, vec, RRF20, 4, group_by="document_id")
+    assert [h.metadata["document_id"] for h in docs] == ["A", "B", "C"]
+    assert docs[0].id == "a1" and docs[0].passages == ("a2",)  # a tie of A's chunks: by id
+    assert docs[1].passages == () and docs[2].passages == ()
+    q = SearchQuery("c", "q", _unit(1, 0), "hybrid", k=10, group_by="document_id")
+    for rules in (RRF20, Rules("convex", vector_weight=0.35), FULL):
+        with using(rules):
+            got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {}, lambda w, v, n: (bm, vec))
+        assert [h.metadata["document_id"] for h in got] == ["A", "B", "C"], rules.name
+
+
+def test_a_single_list_grouped_keeps_the_best_chunk_and_the_rest_as_passages() -> None:
+    from engram.search_rules import grouped
+
+    hits = [_chunk("a1", "A", 3), _chunk("b1", "B", 2), _chunk("a2", "A", 1), Hit("r", "record", 0.5, "r", {})]
+    out = grouped(hits, "document_id")
+    assert [(h.id, h.passages) for h in out] == [("a1", ("a2",)), ("b1", ()), ("r", ())]
+    assert grouped(hits, None) == hits

@@ -190,8 +190,6 @@ class SearchQuery:
     metadata: Mapping[str, MetaValue | Sequence[MetaValue]] = field(default_factory=dict)
     ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]] = field(default_factory=dict)
     match_all: bool = False  # bm25: every query term must occur (keyword precision)
-    fusion: Literal["rrf", "convex"] = "rrf"  # hybrid: how the two lists combine (engram.search_rules)
-    feedback: bool = False  # hybrid: a second round from the first round's best documents (search_rules)
     group_by: str | None = None  # one hit per value of this metadata key (the best), e.g. "document_id"
 
 
@@ -221,10 +219,9 @@ class SearchIndex(Protocol):
     Score and ordering rules (every adapter):
     - bm25: higher is better (BM25 with English stemming); only documents sharing a term match.
     - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
-    - hybrid: `engram.search_rules.hybrid` — `combine` over the top candidates of both lists, by the
-      query's `fusion` (reciprocal rank, or min-max normalised convex combination); with `feedback`, a
-      second round from the first one's best documents; the BM25 list smoothed over its hits' neighbours
-      (`smooth`) before fusion, the fused list after it. Ties break by id so results are deterministic.
+    - hybrid: `engram.search_rules.hybrid` — the top candidates of both lists fused by the one rule set
+      (`search_rules.DEFAULT`, chosen by measurement: bench/protocol.py); with `group_by`, one hit per
+      group. Ties break by id so results are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     - What a result's `score` says is the same in every adapter and mode: `engram.search_rules.scored`
       (in [0, 1]; the raw scores above only rank).

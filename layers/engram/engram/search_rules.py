@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -165,7 +166,9 @@ def rocchio(vector: Vector, feedback: Sequence[Vector]) -> Vector:
     return moved / norm if norm else np.asarray(vector, dtype=np.float32)
 
 
-def smooth(fused: list[tuple[str, float]], vectors_of: VectorsOf) -> list[tuple[str, float]]:
+def smooth(
+    fused: list[tuple[str, float]], vectors_of: VectorsOf, alpha: float = SMOOTH_ALPHA
+) -> list[tuple[str, float]]:
     """Score regularisation over the best SMOOTH_CANDIDATES of a fused list: min-max normalised scores,
     each passage with a vector mixed with its neighbours' (softmax of cosine / SMOOTH_TAU), mapped back to
     the list's score range so the rest of the list stays below and thresholds keep their scale."""
@@ -185,7 +188,7 @@ def smooth(fused: list[tuple[str, float]], vectors_of: VectorsOf) -> list[tuple[
     np.fill_diagonal(w, 0.0)
     w /= np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     f = f0.copy()
-    f[have] = (1 - SMOOTH_ALPHA) * f0[have] + SMOOTH_ALPHA * (w @ f0[have])
+    f[have] = (1 - alpha) * f0[have] + alpha * (w @ f0[have])
     rescored = [(i, lo + float(x) * (hi - lo)) for (i, _), x in zip(top, f, strict=True)]
     return sorted(rescored, key=lambda kv: (-kv[1], kv[0])) + rest
 
@@ -211,7 +214,7 @@ class Rules:
     """How a hybrid search makes one list of its two: the fusion (RRF with `rrf_k`, or, with `vector_weight`,
     a convex combination of min-max normalised scores), and the optional refinements — a feedback round
     (`feedback`), the BM25 list smoothed over its hits' neighbours before fusion (`smooth_bm25`), the fused
-    list after it (`smooth_fused`), and what both lists put first kept first (`agree`)."""
+    list after it (`smooth_fused`, with `smooth_alpha`), and what both lists put first kept first (`agree`)."""
 
     name: str
     rrf_k: int = 60
@@ -220,19 +223,25 @@ class Rules:
     smooth_bm25: bool = False
     smooth_fused: bool = False
     agree: bool = False
+    smooth_alpha: float = SMOOTH_ALPHA  # how much of a passage's fused score its neighbours give
 
 
-# The designs before issue #25: documents (RRF k 20, every refinement), memory and conversations (convex)
-DOCUMENTS = Rules("rrf20+feedback+smooth+agree", RRF_K, None, True, True, True, True)
-MEMORY = Rules("convex0.35+smooth+agree", vector_weight=VECTOR_WEIGHT, smooth_fused=True, agree=True)
-# The benches' handle on the protocol (bench/protocol.py): every hybrid search follows it when set
-OVERRIDE: Rules | None = None
+# The rules of every hybrid search (documents, memory, conversations, records), chosen by the protocol of
+# issue #25 (bench/protocol.py, bench/RESULTS.md): each candidate design chosen on two dev collections
+# (cranfield, CISI, LoCoMo) and checked on the third, all three ways; this one was chosen in every fold and
+# held on every held-out collection. The benches swap it to measure the others.
+DEFAULT = Rules("convex0.35+smooth+agree", vector_weight=VECTOR_WEIGHT, smooth_fused=True, agree=True)
 
 
-def rules_of(query: SearchQuery) -> Rules:
-    if OVERRIDE is not None:
-        return OVERRIDE
-    return DOCUMENTS if query.feedback else MEMORY
+@contextmanager
+def using(rules: Rules) -> Iterator[None]:
+    """Every hybrid search of this process follows `rules` meanwhile (the benches' and tests' handle)."""
+    global DEFAULT
+    saved, DEFAULT = DEFAULT, rules
+    try:
+        yield
+    finally:
+        DEFAULT = saved
 
 
 def group_of(hit: Hit, key: str | None) -> str:
@@ -260,7 +269,7 @@ def hybrid(
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
     CANDIDATES each, one hit per group when the query groups), fused by the query's `Rules`."""
-    rules = rules_of(query)
+    rules = DEFAULT
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
@@ -282,7 +291,9 @@ def hybrid(
     agreed = bm[0] if rules.agree and bm and vec and group_of(bm[0], group) == group_of(vec[0], group) else None
     if rules.smooth_bm25:
         bm = smooth_hits(bm, vectors_of)
-    rerank: Rerank | None = (lambda fused: smooth(fused, vectors_of)) if rules.smooth_fused else None
+    rerank: Rerank | None = (
+        (lambda fused: smooth(fused, vectors_of, rules.smooth_alpha)) if rules.smooth_fused else None
+    )
     return first(merge_hits(bm, vec, rules, k, rerank, group), agreed, k, group)
 
 

@@ -253,9 +253,7 @@ class ConversationService(BaseService):
             vector = query_vector(self.embedder, query, ranks=True)
         mode: SearchMode = "hybrid" if vector is not None else "bm25"
         # what was said ranks as memory ranks turns (the convex fusion measured on LoCoMo)
-        q = SearchQuery(
-            caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta, fusion="convex"
-        )
+        q = SearchQuery(caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta)
         hits = self.index.search(q, self.clock.now())
         results = []
         for h in hits:

@@ -17,9 +17,8 @@ from engram.ports import Hit, Progress, SearchMode, SearchQuery, no_progress, sc
 from engram.scopes import can_see
 from engram.search_rules import query_vector
 
-
 # Whether a search answers one hit per document (its best chunk) or chunk hits (issue #25, bench/protocol.py)
-PER_DOCUMENT = False
+PER_DOCUMENT = True
 PASSAGES = 2  # a document hit's next best chunks, shown with it
 
 
@@ -79,7 +78,6 @@ class Answers(DocumentsBase):
                 meta,
                 ranges,
                 s.match_all,
-                feedback=True,  # documents: a second round from the first one's best passages
                 group_by="document_id" if PER_DOCUMENT and s.document_id is None else None,
             ),
             self.clock.now(),

@@ -74,7 +74,7 @@ class Reading(MemoryBase):
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             tier = "full_context"
         else:
-            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of, fusion="convex")
+            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of)
             hits = self.index.search(q, self.clock.now())
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
