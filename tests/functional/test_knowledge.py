@@ -350,3 +350,35 @@ async def test_default_result_counts_follow_the_callers_seed(live: Live) -> None
         assert len((await ok(c, "knowledge_search", query=tag, mode="fts"))["results"]) == 10
         assert len((await ok(c, "knowledge_search", query=tag, mode="bm25", k=7))["results"]) == 7
         assert len((await ok(c, "knowledge_search", query=tag, mode="fts", limit=3))["results"]) == 3
+
+
+async def test_a_search_answers_one_hit_per_document_with_its_next_passages(live: Live) -> None:
+    """Issue #25: a long document whose chunks all match neither crowds the first results with its own
+    chunks nor hides the document that matches once; its next best chunks come as `passages`."""
+    tag = uuid.uuid4().hex[:8]
+    long_text = "\n\n".join(f"{tag} flutter of swept wings, test {i}: {'damping ' * 60}" for i in range(6))
+    async with connect(live.url, live.keys.agent) as c:
+        bulk = await ok(
+            c,
+            "knowledge_bulk_ingest",
+            collection=f"c-{tag}",
+            documents=[
+                {"title": "Wing flutter tests", "content": long_text},
+                {"title": "Tail", "content": f"{tag} tail flutter seen once."},
+            ],
+        )
+        assert bulk["documents_ingested"] == 2 and bulk["total_chunks"] >= 7
+        for doc_id in bulk["document_ids"]:
+            await wait_indexed(c, doc_id)
+        for mode in ("hybrid", "bm25", "vector"):
+            out = await ok(c, "knowledge_search", query=f"{tag} flutter", k=5, mode=mode, collection=f"c-{tag}")
+            docs = [r["document_id"] for r in out["results"]]
+            assert len(docs) == 2 and len(set(docs)) == 2, mode  # one hit a document, both found
+            first = next(r for r in out["results"] if r["title"] == "Wing flutter tests")
+            passages = first["passages"]
+            assert len(passages) == 2 and first["chunk_id"] not in {p["id"] for p in passages}, mode
+            assert all(tag in p["text"] and p["id"].startswith(first["chunk_id"][:-5]) for p in passages)
+        vectros = await ok(c, "hybrid_search", query=f"{tag} flutter", limit=10, collection=f"c-{tag}")
+        assert len({r["document_id"] for r in vectros["results"]}) == len(vectros["results"]) == 2
+        asked = await ok(c, "document_ask", id=first["document_id"], question=f"What about {tag} flutter?")
+        assert asked["citations"]  # within one document: its chunks, not one hit

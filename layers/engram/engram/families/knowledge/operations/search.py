@@ -80,7 +80,7 @@ declare(
     Operation(
         "knowledge_search",
         "knowledge",
-        "Search documents: hybrid, vector or bm25; cited chunks.",
+        "Search documents (hybrid, vector, bm25): one hit a document, its best chunk; the next in passages.",
         SearchIn,
         Out,
         ANY,
@@ -186,8 +186,8 @@ def _rag(s: KnowledgeServices, c: Caller, a: RagIn, p: Progress) -> dict[str, An
 
 
 declare_all(
-    Operation("hybrid_search", "knowledge", "Keyword + dense search: documents and records (Vectros' arguments), "
-              "or code (Agrama's).",
+    Operation("hybrid_search", "knowledge", "Keyword + dense search: documents (a hit each) and records (Vectros' "
+              "arguments), or code (Agrama's).",
               HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)},
               mcp_limits_unless=AGRAMA_ARGS),
     Operation("rag_ask", "knowledge", "Answer a question from the indexed corpus, with citations.",
