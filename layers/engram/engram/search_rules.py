@@ -374,16 +374,17 @@ def query_vector(embedder: Embedder | None, text: str, ranks: bool) -> Vector | 
         return None
 
 
-SENTENCE_MEAN = True  # a query of several sentences: the mean of their vectors (`query_sentences`)
+SENTENCE_MEAN = False  # a query of several sentences: the mean of their vectors (`query_sentences`); see there
 # The usual boundary heuristic: an end mark, space, then a capital ("i.e. the", "vs. them" do not end one)
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
 
 
 def query_sentences(text: str) -> list[str]:
-    """What a query's vector is the mean of: its sentences of three content words or more, when it has
-    several (a sentence model reads a many-question query best one question at a time). Measured (issue
-    #12): CISI hybrid nDCG@10 0.457 -> 0.469 (52 of 76 queries split); cranfield's queries are lower-cased,
-    so none splits (split at any end mark, 10 of them did: 0.443 -> 0.440); LoCoMo unchanged."""
+    """What a query's vector is the mean of: with SENTENCE_MEAN, its sentences of three content words or
+    more, when it has several; else the whole query. Issue #12 chose the mean on CISI (hybrid 0.457 -> 0.469
+    then); issue #25's protocol dropped it: with one hit per document and the fusion chosen there it moved
+    CISI by -0.0002 (0.4723 -> 0.4721) and nothing else, and the same model read plainly is what a
+    collection of multi-sentence questions nobody tuned on did better with."""
     if not SENTENCE_MEAN:
         return [text]
     parts = [p for p in _SENTENCE_END.split(text.strip()) if len(query_terms(p)) >= 3]
