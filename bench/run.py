@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol), as JSON on stdout and in
-bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads), as JSON on
+stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def main(names: list[str]) -> None:
         latency,
         locomo,
         protocol,
+        reads,
         records,
         scores,
         workspace,
@@ -43,6 +44,7 @@ def main(names: list[str]) -> None:
         "hostile": hostile.run,
         "conll04": conll04.run,
         "protocol": protocol.run,
+        "reads": reads.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -86,6 +86,18 @@ class RecordStoreContract:
         assert [i.id for i in desc.items] == ["a:6", "a:5"]
         assert store.get("c2", "doc", "a:0") is None
 
+    def test_count_matches_query_without_reading_items(self, store: RecordStore) -> None:
+        """Issue #26: a count of a kind (by prefix, live items only, one context) that agrees with paging."""
+        for i in range(5):
+            store.transact([Write("c1", "file", f"ws/a{i}", {"i": i}, "x")], T0)
+        store.transact([Write("c1", "file", "ws/tmp", {}, "x", expires_at=T0 + timedelta(seconds=10))], T0)
+        store.transact([Write("c1", "file", "other/b", {}, "x"), Write("c2", "file", "ws/z", {}, "x")], T0)
+        assert (
+            store.count("c1", "file", "ws/", now=T0) == 6 == len(store.query("c1", "file", prefix="ws/", now=T0).items)
+        )
+        assert store.count("c1", "file", "ws/", now=T0 + timedelta(seconds=11)) == 5  # the expired one is gone
+        assert store.count("c1", "file") == 6 and store.count("c2", "file") == 1 and store.count("c3", "file") == 0
+
     def test_a_check_requires_a_version_and_writes_nothing(self, store: RecordStore) -> None:
         def check(version: int) -> Write:
             return Write("c1", "fence", "f", {}, "x", expected_version=version, check=True)

@@ -113,6 +113,10 @@ class RecordStore(Protocol):
         end: str | None = None,
     ) -> Page: ...
 
+    def count(self, context_id: str, kind: str, prefix: str = "", now: datetime | None = None) -> int:
+        """How many live latest items of a kind (ids starting with `prefix`) there are, without reading them."""
+        ...
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         """Physically delete an item and its history. Returns whether it existed."""
         ...

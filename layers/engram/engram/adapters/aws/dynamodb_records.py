@@ -266,6 +266,26 @@ class DynamoRecordStore:
         last = page.get("LastEvaluatedKey")
         return Page(items, base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None)
 
+    def count(self, context_id: str, kind: str, prefix: str = "", now: datetime | None = None) -> int:
+        """One query of the kind's index reading only each item's expiry, page by page."""
+        values: dict[str, Any] = {":p": {"S": f"{context_id}#{kind}"}}
+        condition = "GSI1PK = :p"
+        if prefix:
+            condition += " AND begins_with(GSI1SK, :s)"
+            values[":s"] = {"S": prefix}
+        kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": "GSI1", "KeyConditionExpression": condition,
+                                  "ExpressionAttributeValues": values,
+                                  "ProjectionExpression": "expires_at"}  # fmt: skip
+        moment, total = now or datetime.now(UTC), 0
+        while True:
+            page = self._db.query(**kwargs)
+            for raw in page["Items"]:
+                expires = parse_time(raw["expires_at"]["S"]) if "expires_at" in raw else None
+                total += expires is None or expires > moment
+            if "LastEvaluatedKey" not in page:
+                return total
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         pk = _pk(context_id, kind, id)
         keys: list[dict[str, Any]] = []

@@ -104,6 +104,11 @@ class WorkspaceService(BaseService):
         prefix, _ = self.space(caller)
         return [i.data["path"] for i in scan(self.records, caller.context_id, FILE, prefix=prefix)]
 
+    def file_count(self, caller: Caller) -> int:
+        """How many files the caller's workspace holds (as many as `paths`), without reading them."""
+        prefix, _ = self.space(caller)
+        return self.records.count(caller.context_id, FILE, prefix)
+
     def history(self, caller: Caller, path: str, limit: int, before: int | None = None) -> list[Item]:
         item = self.file(caller, path)
         return self.records.history_page(caller.context_id, FILE, item.id, before, limit)

@@ -105,7 +105,7 @@ class CodeViews:
         forward = self.ws.walk(caller, path, depth, "forward")
         deps = sorted((p for p, d in forward.items() if d > 0), key=lambda p: (forward[p], p))
         dependents = self.ws.dependents_of(caller, path)
-        files = max(1, len(self.ws.paths(caller)) - 1)
+        files = max(1, self.ws.file_count(caller) - 1)
         direct = item.data.get("deps", [])
         return {
             "total_dependencies": len(deps) + len(item.data.get("externals", [])),
@@ -222,7 +222,7 @@ class CodeViews:
             ]
         if a.include_impact_analysis:
             affected = self.ws.dependents(caller, path, a.max_depth)
-            files = max(1, len(self.ws.paths(caller)) - 1)
+            files = max(1, self.ws.file_count(caller) - 1)
             share = len(affected) / files
             out["impact_analysis"] = {
                 "files_affected": len(affected),

@@ -1,0 +1,123 @@
+"""Issue #26: every hot read over HTTP on one fresh local server, beside its floor, in one table
+(`make bench BENCH=reads`).
+
+The server holds 10,000 memories and a code workspace of ~2,000 Python files (this environment's moto and
+numpy, embedded); each call runs SAMPLES times over MCP (JSON-RPC over HTTP, as a client sends it, a fresh
+query text each time where the call takes one: no cache tier helps). The floor is `current_identity`:
+authentication, HTTP and MCP, and no work. Targets are the issue's p50s."""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency import mcp_call, pct
+from bench.locomo import turns_and_questions
+from bench.workspace import tree
+from engram.devserver import serve
+from engram.families import find
+from engram.identity import ANY
+from engram.settings import Settings
+from engram.wiring import build_local
+
+MEMORIES = 10_000
+SAMPLES = 300
+TARGETS = {  # p50 over HTTP, ms (issue #26)
+    "current_identity": None,
+    "memory_recall": 10.0,
+    "read_code": 3.0,
+    "analyze_dependencies": 5.0,
+    "hybrid_search": 25.0,
+    "sync_document": 10.0,
+    "conversation_append": 15.0,
+    "context_get": 2.0,
+}
+
+
+def load(data_dir: Path) -> tuple[str, list[str], list[str]]:
+    """The server's data, written in process before it starts: (key, file paths, questions)."""
+    turns, questions = turns_and_questions()
+    files = tree()
+    engram = build_local(Settings(data_dir=data_dir))
+    key, principal = engram.identity.create_key(["bench"], "agent", ["org/bench"])
+    caller = engram.identity.enter(principal, "bench", ANY, "bench")
+    t0 = time.perf_counter()
+    engram.workspace.import_files(caller, files, "bench import", "bench", lambda done, total: None)
+    store = find("memory_store_batch")
+    assert store
+    for i in range(0, MEMORIES, 100):
+        batch = [{"content": turns[(i + j) % len(turns)], "session_id": f"s{(i + j) // 20}"} for j in range(100)]
+        store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+    engram.queue.join()  # every vector in place before the server starts
+    print(f"  loaded {len(files)} files, {MEMORIES} memories in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    del engram
+    return key, [p for p, _ in files], questions
+
+
+def run(samples: int = SAMPLES) -> dict[str, Any]:
+    rng = random.Random(26)
+    with tempfile.TemporaryDirectory() as tmp:
+        key, paths, questions = load(Path(tmp))
+        py = [p for p in paths if p.endswith(".py")]
+        calls: dict[str, Callable[[int], tuple[str, dict[str, Any]]]] = {
+            "current_identity": lambda i: ("current_identity", {}),
+            "memory_recall": lambda i: ("memory_recall", {"query": f"{questions[i % len(questions)]} #{i}", "k": 10}),
+            "read_code": lambda i: ("read_code", {"path": rng.choice(py)}),
+            "analyze_dependencies": lambda i: ("analyze_dependencies", {"file_path": rng.choice(py), "max_depth": 3}),
+            "hybrid_search": lambda i: (
+                "hybrid_search",
+                {
+                    "query": f"{questions[i % len(questions)]} #{i}",
+                    "context_files": [rng.choice(py)],
+                    "max_results": 10,
+                },
+            ),
+            "sync_document": lambda i: (
+                "sync_document",
+                {
+                    "document_id": "notes/bench.md",
+                    "agent_id": "bench",
+                    "operations": [{"type": "insert", "position": 0, "content": f"line {i}\n"}],
+                },
+            ),
+            "conversation_append": lambda i: (
+                "conversation_append",
+                {"thread_id": "bench", "role": "user", "content": f"{questions[i % len(questions)]} #{i}"},
+            ),
+            "context_get": lambda i: ("context_get", {"key": f"bench/{i % 50}"}),
+        }
+        out: dict[str, Any] = {"files": len(paths), "memories": MEMORIES, "samples": samples}
+        with serve(tmp) as url, httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+            for i in range(50):
+                mcp_call(http, url, "context_set", {"key": f"bench/{i}", "value": {"step": i, "note": "x" * 180}})
+            for name, call in calls.items():
+                for i in range(10):  # warm: the first call of a path loads what it needs
+                    mcp_call(http, url, *call(i))
+                times = []
+                for i in range(samples):
+                    tool, args = call(i)
+                    t = time.perf_counter()
+                    res = mcp_call(http, url, tool, args)
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert not res.get("isError"), (tool, res)
+                out[name] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99), "target_p50_ms": TARGETS[name]}
+                print(f"  {name}: {out[name]}", file=sys.stderr, flush=True)
+        floor = out["current_identity"]["p50_ms"]
+        print(table(out, floor), file=sys.stderr)
+    return out
+
+
+def table(out: dict[str, Any], floor: float) -> str:
+    lines = ["| call | floor p50 | p50 | p99 | target p50 | |", "|---|---|---|---|---|---|"]
+    for name, target in TARGETS.items():
+        r = out[name]
+        met = "" if target is None else ("met" if r["p50_ms"] <= target else "**not met**")
+        lines.append(f"| `{name}` | {floor} | {r['p50_ms']} | {r['p99_ms']} | {target or '—'} | {met} |")
+    return "\n".join(lines)
