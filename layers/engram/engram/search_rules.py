@@ -487,11 +487,17 @@ def visible(
     metadata: Mapping[str, MetaValue],
     query: SearchQuery,
     now: datetime,
+    seen: dict[tuple[str, ...], bool] | None = None,
 ) -> bool:
-    """Every non-text filter of a SearchQuery, in one place."""
-    return (
-        valid_at(valid_from, valid_until, query.as_of or now)
-        and matches(doc_scopes, query.visibility)
-        and metadata_matches(metadata, query.metadata)
-        and in_ranges(metadata, query.ranges)
-    )
+    """Every non-text filter of a SearchQuery, in one place. `seen`: the scope match of each tag set met so far
+    in this query (one query's candidates mostly share a few tag sets: issue #26's profile)."""
+    if not valid_at(valid_from, valid_until, query.as_of or now):
+        return False
+    if seen is None:
+        scoped = matches(doc_scopes, query.visibility)
+    else:
+        tags = tuple(doc_scopes)
+        if tags not in seen:
+            seen[tags] = matches(tags, query.visibility)
+        scoped = seen[tags]
+    return scoped and metadata_matches(metadata, query.metadata) and in_ranges(metadata, query.ranges)

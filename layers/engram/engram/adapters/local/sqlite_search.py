@@ -416,6 +416,7 @@ class SqliteSearchIndex:
         if keep is not None:
             scores = np.where(keep, scores, -np.inf).astype(np.float32)
         n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
+        seen: dict[tuple[str, ...], bool] = {}
         order = np.argsort(-scores, kind="stable") if n <= window else None
         while start < n and found < limit:
             if order is None:
@@ -432,7 +433,7 @@ class SqliteSearchIndex:
                 row = cache.rows[int(i)]
                 if row is None or (q.kinds is not None and row.kind not in q.kinds):
                     continue
-                if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
+                if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now, seen):
                     found += 1
                     yield row, score
                     if found >= limit:
