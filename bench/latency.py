@@ -24,9 +24,12 @@ def pct(values: list[float], p: float) -> float:
     return round(s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))], 2)
 
 
-def mcp_call(http: httpx.Client, url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+def mcp_call(
+    http: httpx.Client, url: str, tool: str, args: dict[str, Any], headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A tools/call over MCP's HTTP transport (`headers` added to the MCP ones: a context, another key)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}
-    r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS)
+    r = http.post(url + "/mcp", json=body, headers=MCP_HEADERS | (headers or {}))
     r.raise_for_status()
     result: dict[str, Any] = json_of(r.text)["result"]
     return result
@@ -145,11 +148,11 @@ def _conversations(
         if i % 2000 == 1999:
             print(f"  appended {i + 1}/{messages} messages", file=sys.stderr, flush=True)
     for i in range(samples):
-        args: dict[str, Any] = {"query": questions[i % len(questions)] + f" #{i}", "limit": 10}
+        search: dict[str, Any] = {"query": questions[i % len(questions)] + f" #{i}", "limit": 10}
         if i % 2:
-            args["thread_id"] = f"t{i % 100}"
+            search["thread_id"] = f"t{i % 100}"
         t = time.perf_counter()
-        mcp_call(http, url, "conversation_search", args)
+        mcp_call(http, url, "conversation_search", search)
         search_ms.append((time.perf_counter() - t) * 1000)
     return {
         "conversation_append_ms": {"p50": pct(append_ms, 50), "p99": pct(append_ms, 99)},

@@ -30,9 +30,10 @@ from typing import Any
 import httpx
 import numpy as np
 
+from bench import latency
 from bench.cranfield import CISI, DATA, load, metrics
 from bench.fusion import rrf60
-from bench.latency import MCP_HEADERS, json_of, pct
+from bench.latency import pct
 from bench.locomo import DATA as LOCOMO
 from bench.locomo import Stored, session_of, store_all
 from engram import search_rules
@@ -312,7 +313,9 @@ def protocol(results: dict[str, Scores], settings: list[Setting], meets: dict[st
     folds = {}
     for held in COLLECTIONS:
         dev = [c for c in COLLECTIONS if c != held]
-        chosen, gain = best([s for s in settings if all(meets[s.name][c] for c in dev)], dev)
+        # none meeting its floors on the dev collections: the plain fusion, as the issue says to ship then
+        pool = [s for s in settings if all(meets[s.name][c] for c in dev)] or settings[:1]
+        chosen, gain = best(pool, dev)
         row = table[chosen.name][held]
         folds[held] = {"chosen_on": dev, "chosen": chosen.name, "dev_delta": round(gain, 4),
                        "held_out_delta": row["delta"], "held_out_ci95": row["ci95"], "holds": holds(chosen.name, held),
@@ -328,12 +331,9 @@ def protocol(results: dict[str, Scores], settings: list[Setting], meets: dict[st
 def mcp_call(
     http: httpx.Client, url: str, context: str, tool: str, args: dict[str, Any], key: str | None = None
 ) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}}
-    headers = dict(MCP_HEADERS, **{"X-Engram-Context": context})
-    if key is not None:
-        headers["Authorization"] = f"Bearer {key}"
-    r = http.post(url + "/mcp", json=body, headers=headers)
-    out = json_of(r.text)["result"]
+    """A tool's structured result in `context` (with `key` instead of the client's own, if given)."""
+    headers = {"X-Engram-Context": context} | ({"Authorization": f"Bearer {key}"} if key else {})
+    out = latency.mcp_call(http, url, tool, args, headers)
     assert not out.get("isError"), out
     return dict(out["structuredContent"])
 
