@@ -86,8 +86,9 @@ class RecordStoreContract:
         assert [i.id for i in desc.items] == ["a:6", "a:5"]
         assert store.get("c2", "doc", "a:0") is None
 
-    def test_count_matches_query_without_reading_items(self, store: RecordStore) -> None:
-        """Issue #26: a count of a kind (by prefix, live items only, one context) that agrees with paging."""
+    def test_count_and_ids_match_query_without_reading_items(self, store: RecordStore) -> None:
+        """Issue #26: a count and the ids of a kind (by prefix, live items only, one context) that agree with
+        paging."""
         for i in range(5):
             store.transact([Write("c1", "file", f"ws/a{i}", {"i": i}, "x")], T0)
         store.transact([Write("c1", "file", "ws/tmp", {}, "x", expires_at=T0 + timedelta(seconds=10))], T0)
@@ -97,6 +98,11 @@ class RecordStoreContract:
         )
         assert store.count("c1", "file", "ws/", now=T0 + timedelta(seconds=11)) == 5  # the expired one is gone
         assert store.count("c1", "file") == 6 and store.count("c2", "file") == 1 and store.count("c3", "file") == 0
+        assert store.ids("c1", "file", "ws/", now=T0) == ["ws/a0", "ws/a1", "ws/a2", "ws/a3", "ws/a4", "ws/tmp"]
+        assert store.ids("c1", "file", "ws/", now=T0 + timedelta(seconds=11)) == [f"ws/a{i}" for i in range(5)]
+        assert store.ids("c1", "file", "ws/", limit=2, now=T0) == ["ws/a0", "ws/a1"]
+        assert store.ids("c1", "file") == ["other/b", *(f"ws/a{i}" for i in range(5))]  # ws/tmp expired by now
+        assert store.ids("c3", "file") == [] and store.ids("c1", "file", "ws/", limit=0) == []
 
     def test_a_check_requires_a_version_and_writes_nothing(self, store: RecordStore) -> None:
         def check(version: int) -> Write:

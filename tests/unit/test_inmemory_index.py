@@ -16,7 +16,7 @@ import pytest
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.ports import IndexDoc, SearchQuery
 from engram.search_rules import query_weights
-from engram.terms import BM25_B, BM25_K1, index_terms, stem
+from engram.terms import BM25_B, BM25_K1, index_terms, stem, term_set
 
 WORDS = [
     "wing",
@@ -92,6 +92,10 @@ def test_bm25_matches_a_from_scratch_computation_after_random_writes(tmp_path, s
                 docs, df = index.term_counts("c", stems)
                 containing = {t: sum(t in index_terms(x) for x in live.values()) for t in stems}
                 assert (docs, dict(df)) == (len(live), containing)
+                # which stems each document holds, from the postings, as tokenising its text says (scores use it)
+                held = index.terms_in("c", [*live, "nope"], stems)
+                assert held == {i: set(stems) & term_set(x) for i, x in live.items()}
+                assert all(term_set(x) == set(index_terms(x)) for x in live.values())
             found = index.search(SearchQuery("c", vector=np.ones(4, dtype=np.float32) / 2, mode="vector", k=100), now)
             assert {h.id for h in found} == vectors
     assert index.count("c") == len(live)

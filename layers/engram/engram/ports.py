@@ -117,6 +117,13 @@ class RecordStore(Protocol):
         """How many live latest items of a kind (ids starting with `prefix`) there are, without reading them."""
         ...
 
+    def ids(
+        self, context_id: str, kind: str, prefix: str = "", limit: int = 1000, now: datetime | None = None
+    ) -> list[str]:
+        """The ids of up to `limit` live latest items of a kind (ids starting with `prefix`), in id order,
+        without reading the items (a key that names what it holds needs nothing more)."""
+        ...
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         """Physically delete an item and its history. Returns whether it existed."""
         ...

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from engram.lazy import module
 from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
 from engram.scopes import matches
-from engram.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem
+from engram.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
 # imports these rules (listing tools builds nothing: issue #16)
@@ -315,9 +315,11 @@ def search(
     vectors_of: VectorsOf,
     counts: TermCounts,
     both: Lists | None = None,
+    terms_in: TermsIn | None = None,
 ) -> list[Hit]:
     """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
-    does in every adapter): ranked by the mode's rules, scored by `scored`."""
+    does in every adapter): ranked by the mode's rules, scored by `scored` (with `terms_in`, the adapter's
+    own record of which stems each hit holds, instead of tokenising the hits' texts again)."""
     k = max(0, query.k)
     if k == 0:
         return []
@@ -329,7 +331,7 @@ def search(
         hits = grouped(bm25(weights, n), query.group_by)[:k] if weights else []
     else:
         hits = grouped(vector(query.vector, n), query.group_by)[:k] if query.vector is not None else []
-    return scored(query, hits, vectors_of, counts)
+    return scored(query, hits, vectors_of, counts, terms_in)
 
 
 # -- scores -------------------------------------------------------------------------------------------
@@ -349,6 +351,8 @@ SEMANTIC_NONE, SEMANTIC_FULL = 0.1, 0.7  # ... from semantic evidence alone: cos
 
 TermCounts = Callable[[str, Sequence[str]], tuple[int, Mapping[str, int]]]
 """(context id, stems) -> (documents in the context, how many of them contain each stem)."""
+TermsIn = Callable[[Sequence[str], Sequence[str]], Mapping[str, set[str]]]
+"""(hit ids, stems) -> the stems each hit's text holds (as `term_set` of its text would say)."""
 
 
 def _scale(value: float, none: float, full: float) -> float:
@@ -395,12 +399,16 @@ def semantic_evidence(cosine: float) -> float:
     return _scale(cosine, SEMANTIC_NONE, SEMANTIC_FULL)
 
 
-def lexical_evidence(weights: Mapping[str, float], idf: Mapping[str, float], text: str) -> float:
-    """The idf-weighted share of the query's stems that `text` contains, scaled."""
+def lexical_evidence(
+    weights: Mapping[str, float], idf: Mapping[str, float], text: str, present: set[str] | None = None
+) -> float:
+    """The idf-weighted share of the query's stems that `text` contains (`present`: its stems, when known),
+    scaled."""
     total = sum(w * idf[t] for t, w in weights.items())
     if total <= 0:
         return 0.0
-    present = set(index_terms(text))
+    if present is None:
+        present = term_set(text)
     return _scale(sum(w * idf[t] for t, w in weights.items() if t in present) / total, LEXICAL_NONE, LEXICAL_FULL)
 
 
@@ -411,7 +419,9 @@ def noisy_or(*evidence: float) -> float:
     return 1.0 - miss
 
 
-def scored(query: SearchQuery, hits: list[Hit], vectors_of: VectorsOf, counts: TermCounts) -> list[Hit]:
+def scored(
+    query: SearchQuery, hits: list[Hit], vectors_of: VectorsOf, counts: TermCounts, terms_in: TermsIn | None = None
+) -> list[Hit]:
     """`hits` (ranked) with their scores on the scale above (and each kind of evidence on its own)."""
     if not hits:
         return hits
@@ -420,7 +430,8 @@ def scored(query: SearchQuery, hits: list[Hit], vectors_of: VectorsOf, counts: T
     if weights:
         docs, df = counts(query.context_id, list(weights))
         idf = {t: bm25_idf(docs, df.get(t, 0)) for t in weights}
-        lexical = [lexical_evidence(weights, idf, h.text) for h in hits]
+        held = terms_in([h.id for h in hits], list(weights)) if terms_in is not None else {}
+        lexical = [lexical_evidence(weights, idf, h.text, held.get(h.id)) for h in hits]
     semantic: list[float | None] = [None] * len(hits)
     if query.vector is not None:
         if query.mode == "vector":

@@ -103,6 +103,12 @@ def index_terms(text: str) -> list[str]:
     return [stem(w) for w in WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
+def term_set(text: str) -> set[str]:
+    """The distinct terms of `index_terms(text)`: each distinct word stemmed once (a code window repeats its
+    words many times over)."""
+    return {stem(w) for w in set(WORD.findall(text.lower())) if w not in STOP_WORDS}
+
+
 def bm25_idf(docs: int, df: int) -> float:
     """Lucene's BM25 idf: never negative, so a very common term still counts a little."""
     return math.log(1 + (docs - df + 0.5) / (df + 0.5))

@@ -12,9 +12,10 @@ calls are refused rather than split, which would lose atomicity.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -266,8 +267,9 @@ class DynamoRecordStore:
         last = page.get("LastEvaluatedKey")
         return Page(items, base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None)
 
-    def count(self, context_id: str, kind: str, prefix: str = "", now: datetime | None = None) -> int:
-        """One query of the kind's index reading only each item's expiry, page by page."""
+    def _keys(self, context_id: str, kind: str, prefix: str, now: datetime | None) -> Iterator[str]:
+        """The live ids of a kind, in order: one query of the kind's index reading only each item's key and
+        expiry, page by page."""
         values: dict[str, Any] = {":p": {"S": f"{context_id}#{kind}"}}
         condition = "GSI1PK = :p"
         if prefix:
@@ -275,16 +277,25 @@ class DynamoRecordStore:
             values[":s"] = {"S": prefix}
         kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": "GSI1", "KeyConditionExpression": condition,
                                   "ExpressionAttributeValues": values,
-                                  "ProjectionExpression": "expires_at"}  # fmt: skip
-        moment, total = now or datetime.now(UTC), 0
+                                  "ProjectionExpression": "GSI1SK, expires_at"}  # fmt: skip
+        moment = now or datetime.now(UTC)
         while True:
             page = self._db.query(**kwargs)
             for raw in page["Items"]:
                 expires = parse_time(raw["expires_at"]["S"]) if "expires_at" in raw else None
-                total += expires is None or expires > moment
+                if expires is None or expires > moment:
+                    yield str(raw["GSI1SK"]["S"])
             if "LastEvaluatedKey" not in page:
-                return total
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def count(self, context_id: str, kind: str, prefix: str = "", now: datetime | None = None) -> int:
+        return sum(1 for _ in self._keys(context_id, kind, prefix, now))
+
+    def ids(
+        self, context_id: str, kind: str, prefix: str = "", limit: int = 1000, now: datetime | None = None
+    ) -> list[str]:
+        return list(itertools.islice(self._keys(context_id, kind, prefix, now), max(0, limit)))
 
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         pk = _pk(context_id, kind, id)

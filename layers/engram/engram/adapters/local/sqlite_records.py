@@ -196,6 +196,18 @@ class SqliteRecordStore:
         moment = now or datetime.now(UTC)
         return int(plain) + sum(1 for (at,) in expiring if (t := parse_time(at)) is not None and t > moment)
 
+    def ids(
+        self, context_id: str, kind: str, prefix: str = "", limit: int = 1000, now: datetime | None = None
+    ) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, expires_at FROM items WHERE context_id=? AND kind=? AND id >= ? AND id < ? "
+                "ORDER BY id LIMIT ?",
+                (context_id, kind, prefix, prefix + "\U0010ffff", limit),
+            ).fetchall()
+        moment = now or datetime.now(UTC)
+        return [i for i, at in rows if at is None or ((t := parse_time(at)) is not None and t > moment)]
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         with self._lock:
             cur = self._conn.execute("DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))

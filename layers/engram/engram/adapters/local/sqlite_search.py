@@ -408,6 +408,13 @@ class SqliteSearchIndex:
             cache = self._context(context_id)
             return cache.live, {t: len(cache.postings.get(t, ())) for t in stems}
 
+    def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
+        """The stems of `stems` each indexed document holds, from the postings (no text tokenised again)."""
+        with self._lock:
+            cache = self._context(context_id)
+            postings = [(t, cache.postings.get(t, {})) for t in stems]
+            return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
+
     def _take(
         self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
     ) -> Iterator[tuple[_Row, float]]:
@@ -447,6 +454,7 @@ class SqliteSearchIndex:
             lambda vector, n: self._vector(query, now, vector, n),
             lambda ids: self.vectors(query.context_id, ids),
             self.term_counts,
+            terms_in=lambda ids, stems: self.terms_in(query.context_id, ids, stems),
         )
 
 

@@ -16,11 +16,10 @@ with the write for a crash in between.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import blake3
 
@@ -47,12 +46,13 @@ from engram.ports import (
     Item,
     SearchMode,
     SearchQuery,
+    Vector,
     Write,
 )
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
-from engram.terms import STOP_WORDS, WORD, index_terms, stem
+from engram.terms import STOP_WORDS, WORD, stem, term_set
 from engram.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.workspace")
@@ -367,27 +367,38 @@ class WorkspaceService(BaseService):
         return list(item.data.get("deps", [])) if item else []
 
     def dependents_of(self, caller: Caller, path: str) -> list[str]:
-        prefix, _ = self.space(caller)
-        page = self.records.query(caller.context_id, DEP, prefix=f"{prefix}{path}{SEP}", limit=1000)
-        return [i.data["source"] for i in page.items]
+        return self._dependents(caller.context_id, self.space(caller)[0], path)
+
+    def _dependents(self, ctx: str, prefix: str, path: str) -> list[str]:
+        under = f"{prefix}{path}{SEP}"  # an edge's id names its importer: no edge needs reading
+        return [i[len(under) :] for i in self.records.ids(ctx, DEP, under, limit=1000)]
 
     def walk(self, caller: Caller, start: str, depth: int, direction: str) -> dict[str, int]:
-        """Breadth-first distances from `start` along imports (forward), importers (reverse) or both."""
+        """Breadth-first distances from `start` along imports (forward), importers (reverse) or both: one
+        level at a time, the level's files read in one batch."""
+        prefix, _ = self.space(caller)
+        lens = self.identity.read_lens(caller, None)
         seen = {start: 0}
-        frontier = deque([start])
-        while frontier:
-            here = frontier.popleft()
-            if seen[here] >= depth:
-                continue
-            nxt: list[str] = []
+        level = [start]
+        for d in range(1, depth + 1):
+            if not level:
+                break
+            found: dict[str, Item] = {}
+            ids = [prefix + clean_path(p) for p in level]
             if direction in ("forward", "bidirectional"):
-                nxt += self.deps_of(caller, here)
-            if direction in ("reverse", "bidirectional"):
-                nxt += self.dependents_of(caller, here)
+                found = self.records.get_many(caller.context_id, FILE, ids)
+            nxt: list[str] = []
+            for here, id_ in zip(level, ids, strict=True):
+                item = found.get(id_)
+                if item is not None and can_see(item.data.get("scopes"), lens):
+                    nxt += item.data.get("deps", [])
+                if direction in ("reverse", "bidirectional"):
+                    nxt += self._dependents(caller.context_id, prefix, here)
+            level = []
             for n in nxt:
                 if n not in seen:
-                    seen[n] = seen[here] + 1
-                    frontier.append(n)
+                    seen[n] = d
+                    level.append(n)
         return seen
 
     def dependents(self, caller: Caller, path: str, depth: int) -> list[str]:
@@ -455,10 +466,22 @@ class WorkspaceService(BaseService):
         found = self.records.get_many(ctx, FILE, payload["ids"])
         self._reindex(ctx, list(found.values()), {})
 
+    def query_vector(self, query: str, mode: SearchMode) -> Vector | None:
+        """The query's vector for a search in `mode` (bm25 too: its scores weigh both evidences)."""
+        return query_vector(self.embedder, query, ranks=mode != "bm25")
+
     def search_chunks(
-        self, caller: Caller, query: str, mode: SearchMode, k: int, kinds: tuple[str, ...] = (CHUNK,)
+        self,
+        caller: Caller,
+        query: str,
+        mode: SearchMode,
+        k: int,
+        kinds: tuple[str, ...] = (CHUNK,),
+        vector: Vector | Literal["embed"] | None = "embed",
     ) -> list[Hit]:
-        vector = query_vector(self.embedder, query, ranks=mode != "bm25")
+        """Windows (and decisions) by `query`; `vector` the query's, when the caller has it already."""
+        if isinstance(vector, str):
+            vector = self.query_vector(query, mode)
         lens = self.identity.read_lens(caller, None)
         q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)
         return self.index.search(q, self.clock.now())
@@ -466,7 +489,7 @@ class WorkspaceService(BaseService):
     @staticmethod
     def matching_terms(query: str, text: str) -> list[str]:
         """The query's words (stop words aside) whose stem the text holds."""
-        have = set(index_terms(text))
+        have = term_set(text)
         words = [w for w in WORD.findall(query.lower()) if w not in STOP_WORDS]
         return list(dict.fromkeys(w for w in words if stem(w) in have))
 

@@ -4,6 +4,7 @@ imports, time windows."""
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
@@ -37,6 +38,7 @@ def bounded(names: Sequence[str]) -> list[str]:
 
 
 SEP = "\x1f"
+_REFUSED = re.compile(r"[\x00-\x1f\\]")  # control characters and backslashes
 
 
 def clean_path(path: str) -> str:
@@ -44,7 +46,7 @@ def clean_path(path: str) -> str:
     backslashes and control characters are refused."""
     if not path or len(path) > MAX_PATH:
         raise InvalidInput(f"path must be 1 to {MAX_PATH} characters", code="invalid_path")
-    if any(ord(ch) < 32 for ch in path) or "\\" in path:
+    if _REFUSED.search(path):
         raise InvalidInput("path holds a control character or a backslash", code="invalid_path")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise InvalidInput(

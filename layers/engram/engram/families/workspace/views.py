@@ -124,12 +124,13 @@ class CodeViews:
         semantic: dict[str, float] = {}
         text_of: dict[str, str] = {}
         pool = max(50, a.max_results * 5)
-        for h in self.ws.search_chunks(caller, a.query, "bm25", pool):
+        vector = self.ws.query_vector(a.query, "vector" if a.include_semantic else "bm25")  # one for both lists
+        for h in self.ws.search_chunks(caller, a.query, "bm25", pool, vector=vector):
             p = str(h.metadata["path"])
             lexical[p] = max(lexical.get(p, 0.0), h.lexical)
             text_of.setdefault(p, h.text)
         if a.include_semantic:
-            for h in self.ws.search_chunks(caller, a.query, "vector", pool):
+            for h in self.ws.search_chunks(caller, a.query, "vector", pool, vector=vector):
                 p = str(h.metadata["path"])
                 semantic[p] = max(semantic.get(p, 0.0), h.semantic or 0.0)
                 text_of.setdefault(p, h.text)
@@ -162,10 +163,11 @@ class CodeViews:
                     "graph_score": round(graph, 4),
                     "semantic_similarity": round(semantic.get(p, 0.0), 4),
                     "graph_distance": distance.get(p),
-                    "matching_terms": self.ws.matching_terms(a.query, text_of.get(p, "")),
                 }
             )
         results.sort(key=lambda r: (-r["combined_score"], r["path"]))
+        for r in results[: a.max_results]:  # the words only of what is returned
+            r["matching_terms"] = self.ws.matching_terms(a.query, text_of.get(r["path"], ""))
         return {
             "query": a.query,
             "total_results": min(len(results), a.max_results),
