@@ -229,6 +229,33 @@ def test_a_large_write_does_work_linear_in_the_file_and_embeds_in_the_background
     assert small["item"].data["chunks"] <= SYNC_EMBED_WINDOWS
 
 
+def test_a_burst_of_syncs_embeds_nothing_on_its_path_and_the_last_version_once(both: Engram) -> None:
+    """Issue #26: `sync_document` took 92 ms at p50 on a growing document: every sync read the whole operation
+    log twice and embedded every window of the file before answering. Now a sync reads the log from its
+    snapshot on, and the file's vectors come from a job a moment later, which only the last version of a
+    burst of edits runs (each earlier one finds the file moved on)."""
+    e, (alice, _) = both, callers(both)
+    counting = CountingEmbedder()
+    e.workspace.embedder = counting
+    write(e, alice, "notes.md", "# Notes\n")
+    session = e.collab.create_session(alice, "s", [], ["notes.md"], "editing", True)["session_id"]
+    counting.texts = 0
+    clock: dict[str, int] = {}
+    for i in range(60):  # past a snapshot (every 50 operations)
+        out = e.collab.sync(alice, "notes.md", [Edit("insert", 0, f"line {i}\n")], clock, "agent", session)
+        clock = out["vector_clock"]
+    assert counting.texts == 0  # nothing embedded on a sync's path
+    assert out["content"] == "".join(f"line {i}\n" for i in reversed(range(60))) + "# Notes\n"
+    hits = e.workspace.search_chunks(alice, "notes", "bm25", 5)
+    assert hits and hits[0].metadata["path"] == "notes.md"  # keyword-searchable when the sync answers
+    counting.texts = 0  # (the search embedded its query, to score with)
+    e.queue.join()
+    chunks = e.workspace.file(alice, "notes.md").data["chunks"]
+    assert counting.texts == chunks == 2  # the last version's windows, once
+    found = e.workspace.search_chunks(alice, "line", "vector", 5)
+    assert found and found[0].metadata["path"] == "notes.md"  # and the vectors are there
+
+
 def test_a_file_with_more_imports_than_one_transaction_holds(both: Engram) -> None:
     """DynamoDB takes 50 writes a transaction: a file importing 60 workspace modules was refused there. The
     file, its job and the first edges commit together; the rest follow, carried by the job."""

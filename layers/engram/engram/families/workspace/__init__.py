@@ -42,7 +42,7 @@ FAMILY = Family(
     "workspace",
     WorkspaceServices,
     function="WorkspaceFunction",
-    jobs={INDEX_JOB: Job("workspace", "_index_job"), DECISION_JOB: Job("collab", "_decision_job")},
+    jobs={INDEX_JOB: Job("workspace", "_index_job", "_index_jobs"), DECISION_JOB: Job("collab", "_decision_job")},
     kinds={
         "wfile": Kind("workspace", "scoped"),
         "wdep": Kind("workspace", "via", "wfile"),

@@ -129,10 +129,25 @@ class CollabService(BaseService):
                 )
         return out
 
-    def _ops(self, ctx: str, session_id: str, path: str) -> list[Item]:
-        from engram.ports import scan as scan_
+    def _ops(self, ctx: str, session_id: str, path: str, after: int = -1, upto: int | None = None) -> list[Item]:
+        """The document's operations with a sequence number above `after` and up to `upto`, in id (sequence)
+        order: one key range (an id is the sequence number, zero-padded, then the agent; the base's is 0)."""
+        prefix = f"{session_id}|{path}|"
+        start = f"{prefix}{after + 1:08d}" if after >= 0 else None
+        end = f"{prefix}{upto:08d}\U0010ffff" if upto is not None else None
+        out: list[Item] = []
+        cursor: str | None = None
+        while True:
+            page = self.records.query(ctx, OP, prefix=prefix, start=start, end=end, cursor=cursor, limit=1000)
+            out += page.items
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
 
-        return list(scan_(self.records, ctx, OP, prefix=f"{session_id}|{path}|"))
+    def _clock(self, ctx: str, session_id: str, path: str) -> dict[str, int]:
+        """Each agent's last sequence number on the document: its counter's version (bumped in the transaction
+        that appends the agent's operation), so no operation needs reading."""
+        return {i.data["agent"]: i.version for i in scan(self.records, ctx, CLOCK, prefix=f"{session_id}|{path}|")}
 
     def _state(self, ctx: str, session_id: str, path: str, clock: dict[str, int] | None, client: int = 0) -> Any:
         """The document as of `clock` (None: everything): the snapshot when the clock covers it, then the
@@ -142,10 +157,14 @@ class CollabService(BaseService):
         doc: Any = pycrdt.Doc(client_id=client) if client else pycrdt.Doc()
         snap = self.records.get(ctx, SNAP, f"{session_id}|{path}")
         covered: dict[str, int] = {}
+        after, upto = -1, None if clock is None else max([0, *clock.values()])  # nothing later is covered
         if snap is not None and (clock is None or all(clock.get(a, 0) >= s for a, s in snap.data["clock"].items())):
             doc.apply_update(base64.b64decode(snap.data["update"]))
             covered = snap.data["clock"]
-        for op in self._ops(ctx, session_id, path):
+            # what every agent's operations up to a sequence number are covered by the snapshot (the base, 0,
+            # too): only those above it need reading
+            after = min((covered.get(a, 0) for a in self._clock(ctx, session_id, path)), default=-1)
+        for op in self._ops(ctx, session_id, path, after, upto):
             agent, seq = op.data["agent"], op.data["seq"]
             if agent != BASE and seq <= covered.get(agent, 0):
                 continue
@@ -236,14 +255,10 @@ class CollabService(BaseService):
         ctx = caller.context_id
         current = self.workspace._file(caller, path)
         at = current.version if current is not None else 0
-        ops = self._ops(ctx, session_id, path)
+        state = self._clock(ctx, session_id, path)  # read before the log: the merged text holds all of it
         merged = self._state(ctx, session_id, path, None)
         converged = str(merged.get("text", type=pycrdt.Text))
-        state: dict[str, int] = {}
-        for op in ops:
-            if op.data["agent"] != BASE:
-                state[op.data["agent"]] = max(state.get(op.data["agent"], 0), op.data["seq"])
-        self._snapshot(caller, session_id, path, merged, state, len(ops))
+        self._snapshot(caller, session_id, path, merged, state, 1 + sum(state.values()))
         contributors = tuple(sorted(state))
         if current is not None and self.workspace.content(current) == converged:
             return converged, state, at  # already holds all of it
@@ -257,6 +272,7 @@ class CollabService(BaseService):
                 validate_syntax=False,
                 contributors=contributors,
                 expected_version=at,
+                embed_later=True,
             ),
         )
         return converged, state, written["item"].version

@@ -29,6 +29,7 @@ from engram.families.workspace import INDEX_JOB, code
 from engram.families.workspace.shapes import (
     CHUNK,
     DEP,
+    EMBED_LATER,
     FILE,
     MAX_FILE_BYTES,
     MAX_GRAPH_ENTRIES,
@@ -68,6 +69,9 @@ class NewFile:
     update_dependencies: bool = True
     contributors: tuple[str, ...] = ()
     expected_version: int | None = None  # 0: must be new; None: the last writer wins, each with its version
+    # its vectors from a job a moment later (keyword-searchable at once): a document edited call after call
+    # (sync_document) is embedded once for a run of edits, not once an edit
+    embed_later: bool = False
 
 
 class WorkspaceService(BaseService):
@@ -99,10 +103,9 @@ class WorkspaceService(BaseService):
         return self._file(caller, path) is not None
 
     def paths(self, caller: Caller) -> list[str]:
-        from engram.ports import scan
 
-        prefix, _ = self.space(caller)
-        return [i.data["path"] for i in scan(self.records, caller.context_id, FILE, prefix=prefix)]
+        prefix, _ = self.space(caller)  # a file's id is the prefix and its path: no file needs reading
+        return [i[len(prefix) :] for i in self.records.ids(caller.context_id, FILE, prefix, limit=2**62)]
 
     def file_count(self, caller: Caller) -> int:
         """How many files the caller's workspace holds (as many as `paths`), without reading them."""
@@ -145,7 +148,7 @@ class WorkspaceService(BaseService):
             if new.expected_version is not None and new.expected_version != at:
                 raise Conflict(f"{path!r} is at version {at}, expected {new.expected_version}", code="version_conflict")
             now = self.clock.now()
-            known = set(self.paths(caller)) | {path}
+            known = set(self.paths(caller)) | {path} if specs else {path}  # no imports: nothing to resolve
             deps, external = (
                 code.resolve(path, specs, lambda p: p in known, known)
                 if new.update_dependencies
@@ -156,9 +159,12 @@ class WorkspaceService(BaseService):
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
             # a large file is keyword-searchable at once and gets its vectors from a job due now
-            embed = len(windows(new.content)) <= SYNC_EMBED_WINDOWS
-            vectors = [] if embed or self.embedder is None else [
-                self.queue.job(INDEX_JOB, {"context_id": caller.context_id, "ids": [prefix + path]}, now)]  # fmt: skip
+            embed = not new.embed_later and len(windows(new.content)) <= SYNC_EMBED_WINDOWS
+            later = EMBED_LATER if new.embed_later else None
+            payload: dict[str, Any] = {"context_id": caller.context_id, "ids": [prefix + path]}
+            if new.embed_later:
+                payload["version"] = at + 1  # a later version's own job embeds it: this one then has nothing to do
+            vectors = [] if embed or self.embedder is None else [self.queue.job(INDEX_JOB, payload, now, later)]
 
             def reindex(i: Item) -> None:
                 self._reindex(caller.context_id, [i], {i.id: new.content}, old, embed=embed)
@@ -460,11 +466,25 @@ class WorkspaceService(BaseService):
                 self.index.delete(ctx, stale)
 
     def _index_job(self, payload: dict[str, Any]) -> None:
-        ctx = payload["context_id"]
-        if payload.get("edges"):
-            self._finish_edges(ctx, payload["edges"])
-        found = self.records.get_many(ctx, FILE, payload["ids"])
-        self._reindex(ctx, list(found.values()), {})
+        self._index_jobs([payload])
+
+    def _index_jobs(self, payloads: list[dict[str, Any]]) -> None:
+        """Jobs waiting together: each file indexed once, from its latest version, however many of them
+        asked for it (the edits of one document, embedded later)."""
+        by_context: dict[str, dict[str, int | None]] = {}
+        for payload in payloads:
+            ctx = payload["context_id"]
+            if payload.get("edges"):
+                self._finish_edges(ctx, payload["edges"])
+            wanted = by_context.setdefault(ctx, {})
+            for id_ in payload["ids"]:  # the newest version a job asked for (None: whatever is there)
+                v, before = payload.get("version"), wanted.get(id_, 0)
+                wanted[id_] = None if v is None or before is None else max(v, before)
+        for ctx, wanted in by_context.items():
+            found = self.records.get_many(ctx, FILE, list(wanted))
+            due = [i for i in found.values() if (v := wanted[i.id]) is None or i.version <= v]
+            if due:
+                self._reindex(ctx, due, {})
 
     def query_vector(self, query: str, mode: SearchMode) -> Vector | None:
         """The query's vector for a search in `mode` (bm25 too: its scores weigh both evidences)."""

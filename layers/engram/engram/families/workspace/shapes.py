@@ -19,6 +19,9 @@ WINDOW_LINES = 60
 # once); a larger file is keyword-searchable at once and gets its vectors from a queued job, so a write's time
 # does not grow with the model's work (a 1 MiB file: ~1,000 windows, half a minute of embedding here).
 SYNC_EMBED_WINDOWS = 8
+# A file written with `embed_later` (sync_document's) gets its vectors from a job due this much later, so that
+# the edits of a burst share one embedding of the document's last version.
+EMBED_LATER = timedelta(seconds=2)
 # What a file's record keeps of its imports (the whole list stays derivable from its content): at most so many
 # entries and bytes each, so that the record fits any store's item (DynamoDB: 400 KB) whatever the file.
 MAX_GRAPH_ENTRIES = 1000
