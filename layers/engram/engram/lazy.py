@@ -23,7 +23,11 @@ class _Lazy:
         return self._module
 
     def __getattr__(self, attr: str) -> Any:
-        return getattr(self._load(), attr)
+        value = getattr(self._load(), attr)
+        # kept on the proxy: the next read of it is a plain attribute read (`__getattr__` runs only for a
+        # missing one), not a call through here (a search reads numpy's names hundreds of times)
+        setattr(self, attr, value)
+        return value
 
 
 def module(name: str) -> Any:

@@ -183,7 +183,7 @@ def smooth(
     if len(have) < 2:
         return fused
     f0 = (scores - lo) / (hi - lo)
-    v = np.stack([np.asarray(vectors[top[j][0]], dtype=np.float64) for j in have])
+    v = np.array([vectors[top[j][0]] for j in have], dtype=np.float64)
     v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     w = np.exp((v @ v.T - 1.0) / SMOOTH_TAU)
     np.fill_diagonal(w, 0.0)

@@ -400,8 +400,11 @@ class SqliteSearchIndex:
             cache = self._context(context_id)
             if cache.mat is None:
                 return {}
-            slots = {i: cache.pos[i] for i in ids if i in cache.pos}
-            return {i: cache.mat[s].copy() for i, s in slots.items() if cache.has_vec[s]}
+            found = [(i, s) for i in ids if (s := cache.pos.get(i)) is not None and cache.has_vec[s]]
+            if not found:
+                return {}
+            rows = cache.mat[np.fromiter((s for _, s in found), dtype=np.int64, count=len(found))]  # one copy
+            return {i: rows[n] for n, (i, _) in enumerate(found)}
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         with self._lock:

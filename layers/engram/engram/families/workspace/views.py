@@ -64,7 +64,8 @@ class CodeViews:
             "lines": item.data["lines"],
             "provenance": item.data["provenance"],
         }
-        live = self.ws._file(caller, item.data["path"]) or item
+        # a backup's questions are about the file as it is now; the file read above already is
+        live = item if backup is None else (self.ws._file(caller, item.data["path"]) or item)
         if a.include_semantic_context:
             out["semantic_context"] = self._similar(caller, live, a.semantic_similarity_threshold)
         if a.include_dependencies:
