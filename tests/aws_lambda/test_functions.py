@@ -392,3 +392,22 @@ def test_the_schedule_resends_a_job_whose_message_was_lost(stack: Stack) -> None
     assert all(a["batchItemFailures"] == [] for a in stack.drain())
     assert call(stack, "document_get", {"id": up["id"]}, stack.keys.agent)["structuredContent"]["status"] == "indexed"
     assert [j.id for j in scan(records, JOBS, "job") if j.id == job.id] == []  # done: its record is gone
+
+
+def test_every_function_writes_the_audit_trail_management_reads_it(stack: Stack) -> None:
+    """Issue #27 on the Lambda path: the memory and knowledge functions append to the context's log in
+    DynamoDB; the identity function answers `audit_query` and `audit_verify` from it."""
+    stored = call(stack, "memory_store", {"content": "I keep a red bicycle in the hall."}, stack.keys.agent)
+    turn = stored["structuredContent"]["turn_id"]
+    assert call(stack, "document_get", {"id": "no-such-document"}, stack.keys.agent)["isError"]
+    page = call(stack, "audit_query", {"limit": 20}, stack.keys.management)
+    entries = page["structuredContent"]["entries"]
+    tools = {e["tool"]: e for e in entries}
+    assert turn in tools["memory_store"]["objects"] and tools["memory_store"]["outcome"] == "ok"
+    assert (tools["document_get"]["outcome"], tools["document_get"]["code"]) == ("error", "not_found")
+    assert call(stack, "audit_verify", {}, stack.keys.management)["structuredContent"]["ok"]
+    rest = stack.api.request("GET", "/api/v1/acme/audit?tool=memory_store", None, stack.keys.management)
+    assert rest.status == 200 and [e["tool"] for e in rest.json()["entries"]] == ["memory_store"], rest.body
+    assert stack.engram.audit_log is not None
+    assert any(e.data["tool"] == "memory_store" for e in stack.engram.audit_log.entries("acme"))  # in DynamoDB
+    assert b"bicycle" not in json.dumps([e.data for e in stack.engram.audit_log.entries("acme")]).encode()

@@ -5,6 +5,7 @@ Pattern from LangChain's standard-tests: the suite holds the assertions; subclas
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -12,10 +13,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from engram.audit import Auditor, seal
+from engram.clock import FixedClock as FrozenClock
 from engram.errors import Conflict, InvalidInput, NotFound
-from engram.ports import BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
+from engram.ports import AuditLog, BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
 from engram.queue import JOBS, Queue
 from engram.search_rules import Rules, using
+from tests.concurrency import together
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -416,3 +420,69 @@ class QueueContract:
         with pytest.raises(TypeError):
             queue.submit("ok", {"lock": threading.Lock()})
         assert self.open_jobs(records) == []
+
+
+class AuditLogContract:
+    """Issue #27: an append-only, hash-chained log per context. Subclasses provide `log` and two ways to
+    tamper with what the adapter stores (`alter`: change an entry's content in place; `remove`: delete one)."""
+
+    @pytest.fixture
+    def log(self) -> AuditLog:
+        raise NotImplementedError
+
+    def alter(self, log: AuditLog, context_id: str, seq: int) -> None:
+        raise NotImplementedError
+
+    def remove(self, log: AuditLog, context_id: str, seq: int) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def auditor(log: AuditLog) -> Auditor:
+        return Auditor(log, FrozenClock(T0 + timedelta(days=1)), 365)
+
+    def test_entries_chain_in_order_per_context(self, log: AuditLog) -> None:
+        for i in range(5):
+            log.append("c1", {"tool": f"t{i}", "objects": [f"o{i}"]}, T0 + timedelta(seconds=i), None)
+        log.append("c2", {"tool": "other"}, T0, None)
+        got = log.entries("c1")
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5] and got[0].prev == ""
+        assert all(b.prev == a.hash for a, b in itertools.pairwise(got))
+        assert all(e.hash == seal(e.context_id, e.seq, e.at, e.data, e.prev) for e in got)
+        assert got[2].data == {"tool": "t2", "objects": ["o2"]} and got[2].at == T0 + timedelta(seconds=2)
+        assert [e.seq for e in log.entries("c1", after=1, before=5)] == [2, 3, 4]
+        assert [e.seq for e in log.entries("c1", descending=True, limit=2)] == [5, 4]
+        assert [e.seq for e in log.entries("c1", before=3, descending=True)] == [2, 1]
+        assert [e.data["tool"] for e in log.entries("c2")] == ["other"] and log.entries("c3") == []
+        assert self.auditor(log).verify("c1")["ok"] and self.auditor(log).verify("c1")["entries"] == 5
+
+    def test_expired_entries_leave_the_chain_verifiable_from_the_oldest_kept(self, log: AuditLog) -> None:
+        for i in range(4):
+            log.append("c1", {"i": i}, T0 + timedelta(hours=i), T0 + timedelta(hours=i, minutes=30))
+        later = T0 + timedelta(hours=1, minutes=45)  # the first two have expired
+        assert [e.seq for e in log.entries("c1", now=later)] == [3, 4]
+        assert [e.seq for e in log.entries("c1")] == [1, 2, 3, 4]  # without a time: whatever is stored
+        report = Auditor(log, FrozenClock(later), 1).verify("c1")
+        assert report["ok"] and (report["first"], report["last"], report["entries"]) == (3, 4, 2)
+
+    def test_many_concurrent_writers_take_consecutive_numbers_and_one_chain(self, log: AuditLog) -> None:
+        def write(i: int) -> None:
+            for j in range(5):
+                log.append("c1", {"writer": i, "n": j}, T0, None)
+
+        assert together(16, write) == []
+        got = log.entries("c1")
+        assert [e.seq for e in got] == list(range(1, 81))
+        assert sorted((e.data["writer"], e.data["n"]) for e in got) == [(i, j) for i in range(16) for j in range(5)]
+        assert self.auditor(log).verify("c1")["ok"]
+
+    def test_an_altered_or_removed_entry_is_detected(self, log: AuditLog) -> None:
+        for i in range(6):
+            log.append("c1", {"tool": f"t{i}"}, T0, None)
+        self.alter(log, "c1", 2)
+        report = self.auditor(log).verify("c1")
+        assert not report["ok"] and [p["seq"] for p in report["problems"]] == [2]
+        self.remove(log, "c1", 4)
+        report = self.auditor(log).verify("c1")
+        assert [p["seq"] for p in report["problems"]] == [2, 5] and "missing" in report["problems"][1]["problem"]
+        self.remove(log, "c1", 1)  # the first entry ever gone: the chain now starts at 2, which chains to it
+        assert self.auditor(log).verify("c1")["first"] == 2

@@ -9,12 +9,13 @@ import boto3
 import httpx
 import pytest
 
+from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
 from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
 from engram.errors import InvalidInput
 from engram.ports import Write
 from engram.queue import Queue
-from tests.contract.suites import T0, BlobStoreContract, QueueContract, RecordStoreContract
+from tests.contract.suites import T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
 
 pytestmark = pytest.mark.aws
 
@@ -114,3 +115,34 @@ class TestSqsQueue(QueueContract):
         records = DynamoRecordStore(db, name)
         url = client(endpoint, "sqs").create_queue(QueueName=name)["QueueUrl"]
         return SqsQueue(client(endpoint, "sqs"), url, records), records
+
+
+class TestDynamoAuditLog(AuditLogContract):
+    @pytest.fixture
+    def log(self, endpoint: str) -> DynamoAuditLog:
+        self.db = client(endpoint, "dynamodb")
+        self.table = f"engram-{uuid.uuid4().hex[:8]}"
+        DynamoRecordStore.create_table(self.db, self.table)
+        return DynamoAuditLog(self.db, self.table)
+
+    def _key(self, context_id: str, seq: int) -> dict[str, Any]:
+        return {"PK": {"S": PREFIX + context_id}, "SK": {"S": f"{seq:016d}"}}
+
+    def alter(self, log: object, context_id: str, seq: int) -> None:
+        self.db.update_item(TableName=self.table, Key=self._key(context_id, seq), UpdateExpression="SET #d = :d",
+                            ExpressionAttributeNames={"#d": "data"},
+                            ExpressionAttributeValues={":d": {"S": '{"tool": "forged"}'}})  # fmt: skip
+
+    def remove(self, log: object, context_id: str, seq: int) -> None:
+        self.db.delete_item(TableName=self.table, Key=self._key(context_id, seq))
+
+    def test_a_second_instance_chains_to_what_the_first_wrote(self, log: DynamoAuditLog) -> None:
+        """Two Lambda instances, each with its own idea of the last entry: the one that is behind loses the
+        condition on the key, reads the last entry and chains to it."""
+        other = DynamoAuditLog(self.db, self.table)
+        log.append("c1", {"n": 1}, T0, None)
+        other.append("c1", {"n": 2}, T0, None)
+        log.append("c1", {"n": 3}, T0, None)  # its head (1) is stale: it takes 3, chained to 2
+        got = log.entries("c1")
+        assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2), (3, 3)]
+        assert got[2].prev == got[1].hash and got[1].prev == got[0].hash

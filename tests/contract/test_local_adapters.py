@@ -1,15 +1,23 @@
 """The embedded adapters against the port contract suites."""
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from engram.adapters.local.file_blobs import FileBlobStore
+from engram.adapters.local.sqlite_audit import SqliteAuditLog
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.errors import InvalidInput
 from engram.queue import Queue, StoreQueue
-from tests.contract.suites import BlobStoreContract, QueueContract, RecordStoreContract, SearchIndexContract
+from tests.contract.suites import (
+    AuditLogContract,
+    BlobStoreContract,
+    QueueContract,
+    RecordStoreContract,
+    SearchIndexContract,
+)
 
 
 class TestSqliteRecordStore(RecordStoreContract):
@@ -47,3 +55,20 @@ class TestStoreQueue(QueueContract):
     def setup(self, tmp_path: Path) -> tuple[Queue, SqliteRecordStore]:
         records = SqliteRecordStore(tmp_path / "r.db")
         return StoreQueue(records), records
+
+
+class TestSqliteAuditLog(AuditLogContract):
+    @pytest.fixture
+    def log(self, tmp_path: Path) -> SqliteAuditLog:
+        self.path = tmp_path / "audit.db"
+        return SqliteAuditLog(self.path)
+
+    def _edit(self, sql: str, *args: object) -> None:  # as someone with the file would, from another connection
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(sql, args)
+
+    def alter(self, log: object, context_id: str, seq: int) -> None:
+        self._edit('UPDATE audit SET data = \'{"tool": "forged"}\' WHERE context_id=? AND seq=?', context_id, seq)
+
+    def remove(self, log: object, context_id: str, seq: int) -> None:
+        self._edit("DELETE FROM audit WHERE context_id=? AND seq=?", context_id, seq)

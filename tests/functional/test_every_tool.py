@@ -138,6 +138,8 @@ SAMPLES: dict[str, Any] = {
     "record_query": lambda live: {"type": _type(live), "field": "title", "op": "prefix", "value": "Printer"},
     "version_history": lambda live: {"id": _record(live)},
     "lookup_principal": {"externalId": "acme"},
+    "audit_query": {"tool": "memory_recall", "limit": 5},
+    "audit_verify": {},
     "write_code": {"path": "pkg/util.py", "content": "def g():\n    return 1\n", "reason": "sample"},
     "read_code": lambda live: {"path": _code(live)},
     "semantic_search": {"query": "separator of paths", "similarity_threshold": 0.1},

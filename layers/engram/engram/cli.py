@@ -1,4 +1,4 @@
-"""`engram` command line: serve, stdio, keys, scopes, schemas, ingest, workspace."""
+"""`engram` command line: serve, stdio, keys, scopes, schemas, ingest, workspace, audit, admin."""
 
 from __future__ import annotations
 
@@ -341,6 +341,26 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """`audit verify`: check a context's hash chain (exit 1 on a problem); `audit query`: its entries."""
+    from engram.wiring import build
+
+    engram = build(_settings(args).model_copy(update={"embedder": "none"}))
+    if args.audit_cmd == "verify":
+        report = engram.audit.verify(args.context)
+        print(json.dumps(report, indent=2))
+        if not report["ok"]:
+            first = report["problems"][0]
+            print(f"audit trail of {args.context}: {len(report['problems'])} problem(s); the first at entry "
+                  f"{first['seq']}: {first['problem']}", file=sys.stderr)  # fmt: skip
+        return 0 if report["ok"] else 1
+    page = engram.audit.query(args.context, args.since, args.until, None, args.key_id, args.tool, args.object_id,
+                              None, args.limit)  # fmt: skip
+    for entry in page["entries"]:
+        print(json.dumps(entry))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -419,6 +439,20 @@ def parser() -> argparse.ArgumentParser:
     wi.add_argument("--reason", default="workspace import")
     wi.add_argument("--agent-id", dest="agent_id")
     wi.set_defaults(fn=cmd_workspace)
+
+    au = sub.add_parser("audit", help="a context's audit trail: verify its hash chain, or list entries")
+    aus = au.add_subparsers(dest="audit_cmd", required=True)
+    av = aus.add_parser("verify", help="check the hash chain (exit status 1 when an entry was altered or removed)")
+    common(av)
+    av.add_argument("--context", required=True)
+    av.set_defaults(fn=cmd_audit)
+    aq = aus.add_parser("query", help="entries, newest first, as JSON lines")
+    common(aq)
+    aq.add_argument("--context", required=True)
+    for flag in ("--since", "--until", "--tool", "--object-id", "--key-id"):
+        aq.add_argument(flag, dest=flag[2:].replace("-", "_"))
+    aq.add_argument("--limit", type=int, default=100)
+    aq.set_defaults(fn=cmd_audit)
 
     ad = sub.add_parser("admin", help="operate a deployment")
     ads = ad.add_subparsers(dest="admin_cmd", required=True)

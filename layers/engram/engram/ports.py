@@ -140,6 +140,43 @@ def scan(records: RecordStore, context_id: str, kind: str, prefix: str = "", pag
         cursor = page.cursor
 
 
+@dataclass(frozen=True)
+class AuditEntry:
+    """One entry of a context's audit log: what happened (`data`: who, which call, which objects, the outcome;
+    never a payload), its place in the log (`seq`, from 1), and the hash chain (`prev`: the hash of the entry
+    before it, "" for the first; `hash`: this entry's, `engram.audit.seal`)."""
+
+    context_id: str
+    seq: int
+    at: datetime
+    data: dict[str, Any]
+    prev: str
+    hash: str
+
+
+class AuditLog(Protocol):
+    """An append-only log per context, hash-chained (`engram.audit`). Appends from many threads and processes
+    (and Lambda instances) are serialised per context: each entry takes the next `seq` and chains to the entry
+    before it, or the append tries again."""
+
+    def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
+        """The entry appended (sealed with `engram.audit.seal`)."""
+        ...
+
+    def entries(
+        self,
+        context_id: str,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> list[AuditEntry]:
+        """Up to `limit` entries with `after` < seq < `before`, in seq order (newest first with
+        `descending`), expired ones left out."""
+        ...
+
+
 class BlobStore(Protocol):
     """Opaque bytes by key. `put` overwrites; `get` raises `NotFound` for a missing key."""
 

@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     api_key: str | None = None
     context: str | None = None
     recall_cache_size: int = 512
+    audit: bool = Field(True, description="Keep each context's audit trail (every call: who, what, which objects)")
+    audit_retention_days: int = Field(
+        365, ge=0, description="How long an audit entry is kept (0: for ever); DynamoDB's TTL removes it on AWS"
+    )
     queue_worker: bool = Field(
         True,
         description="Run queued jobs (embeddings, retirements) in this process, including those other processes "

@@ -8,13 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from engram.audit import Auditor
 from engram.clock import Clock, SystemClock
 from engram.families import all_families, family
 from engram.family import Family, Services
 from engram.identity import IdentityService
 from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
-from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
+from engram.ports import AuditLog, BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
 from engram.settings import Settings
 
@@ -53,6 +54,7 @@ class Engram:
     generator: Generator | None = None
     # None: a StoreQueue over `records`, made in __post_init__ (a default needs the records)
     queue: Queue = field(default=None)  # type: ignore[assignment]  # a dataclass default made from records
+    audit_log: AuditLog | None = None  # None: no audit trail (settings.audit off, or a test's bare root)
 
     def __post_init__(self) -> None:
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
@@ -64,6 +66,7 @@ class Engram:
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock)
+        self.audit = Auditor(self.audit_log, self.clock, self.settings.audit_retention_days)
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
         )
@@ -150,10 +153,10 @@ def aws_client(service: str, settings: Settings) -> Any:
     return boto3.client(service, region_name=settings.aws_region, config=config)
 
 
-def aws_records(settings: Settings) -> RecordStore:
+def aws_records(settings: Settings, client: Any = None) -> RecordStore:
     from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 
-    return DynamoRecordStore(Lazy(lambda: aws_client("dynamodb", settings), "dynamodb"), settings.table)
+    return DynamoRecordStore(client or Lazy(lambda: aws_client("dynamodb", settings), "dynamodb"), settings.table)
 
 
 def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
@@ -273,12 +276,14 @@ def lazy_clients() -> list[Lazy]:
 def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
 
+    from engram.adapters.aws.dynamodb_audit import DynamoAuditLog
     from engram.adapters.aws.opensearch_index import OpenSearchIndex
     from engram.adapters.aws.s3_blobs import S3BlobStore
     from engram.adapters.aws.sqs_queue import SqsQueue
 
     chosen = embedder if embedder is not None else default_embedder(settings)
-    records = aws_records(settings)
+    dynamodb = Lazy(lambda: aws_client("dynamodb", settings), "dynamodb")
+    records = aws_records(settings, dynamodb)
     return Engram(
         settings=settings,
         records=records,
@@ -297,12 +302,14 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         queue=SqsQueue(Lazy(lambda: aws_client("sqs", settings), "sqs"), settings.queue_url, records)
         if settings.queue_url
         else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
+        audit_log=DynamoAuditLog(dynamodb, settings.table) if settings.audit else None,
     )
 
 
 def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """The embedded default: SQLite records and search, files for blobs, MiniLM on ONNX."""
     from engram.adapters.local.file_blobs import FileBlobStore
+    from engram.adapters.local.sqlite_audit import SqliteAuditLog
     from engram.adapters.local.sqlite_records import SqliteRecordStore
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
 
@@ -316,4 +323,5 @@ def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedd
         embedder=embedder if embedder is not None else default_embedder(settings),
         clock=clock or SystemClock(),
         generator=build_generator(settings),
+        audit_log=SqliteAuditLog(data / "audit.db") if settings.audit else None,
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from engram.audit import id_arguments, objects
 from engram.errors import EngramError, Unavailable
 from engram.identity import Caller, Principal
 from engram.observability import calls
@@ -27,9 +28,31 @@ async def run(
     entered: list[Caller] = []
 
     def work() -> Any:
-        caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
-        entered.append(caller)
-        return op.run(engram.family_services(op.family), caller, args, progress)
+        outcome, code, result = "error", "internal", None
+        try:
+            caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
+            entered.append(caller)
+            result = op.run(engram.family_services(op.family), caller, args, progress)
+            outcome, code = "ok", ""
+            return result
+        except EngramError as exc:
+            code = exc.code
+            raise
+        finally:  # every call, reads and refusals included, in its context's audit trail (ids, never a payload)
+            where = entered[0].context_id if entered else args.context_id
+            if where is None and len(principal.contexts) == 1:
+                where = principal.contexts[0]
+            if where in principal.contexts:  # never in the log of a context the key is not for
+                engram.audit.record(
+                    where,
+                    principal.key_id,
+                    principal.role,
+                    op.name,
+                    transport,
+                    objects(id_arguments(args), result),
+                    outcome,
+                    code,
+                )
 
     def record(ok: bool, code: str = "") -> None:  # in the call log of the caller's context, if it entered one
         where = (entered[0].context_id, principal.grant) if entered else (None, ())

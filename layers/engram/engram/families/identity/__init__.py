@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from engram.family import Family, Services
 
 if TYPE_CHECKING:
+    from engram.audit import Auditor
     from engram.families.identity.principals import Principals
     from engram.identity import IdentityService
 
@@ -17,6 +18,10 @@ class IdentityServices(Services):
     @property
     def identity(self) -> IdentityService:
         return self.root.identity
+
+    @property
+    def audit(self) -> Auditor:
+        return self.root.audit
 
     @cached_property
     def principals(self) -> Principals:

@@ -116,3 +116,82 @@ declare(
         read_only=True,
     )
 )
+
+
+class AuditIn(OpInput):
+    since: str | None = Field(None, max_length=64, description="ISO 8601: entries at or after")
+    until: str | None = Field(None, max_length=64, description="ISO 8601: entries at or before")
+    principal: str | None = Field(None, max_length=64, description="the caller's principal (agent, management...)")
+    key_id: str | None = Field(None, max_length=128)
+    tool: str | None = Field(None, max_length=128, description="a tool (or REST operation) name")
+    object_id: str | None = Field(None, max_length=256, description="entries that name this object")
+    cursor: str | None = Field(None, max_length=32, description="next_cursor of the page before")
+    limit: int = Field(100, ge=1, le=500)
+
+
+class AuditEntryOut(BaseModel):
+    seq: int
+    at: str
+    key_id: str
+    principal: str
+    tool: str
+    transport: str
+    objects: list[str]
+    outcome: str
+    code: str
+    hash: str
+
+
+class AuditOut(BaseModel):
+    entries: list[AuditEntryOut]
+    next_cursor: str | None
+    scanned: int
+
+
+def _audit(s: IdentityServices, c: Caller, a: AuditIn, p: Progress) -> dict[str, Any]:
+    return s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit)
+
+
+declare(
+    Operation(
+        "audit_query",
+        "identity",
+        "The context's audit trail, newest first: who called which tool on which object ids, and the outcome.",
+        AuditIn,
+        AuditOut,
+        MANAGEMENT,
+        "GET",
+        "/audit",
+        _audit,
+        read_only=True,
+    )
+)
+
+
+class VerifyOut(BaseModel):
+    context_id: str
+    ok: bool
+    entries: int
+    first: int | None
+    last: int | None
+    problems: list[dict[str, Any]]
+
+
+def _verify(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
+    return s.audit.verify(c.context_id)
+
+
+declare(
+    Operation(
+        "audit_verify",
+        "identity",
+        "Check the context's audit trail's hash chain: an entry edited, removed or inserted is reported.",
+        OpInput,
+        VerifyOut,
+        MANAGEMENT,
+        "GET",
+        "/audit/verify",
+        _verify,
+        read_only=True,
+    )
+)

@@ -1,0 +1,114 @@
+"""AuditLog on the records' DynamoDB table: a context's log is one partition (`PK = "_audit#{context}"`,
+`SK` = the sequence number, zero-padded), apart from every record's key (a record's PK starts with its
+context id, which never starts with `_`). An entry expires through the table's TTL attribute (`ttl`).
+
+Appends from many Lambda instances are serialised by the key: an entry is put on the condition that its
+sequence number is free; a writer that loses reads the partition's last entry and chains to it instead. Each
+process keeps the last entry it knows per context, so a warm instance appends in one request."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from typing import Any
+
+from engram.audit import seal
+from engram.clock import iso, parse_time
+from engram.ports import AuditEntry
+
+PREFIX = "_audit#"
+MAX_TRIES = 50
+
+
+def _sk(seq: int) -> str:
+    return f"{seq:016d}"
+
+
+class DynamoAuditLog:
+    def __init__(self, client: Any, table: str) -> None:
+        self._db, self._table = client, table
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._lock = threading.Lock()
+
+    def _entry(self, context_id: str, raw: dict[str, Any]) -> AuditEntry:
+        at = parse_time(raw["at"]["S"])
+        assert at is not None
+        data = json.loads(raw["data"]["S"])
+        return AuditEntry(context_id, int(raw["SK"]["S"]), at, data, raw["prev"]["S"], raw["hash"]["S"])
+
+    def _last(self, context_id: str) -> tuple[int, str]:
+        page = self._db.query(
+            TableName=self._table,
+            KeyConditionExpression="PK = :p",
+            ExpressionAttributeValues={":p": {"S": PREFIX + context_id}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = page.get("Items", [])
+        return (int(items[0]["SK"]["S"]), items[0]["hash"]["S"]) if items else (0, "")
+
+    def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
+        with self._lock:
+            head = self._heads.get(context_id)
+        if head is None:
+            head = self._last(context_id)
+        for _ in range(MAX_TRIES):
+            seq, prev = head[0] + 1, head[1]
+            digest = seal(context_id, seq, now, data, prev)
+            item = {
+                "PK": {"S": PREFIX + context_id},
+                "SK": {"S": _sk(seq)},
+                "at": {"S": iso(now) or ""},
+                "data": {"S": json.dumps(data)},
+                "prev": {"S": prev},
+                "hash": {"S": digest},
+            }
+            if expires_at is not None:
+                item["ttl"] = {"N": str(int(expires_at.timestamp()))}
+            try:
+                self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(SK)")
+            except self._db.exceptions.ConditionalCheckFailedException:
+                head = self._last(context_id)  # another writer took it: chain to what is there now
+                continue
+            with self._lock:
+                self._heads[context_id] = (seq, digest)
+            return AuditEntry(context_id, seq, now, data, prev, digest)
+        raise RuntimeError(f"audit log of {context_id!r}: no free sequence number after {MAX_TRIES} tries")
+
+    def entries(
+        self,
+        context_id: str,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> list[AuditEntry]:
+        hi = before - 1 if before is not None else 10**16 - 1
+        if limit <= 0 or hi <= after:
+            return []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :p AND SK BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":p": {"S": PREFIX + context_id},
+                ":lo": {"S": _sk(after + 1)},
+                ":hi": {"S": _sk(hi)},
+            },
+            "ScanIndexForward": not descending,
+            "ConsistentRead": True,
+        }
+        out: list[AuditEntry] = []
+        moment = int(now.timestamp()) if now is not None else None
+        while len(out) < limit:
+            page = self._db.query(**kwargs, Limit=limit - len(out))
+            for raw in page.get("Items", []):
+                if moment is not None and "ttl" in raw and int(raw["ttl"]["N"]) <= moment:
+                    continue  # expired, not yet swept by DynamoDB
+                out.append(self._entry(context_id, raw))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out[:limit]

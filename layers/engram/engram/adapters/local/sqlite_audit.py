@@ -1,0 +1,95 @@
+"""AuditLog on SQLite (`audit.db`, its own file: an append never waits on the records' writers).
+
+An append is one IMMEDIATE transaction — read the context's last entry, write the next one chained to it — so
+appends from many threads and processes on one data folder take consecutive sequence numbers. Entries past
+their retention are deleted now and then by an append."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engram.adapters.local.sqlite_records import connect
+from engram.audit import seal
+from engram.clock import iso, parse_time
+from engram.ports import AuditEntry
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    context_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    data TEXT NOT NULL,
+    prev TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    expires_at TEXT,
+    PRIMARY KEY (context_id, seq)
+) WITHOUT ROWID;
+"""
+PRUNE_EVERY = 1000  # appends of this process between two sweeps of expired entries
+
+
+class SqliteAuditLog:
+    def __init__(self, path: Path | str) -> None:
+        self._conn = connect(path)
+        self._lock = threading.Lock()
+        self._conn.executescript(_SCHEMA)
+        self._appends = 0
+
+    def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT seq, hash FROM audit WHERE context_id=? ORDER BY seq DESC LIMIT 1", (context_id,)
+                ).fetchone()
+                seq, prev = (row[0] + 1, row[1]) if row else (1, "")
+                digest = seal(context_id, seq, now, data, prev)
+                self._conn.execute(
+                    "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        context_id,
+                        seq,
+                        iso(now),
+                        json.dumps(data),
+                        prev,
+                        digest,
+                        iso(expires_at) if expires_at else None,
+                    ),
+                )
+                self._appends += 1
+                if self._appends % PRUNE_EVERY == 0:
+                    self._conn.execute("DELETE FROM audit WHERE expires_at IS NOT NULL AND expires_at < ?", (iso(now),))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return AuditEntry(context_id, seq, now, data, prev, digest)
+
+    def entries(
+        self,
+        context_id: str,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+        now: datetime | None = None,
+    ) -> list[AuditEntry]:
+        order = "DESC" if descending else "ASC"
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT seq, at, data, prev, hash, expires_at FROM audit WHERE context_id=? AND seq > ? AND seq < ? "
+                f"ORDER BY seq {order} LIMIT ?",
+                (context_id, after, before if before is not None else 2**62, limit),
+            ).fetchall()
+        out = []
+        for seq, at, data, prev, digest, expires in rows:
+            if now is not None and expires is not None and (t := parse_time(expires)) is not None and t <= now:
+                continue
+            when = parse_time(at)
+            assert when is not None
+            out.append(AuditEntry(context_id, seq, when, json.loads(data), prev, digest))
+        return out
