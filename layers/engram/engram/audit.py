@@ -29,6 +29,7 @@ MAX_ID = 256  # characters of each
 SCAN_LIMIT = 10_000  # entries one query looks at before it answers with a cursor to go on from
 # An argument that names objects: `id`, `ids`, `*_id(s)`, `*Id(s)`, `path(s)`, `*_path`, `key(s)`.
 _NAMES_OBJECTS = re.compile(r"(?:^|_)(?:ids?|paths?|keys?)$|Ids?$")
+_RESULT_IDS = re.compile(r"(?:^|_)ids?$|Ids?$")  # in a result, only ids (its `key`s and `path`s are data)
 _NOT_OBJECTS = {"context_id", "agent_id", "session_id_prefix"}
 
 
@@ -45,8 +46,9 @@ def id_arguments(args: Any) -> dict[str, Any]:
 
 
 def objects(args: Mapping[str, Any], result: Any) -> list[str]:
-    """The object ids a call names: its arguments that name objects, and the result's fields that do, at its
-    top level and in each item of its lists (at most MAX_OBJECTS, each cut to MAX_ID characters)."""
+    """The object ids a call names: its arguments that name objects (ids, paths, keys), and the result's id
+    fields, at its top level and in each item of its lists (at most MAX_OBJECTS, each cut to MAX_ID
+    characters)."""
     out: dict[str, None] = {}
 
     def add(value: Any) -> None:
@@ -56,19 +58,19 @@ def objects(args: Mapping[str, Any], result: Any) -> list[str]:
             for v in value[:MAX_OBJECTS]:
                 add(v)
 
-    def named(fields: Mapping[str, Any]) -> None:
+    def named(fields: Mapping[str, Any], pattern: re.Pattern[str]) -> None:
         for name, value in fields.items():
-            if name not in _NOT_OBJECTS and _NAMES_OBJECTS.search(name):
+            if name not in _NOT_OBJECTS and pattern.search(name):
                 add(value)
 
-    named(args)
+    named(args, _NAMES_OBJECTS)
     if isinstance(result, dict):
-        named(result)
+        named(result, _RESULT_IDS)
         for value in result.values():
             if isinstance(value, list):
                 for item in value[:MAX_OBJECTS]:
                     if isinstance(item, dict):
-                        named(item)
+                        named(item, _RESULT_IDS)
     return list(out)
 
 
