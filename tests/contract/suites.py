@@ -90,6 +90,21 @@ class RecordStoreContract:
         assert [i.id for i in desc.items] == ["a:6", "a:5"]
         assert store.get("c2", "doc", "a:0") is None
 
+    def test_squash_keeps_only_the_latest_version(self, store: RecordStore) -> None:
+        """Issue #27: what an object said before its latest version goes, physically (an erasure's)."""
+        for n in range(4):
+            store.transact([Write("c1", "entity", "e1", {"said": f"v{n + 1}"}, "x", n)], T0)
+        store.transact([Write("c1", "entity", "e2", {"said": "other"}, "x", 0)], T0)
+        assert [i.version for i in store.history("c1", "entity", "e1")] == [1, 2, 3, 4]
+        assert store.squash("c1", "entity", "e1") == 3
+        assert [(i.version, i.data) for i in store.history("c1", "entity", "e1")] == [(4, {"said": "v4"})]
+        assert [i.version for i in store.history_page("c1", "entity", "e1", None, 10)] == [4]
+        assert store.get("c1", "entity", "e1").data == {"said": "v4"}  # type: ignore[union-attr]
+        assert store.squash("c1", "entity", "e1") == 0  # nothing more
+        assert len(store.history("c1", "entity", "e2")) == 1 and store.squash("c1", "entity", "nope") == 0
+        store.transact([Write("c1", "entity", "e1", {"said": "v5"}, "x", 4)], T0)  # the item goes on from there
+        assert [i.version for i in store.history("c1", "entity", "e1")] == [4, 5]
+
     def test_count_and_ids_match_query_without_reading_items(self, store: RecordStore) -> None:
         """Issue #26: a count and the ids of a kind (by prefix, live items only, one context) that agree with
         paging."""

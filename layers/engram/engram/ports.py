@@ -128,6 +128,11 @@ class RecordStore(Protocol):
         """Physically delete an item and its history. Returns whether it existed."""
         ...
 
+    def squash(self, context_id: str, kind: str, id: str) -> int:
+        """Physically delete every version of an item but the latest (an erasure's: what a shared object said
+        before it lost a subject's part). Returns how many versions went."""
+        ...
+
 
 def scan(records: RecordStore, context_id: str, kind: str, prefix: str = "", page_size: int = 1000) -> Iterator[Item]:
     """Every latest item of a kind (ids starting with `prefix`), following the store's pages."""

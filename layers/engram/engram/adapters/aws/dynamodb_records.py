@@ -312,8 +312,41 @@ class DynamoRecordStore:
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        for start in range(0, len(keys), 25):
-            self._db.batch_write_item(
-                RequestItems={self._table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]}
-            )
+        self._delete(keys)
         return bool(keys)
+
+    def _delete(self, keys: list[dict[str, Any]]) -> None:
+        """Every key deleted, 25 a batch, what DynamoDB left unprocessed sent again (with backoff)."""
+        for start in range(0, len(keys), 25):
+            pending: list[dict[str, Any]] = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+            for attempt in range(10):
+                left = self._db.batch_write_item(RequestItems={self._table: pending}).get("UnprocessedItems", {})
+                pending = left.get(self._table, [])
+                if not pending:
+                    break
+                time.sleep(0.05 * 2**attempt)
+            if pending:
+                raise RuntimeError(f"DynamoDB left {len(pending)} deletes unprocessed after 10 tries")
+
+    def squash(self, context_id: str, kind: str, id: str) -> int:
+        pk = _pk(context_id, kind, id)
+        latest = self._db.get_item(
+            TableName=self._table, Key={"PK": {"S": pk}, "SK": {"S": "LATEST"}}, ConsistentRead=True
+        ).get("Item")
+        keep = int(latest["version"]["N"]) if latest else 0
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :v)",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":v": {"S": "V#"}},
+            "ProjectionExpression": "PK, SK",
+            "ConsistentRead": True,
+        }
+        keys: list[dict[str, Any]] = []
+        while True:
+            page = self._db.query(**kwargs)
+            keys += [{"PK": r["PK"], "SK": r["SK"]} for r in page["Items"] if int(r["SK"]["S"][2:]) < keep]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        self._delete(keys)
+        return len(keys)

@@ -213,3 +213,12 @@ class SqliteRecordStore:
             cur = self._conn.execute("DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
             self._conn.execute("DELETE FROM history WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
         return cur.rowcount > 0
+
+    def squash(self, context_id: str, kind: str, id: str) -> int:
+        with self._lock:
+            cur = self._conn.execute(
+                "DELETE FROM history WHERE context_id=? AND kind=? AND id=? AND version < "
+                "COALESCE((SELECT version FROM items WHERE context_id=? AND kind=? AND id=?), 0)",
+                (context_id, kind, id, context_id, kind, id),
+            )
+        return int(cur.rowcount)
