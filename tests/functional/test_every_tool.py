@@ -53,6 +53,16 @@ def _ctxkey(live: Live) -> str:
     return key
 
 
+def _erasure(live: Live) -> str:
+    """A finished erasure of a scope nobody wrote under (no family holds its objects: nothing refuses it)."""
+    from engram.erasure import Subject
+
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.management), "acme", ANY, "t")
+    asked = live.engram.erasure.request(caller, Subject(f"org/acme/user/gone-{uuid.uuid4().hex[:8]}"), False)
+    live.engram.erasure.run("acme", asked["request_id"])
+    return str(asked["request_id"])
+
+
 SAMPLE_SCHEMA = {
     "type": "object",
     "properties": {"title": {"type": "string"}, "email": {"type": "string"}},
@@ -140,6 +150,9 @@ SAMPLES: dict[str, Any] = {
     "lookup_principal": {"externalId": "acme"},
     "audit_query": {"tool": "memory_recall", "limit": 5},
     "audit_verify": {},
+    "erasure_request": {"scope": "org/acme/user/bob", "preview": True},
+    "erasure_status": lambda live: {"request_id": _erasure(live)},
+    "erasure_verify": lambda live: {"request_id": _erasure(live)},
     "write_code": {"path": "pkg/util.py", "content": "def g():\n    return 1\n", "reason": "sample"},
     "read_code": lambda live: {"path": _code(live)},
     "semantic_search": {"query": "separator of paths", "similarity_threshold": 0.1},

@@ -28,6 +28,7 @@ _SERVICE_FAMILY = {
     "causantic": "memory",
     "documents": "knowledge",
     "workctx": "context",
+    "erasure": "identity",
     "conversation": "conversation",
     "entities": "entities",
     "graph": "entities",
@@ -93,6 +94,10 @@ class Engram:
             with self._lock:
                 made = self._services.setdefault(cls, cls(self))
         return cast(S, made)
+
+    def families(self) -> list[Family]:
+        """Every registered family (for what spans them all: an erasure)."""
+        return list(all_families())
 
     def family_services(self, name: str) -> Services:
         return self.services(family(name).services)

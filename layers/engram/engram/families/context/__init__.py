@@ -28,4 +28,5 @@ FAMILY = Family(
     seeds=("cortex",),
     warm=("context_list", {}),
     clients=("dynamodb",),
+    eraser=("workctx", "erase"),
 )

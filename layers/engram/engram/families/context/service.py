@@ -18,6 +18,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from engram.clock import iso
+from engram.erasure import Counts, Subject, add, every
 from engram.errors import Conflict, InvalidInput, NotFound
 from engram.identity import Caller
 from engram.kernel import BaseService
@@ -195,6 +196,18 @@ class WorkingContext(BaseService):
             return self.records.transact([write], now)[0]
         except Conflict as exc:
             raise Conflict(f"context key {key!r} changed meanwhile", code="version_conflict") from exc
+
+    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
+        """The subject's context keys (every run's), each with every version (`engram.erasure`)."""
+        counts: Counts = {}
+        for item in list(every(self.records, ctx, KIND)):
+            if not subject.owns(item.data.get("scopes")):
+                continue
+            versions = len(self.records.history(ctx, KIND, item.id))
+            if not dry_run:
+                self.records.purge(ctx, KIND, item.id)
+            add(counts, {"records": {KIND: 1}, "versions": {KIND: versions}})
+        return counts
 
 
 def combine(old: Any, value: Any, strategy: Strategy, key: str) -> tuple[Any, list[str]]:

@@ -6,10 +6,14 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from engram.family import Family, Services
+from engram.family import Family, Job, Services
+from engram.kinds import Kind
+
+ERASURE_JOB = "erasure.run"
 
 if TYPE_CHECKING:
     from engram.audit import Auditor
+    from engram.families.identity.erasure import ErasureService
     from engram.families.identity.principals import Principals
     from engram.identity import IdentityService
 
@@ -24,6 +28,12 @@ class IdentityServices(Services):
         return self.root.audit
 
     @cached_property
+    def erasure(self) -> ErasureService:
+        from engram.families.identity.erasure import ErasureService
+
+        return ErasureService(self.root)
+
+    @cached_property
     def principals(self) -> Principals:
         from engram.families.identity.principals import Principals
         from engram.families.records import RecordsServices
@@ -36,6 +46,11 @@ FAMILY = Family(
     "identity",
     IdentityServices,
     function="IdentityFunction",
+    jobs={ERASURE_JOB: Job("erasure", "_job")},
+    kinds={
+        "erasure": Kind("identity", "system"),  # an erasure request, its progress and its signed receipt
+        "receiptkey": Kind("identity", "system"),  # the deployment's receipt signing key (context `_system`)
+    },
     seeds=("vectros",),
     clients=("dynamodb",),
     warm=("current_identity", {}),

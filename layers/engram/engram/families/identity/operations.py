@@ -45,6 +45,7 @@ class IdentityOut(BaseModel):
     context_id: str
     contexts: list[str]
     grant: list[str]
+    receipt_public_key: str  # the Ed25519 key (base64url) erasure receipts are signed with
 
 
 def _whoami(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
@@ -55,6 +56,7 @@ def _whoami(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str
         "context_id": c.context_id,
         "contexts": list(pr.contexts),
         "grant": list(pr.grant),
+        "receipt_public_key": s.erasure.public_key(),
     }
 
 
@@ -192,6 +194,100 @@ declare(
         "GET",
         "/audit/verify",
         _verify,
+        read_only=True,
+    )
+)
+
+
+class ErasureIn(OpInput):
+    scope: str | None = Field(None, max_length=256, description="a scope path: it and everything under it")
+    externalId: str | None = Field(None, min_length=1, max_length=256, description="a principal, by your id")
+    preview: bool = Field(False, description="count what would be erased, per store and kind; erase nothing")
+
+
+class ErasureOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    subject: dict[str, str]
+    found: dict[str, dict[str, dict[str, int]]]
+    preview: bool
+
+
+def _erase(s: IdentityServices, c: Caller, a: ErasureIn, p: Progress) -> dict[str, Any]:
+    return s.erasure.request(c, s.erasure.subject(c, a.scope, a.externalId), a.preview)
+
+
+declare(
+    Operation(
+        "erasure_request",
+        "identity",
+        "Erase a subject (scope path or principal) everywhere, with a signed receipt; preview counts first.",
+        ErasureIn,
+        ErasureOut,
+        MANAGEMENT,
+        "POST",
+        "/erasures",
+        _erase,
+    )
+)
+
+
+class ErasureIdIn(OpInput):
+    request_id: str = Field(..., min_length=1, max_length=64)
+
+
+class ErasureStatusOut(BaseModel):
+    request_id: str
+    subject: dict[str, str]
+    status: str
+    requested_at: str
+    erased: dict[str, dict[str, int]]
+    receipt: dict[str, Any] | None
+
+
+def _erasure_status(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
+    return s.erasure.status(c, a.request_id)
+
+
+declare(
+    Operation(
+        "erasure_status",
+        "identity",
+        "An erasure request's progress, and its signed receipt when it is done.",
+        ErasureIdIn,
+        ErasureStatusOut,
+        MANAGEMENT,
+        "GET",
+        "/erasures/status",
+        _erasure_status,
+        read_only=True,
+    )
+)
+
+
+class ErasureVerifyOut(BaseModel):
+    request_id: str
+    checked_at: str
+    remaining: dict[str, dict[str, dict[str, int]]]
+    clean: bool
+    receipt_valid: bool
+    receipt_check: str
+
+
+def _erasure_verify(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
+    return s.erasure.verify(c, a.request_id)
+
+
+declare(
+    Operation(
+        "erasure_verify",
+        "identity",
+        "Look again everywhere for a finished erasure's subject, and check its receipt's signature.",
+        ErasureIdIn,
+        ErasureVerifyOut,
+        MANAGEMENT,
+        "GET",
+        "/erasures/verify",
+        _erasure_verify,
         read_only=True,
     )
 )

@@ -1,0 +1,100 @@
+"""Erasure (issue #27), the kernel's part: what a subject is, which objects are its, and how a family's eraser
+answers.
+
+A subject is a scope path (`org/acme/user/alice`): an object is the subject's when any of its scope tags is the
+path or lies below it (a memory tagged alice AND project apollo is alice's too). A principal named by its
+`externalId` is its ownership path (`lookup_principal`).
+
+Each family that holds scoped objects declares an eraser (`Family.eraser`): a service method
+`(context_id, subject, dry_run) -> Counts` that finds the subject's objects and, unless `dry_run`, erases them
+everywhere the family keeps them (every version, lookup entries, index documents, blobs, what its objects fed to
+other families) — idempotent, so that a job that died half way finishes when it runs again. `found` counts, for
+a family without an eraser yet, what it holds of the subject: an erasure that would leave it is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from engram.kinds import KINDS
+from engram.ports import Item, RecordStore
+from engram.scopes import check_path, covers
+
+Counts = dict[str, dict[str, int]]
+"""store ("records", "versions", "index", "blobs", "jobs") -> kind -> how many."""
+Eraser = Callable[[str, "Subject", bool], Counts]
+
+
+@dataclass(frozen=True)
+class Subject:
+    scope: str
+
+    def __post_init__(self) -> None:
+        check_path(self.scope)
+
+    def owns(self, tags: Iterable[str] | None) -> bool:
+        """Whether an object with these scope tags is the subject's."""
+        return any(covers(self.scope, t) for t in tags or ())
+
+
+def add(total: Counts, more: Mapping[str, Mapping[str, int]]) -> Counts:
+    for store, kinds in more.items():
+        for kind, n in kinds.items():
+            if n:
+                total.setdefault(store, {})[kind] = total.get(store, {}).get(kind, 0) + n
+    return total
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def every(records: RecordStore, context_id: str, kind: str) -> Iterator[Item]:
+    """Every latest item of a kind, expired ones too (an expired item is hidden from reads, but its content is
+    still stored until a TTL sweep: an erasure takes it as well)."""
+    cursor: str | None = None
+    while True:
+        page = records.query(context_id, kind, limit=1000, cursor=cursor, now=EPOCH)
+        yield from page.items
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+
+
+def found(records: RecordStore, context_id: str, subject: Subject, family: str) -> Counts:
+    """What a family's scoped kinds hold of the subject (latest items), by reading them: for a family that has
+    no eraser, and for checking one."""
+    counts: Counts = {}
+    for name, kind in KINDS.items():
+        if kind.family == family and kind.access == "scoped":
+            n = sum(1 for i in every(records, context_id, name) if subject.owns(i.data.get("scopes")))
+            if n:
+                counts.setdefault("records", {})[name] = n
+    return counts
+
+
+def digest(ids: Iterable[str]) -> str:
+    """The SHA-256 of the sorted ids, one a line: what a receipt says of the objects without naming them."""
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def total(counts: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(n for kinds in counts.values() for n in kinds.values())
+
+
+def receipt_body(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The receipt of a finished request, before its signature."""
+    return {
+        "type": "engram.erasure.receipt",
+        "request_id": request["request_id"],
+        "context_id": request["context_id"],
+        "subject": request["subject"],
+        "requested_by": request["requested_by"],
+        "erased": request["erased"],
+        "objects_sha256": request.get("objects_sha256", digest(())),
+        "started_at": request["started_at"],
+        "finished_at": request["finished_at"],
+    }

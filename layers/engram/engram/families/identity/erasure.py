@@ -1,0 +1,199 @@
+"""Erasure requests (issue #27): preview, a durable job, a signed receipt, a check afterwards.
+
+`request` answers a preview (what every family holds of the subject, by store and kind) or queues the erasure:
+a `erasure` record and its job, committed together. The job runs every family's eraser in turn
+(`engram.erasure`), saving after each family what it erased, so a worker killed half way and restarted finishes
+the rest; then it signs a receipt (`engram.receipts`, the deployment's Ed25519 key) and keeps it on the request.
+An erasure of a subject some family without an eraser holds objects of is refused before anything is erased:
+nothing is left behind and called erased. `verify` looks again, in every family, and says what is left (nothing,
+when the erasure did its work).
+
+The receipt's key: an Ed25519 private key made on first use and kept in the record store (`_system`), so every
+process and function of a deployment signs with the same key; its public half is published
+(`current_identity`, `/.well-known/engram-receipt-key`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+from engram.clock import iso, new_id
+from engram.erasure import Counts, Eraser, Subject, add, found, receipt_body, total
+from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
+from engram.families.identity import ERASURE_JOB as JOB
+from engram.identity import Caller
+from engram.kernel import BaseService
+from engram.ports import Write
+from engram.receipts import Signer, verify
+from engram.scopes import covers
+from engram.unit_of_work import UnitOfWork
+
+if TYPE_CHECKING:
+    from engram.wiring import Engram
+
+REQUEST, KEY = "erasure", "receiptkey"
+SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
+
+
+class ErasureService(BaseService):
+    def __init__(self, root: Engram) -> None:
+        super().__init__(root.kernel)
+        self.root = root
+        self._signer: Signer | None = None
+        self._lock = threading.Lock()
+
+    # -- the deployment's key -----------------------------------------------------------------------------
+
+    def signer(self) -> Signer:
+        with self._lock:
+            if self._signer is None:
+                item = self.records.get(SYSTEM, KEY, "ed25519")
+                if item is None:
+                    fresh = base64.b64encode(Signer.new_private_key()).decode()
+                    with contextlib.suppress(Conflict):  # another process made it first: use that one
+                        self.records.transact(
+                            [Write(SYSTEM, KEY, "ed25519", {"private": fresh}, "system", 0)], self.clock.now()
+                        )
+                    item = self.records.get(SYSTEM, KEY, "ed25519")
+                assert item is not None
+                self._signer = Signer(base64.b64decode(item.data["private"]))
+            return self._signer
+
+    def public_key(self) -> str:
+        return self.signer().public_key
+
+    # -- subjects and erasers -------------------------------------------------------------------------------
+
+    def subject(self, caller: Caller, scope: str | None, external_id: str | None) -> Subject:
+        """The subject a management key may erase: a scope path, or a principal's ownership path, inside the
+        key's grant."""
+        if (scope is None) == (external_id is None):
+            raise InvalidInput("name the subject by scope or by externalId (one of them)")
+        if external_id is not None:
+            from engram.families.identity import IdentityServices
+
+            principals = self.root.services(IdentityServices).principals
+            scope = str(principals.lookup(caller, external_id, None, None, None)["path"])
+        assert scope is not None
+        subject = Subject(scope)
+        if not any(covers(g, subject.scope) for g in caller.principal.grant):
+            raise Forbidden(f"{subject.scope!r} is outside this key's grant", code="scope_not_granted")
+        return subject
+
+    def erasers(self) -> list[tuple[str, Eraser | None]]:
+        """(family, its eraser or None) for every family that owns scoped objects, in registry order."""
+        out: list[tuple[str, Eraser | None]] = []
+        for fam in self.root.families():
+            if not any(k.access == "scoped" for k in fam.kinds.values()):
+                continue
+            eraser: Eraser | None = None
+            if fam.eraser is not None:
+                service, method = fam.eraser
+                eraser = getattr(getattr(self.root.services(fam.services), service), method)
+            out.append((fam.name, eraser))
+        return out
+
+    def _survey(self, ctx: str, subject: Subject) -> tuple[dict[str, Counts], list[str]]:
+        """What each family holds of the subject, and the families holding some without an eraser."""
+        by_family: dict[str, Counts] = {}
+        unsupported: list[str] = []
+        for name, eraser in self.erasers():
+            counts = eraser(ctx, subject, True) if eraser is not None else found(self.records, ctx, subject, name)
+            if total(counts):
+                by_family[name] = counts
+                if eraser is None:
+                    unsupported.append(name)
+        return by_family, unsupported
+
+    # -- requests ------------------------------------------------------------------------------------------
+
+    def request(self, caller: Caller, subject: Subject, preview: bool) -> dict[str, Any]:
+        ctx = caller.context_id
+        by_family, unsupported = self._survey(ctx, subject)
+        answer: dict[str, Any] = {"subject": {"scope": subject.scope}, "found": by_family}
+        if preview:
+            return dict(answer, preview=True, unsupported=unsupported)
+        if unsupported:
+            raise InvalidInput(
+                f"cannot erase {subject.scope!r} yet: {', '.join(unsupported)} hold(s) its objects and cannot "
+                "erase them; nothing was erased",
+                code="erasure_unsupported",
+                details={"families": unsupported},
+            )
+        now = self.clock.now()
+        request_id = "er_" + new_id("e").partition(":")[2].lower()
+        data: dict[str, Any] = {
+            "request_id": request_id,
+            "context_id": ctx,
+            "subject": {"scope": subject.scope},
+            "requested_by": caller.principal.key_id,
+            "status": "pending",
+            "requested_at": iso(now),
+            "done": [],
+            "erased": {},
+        }
+        job = self.queue.job(JOB, {"context_id": ctx, "request_id": request_id}, now)
+        UnitOfWork(self.records, self.queue).commit([Write(ctx, REQUEST, request_id, data, caller.actor, 0)], now,
+                                                     jobs=[job])  # fmt: skip
+        return dict(answer, preview=False, request_id=request_id, status="pending")
+
+    def _job(self, payload: dict[str, Any]) -> None:
+        self.run(payload["context_id"], payload["request_id"])
+
+    def run(self, ctx: str, request_id: str) -> dict[str, Any]:
+        """Erase, family after family, saving progress; then sign the receipt. Idempotent."""
+        item = self.records.get(ctx, REQUEST, request_id)
+        if item is None:
+            return {}
+        data = dict(item.data)
+        if data["status"] in ("done", "refused"):
+            return data
+        subject = Subject(data["subject"]["scope"])
+        data.setdefault("started_at", iso(self.clock.now()))
+        blocked = [n for n, e in self.erasers() if e is None and total(found(self.records, ctx, subject, n))]
+        if blocked:  # objects arrived, since the request, where no eraser reaches: erase nothing, say so
+            data.update(status="refused", refused_because={"families": blocked}, finished_at=iso(self.clock.now()))
+            self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
+            return data
+        for name, eraser in self.erasers():
+            if name in data["done"] or eraser is None:
+                continue
+            erased = eraser(ctx, subject, False)
+            data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, erased)
+            data["done"] = [*data["done"], name]
+            data["status"] = "running"
+            item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
+                                         self.clock.now())[0]  # fmt: skip
+        data["finished_at"] = iso(self.clock.now())
+        data["status"] = "done"
+        data["receipt"] = self.signer().sign(receipt_body(data))
+        self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
+        return data
+
+    def status(self, caller: Caller, request_id: str) -> dict[str, Any]:
+        item = self.records.get(caller.context_id, REQUEST, request_id)
+        if item is None:
+            raise NotFound(f"no erasure request {request_id!r}", code="not_found")
+        d = item.data
+        out = {k: d.get(k) for k in ("request_id", "subject", "status", "requested_at", "erased")}
+        return dict(out, receipt=d.get("receipt"))
+
+    def verify(self, caller: Caller, request_id: str) -> dict[str, Any]:
+        """Every family looked at again for the subject: what is left (nothing, after an erasure that did its
+        work), and whether the receipt's signature holds with this deployment's key."""
+        state = self.status(caller, request_id)
+        if state["status"] != "done":
+            raise Conflict(f"erasure {request_id!r} is {state['status']}: verify it when it is done", code="not_done")
+        left, _ = self._survey(caller.context_id, Subject(state["subject"]["scope"]))
+        signed, why = verify(state["receipt"], self.public_key())
+        return {
+            "request_id": request_id,
+            "checked_at": iso(self.clock.now()),
+            "remaining": left,
+            "clean": not left,
+            "receipt_valid": signed,
+            "receipt_check": why,
+        }

@@ -1,0 +1,91 @@
+"""Issue #27, erasure, on both adapter sets: a preview that changes nothing, a queued erasure that takes every
+version of the subject's objects and leaves everyone else's, a signed receipt that verifies (and a tampered one
+that does not), a look afterwards that finds nothing, and a refusal — erasing nothing — while some family that
+holds the subject's objects has no eraser yet."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from engram.errors import Forbidden, InvalidInput
+from engram.families.identity.erasure import REQUEST
+from engram.families.memory.base import Turn
+from engram.identity import ANY, Caller
+from engram.receipts import verify
+from engram.wiring import Engram
+from tests.contract.conftest import ALICE, BOB, two_agents
+
+
+def management(e: Engram) -> Caller:
+    _, principal = e.identity.create_key(["acme"], "management", ["org/acme"])
+    return e.identity.enter(principal, "acme", ANY, "t")
+
+
+def keys_of(e: Engram, who: Caller) -> list[str]:
+    return [k["key"] for k in e.workctx.keys(who, "", None, 100)["keys"]]
+
+
+def test_an_erasure_takes_every_version_of_the_subjects_objects_and_signs_a_receipt(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    admin = management(e)
+    for n in range(3):
+        e.workctx.set(alice, "plan", {"step": n, "secret": "alice-plan"}, None, None)
+    e.workctx.set(alice, "scratch", {"x": 1}, 1, "run-1")  # expires in a second: still stored, still erased
+    e.workctx.set(bob, "plan", {"step": 0}, None, None)
+    subject = e.erasure.subject(admin, ALICE, None)
+
+    preview = e.erasure.request(admin, subject, preview=True)
+    assert preview["preview"] and preview["unsupported"] == []
+    assert preview["found"] == {"context": {"records": {"ctxkey": 2}, "versions": {"ctxkey": 4}}}
+    assert keys_of(e, alice) == ["plan"]  # a preview changes nothing
+
+    asked = e.erasure.request(admin, subject, preview=False)
+    assert asked["status"] == "pending"
+    e.queue.join()
+    done = e.erasure.status(admin, asked["request_id"])
+    assert done["status"] == "done" and done["erased"] == {"records": {"ctxkey": 2}, "versions": {"ctxkey": 4}}
+    assert keys_of(e, alice) == [] and keys_of(e, bob) == ["plan"]  # Bob's key is his
+    assert all(i.data["scopes"] != [ALICE] for i in e.records.query("acme", "ctxkey").items)
+    for item_id in [i.id for i in e.records.query("acme", "ctxkey").items]:
+        assert "alice-plan" not in str([h.data for h in e.records.history("acme", "ctxkey", item_id)])
+
+    receipt = done["receipt"]
+    assert receipt["subject"] == {"scope": ALICE} and receipt["erased"] == done["erased"]
+    assert verify(receipt, e.erasure.public_key()) == (True, "signature valid")
+    forged = copy.deepcopy(receipt)
+    forged["erased"]["records"]["ctxkey"] = 1
+    assert not verify(forged, e.erasure.public_key())[0]
+    check = e.erasure.verify(admin, asked["request_id"])
+    assert check["clean"] and check["remaining"] == {} and check["receipt_valid"]
+    assert e.erasure.run("acme", asked["request_id"])["status"] == "done"  # run again: nothing more, same receipt
+    assert e.erasure.status(admin, asked["request_id"])["receipt"] == receipt
+
+
+def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjects_objects(both: Engram) -> None:
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])  # memory has no eraser yet
+    subject = e.erasure.subject(admin, ALICE, None)
+    preview = e.erasure.request(admin, subject, preview=True)
+    assert "memory" in preview["unsupported"] and preview["found"]["memory"]["records"]["turn"] == 1
+    with pytest.raises(InvalidInput) as refused:
+        e.erasure.request(admin, subject, preview=False)
+    assert refused.value.code == "erasure_unsupported" and "memory" in refused.value.details["families"]
+    assert keys_of(e, alice) == ["plan"]  # nothing erased
+    assert e.records.query("acme", REQUEST).items == []  # and no request queued
+
+
+def test_only_a_management_key_may_erase_and_only_inside_its_grant(both: Engram) -> None:
+    e = both
+    _alice, _ = two_agents(e)
+    admin = management(e)
+    with pytest.raises(Forbidden):
+        e.erasure.subject(admin, "org/globex/user/zed", None)
+    with pytest.raises(InvalidInput):
+        e.erasure.subject(admin, None, None)
+    assert e.erasure.subject(admin, BOB, None).scope == BOB
