@@ -69,13 +69,15 @@ def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjec
     alice, _ = two_agents(e)
     admin = management(e)
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
-    e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])  # memory has no eraser yet
+    e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])  # feeds the graph: no eraser yet
     subject = e.erasure.subject(admin, ALICE, None)
     preview = e.erasure.request(admin, subject, preview=True)
-    assert "memory" in preview["unsupported"] and preview["found"]["memory"]["records"]["turn"] == 1
+    assert preview["unsupported"] == ["entities"] and preview["found"]["memory"]["records"]["turn"] == 1
+    assert preview["found"]["entities"]["records"]["entity"] >= 1
     with pytest.raises(InvalidInput) as refused:
         e.erasure.request(admin, subject, preview=False)
-    assert refused.value.code == "erasure_unsupported" and "memory" in refused.value.details["families"]
+    assert refused.value.code == "erasure_unsupported" and refused.value.details["families"] == ["entities"]
+    assert e.records.query("acme", "turn").items  # memory's eraser did not run either
     assert keys_of(e, alice) == ["plan"]  # nothing erased
     assert e.records.query("acme", REQUEST).items == []  # and no request queued
 
@@ -89,3 +91,30 @@ def test_only_a_management_key_may_erase_and_only_inside_its_grant(both: Engram)
     with pytest.raises(InvalidInput):
         e.erasure.subject(admin, None, None)
     assert e.erasure.subject(admin, BOB, None).scope == BOB
+
+
+def test_memorys_eraser_takes_turns_attributes_sessions_slots_index_and_cached_recalls(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    for text in ("My favorite color is teal.", "Actually my favorite color is green now.", "I live in Lisbon."):
+        e.memory.store(alice, Turn(text, session_id="s-alice"), [[ALICE]])
+    e.memory.store(bob, Turn("My favorite color is teal.", session_id="s-bob"), [[BOB]])
+    assert "teal" in str(e.memory.recall(alice, "favorite color", everything_when_small=False))  # now cached
+    subject = e.erasure.subject(management(e), ALICE, None)
+    preview = e.memory.erase("acme", subject, True)
+    assert preview["records"]["turn"] == 3 and preview["records"]["attribute"] >= 2
+    assert preview["records"]["session"] == 1 and preview["records"]["slot"] >= 1
+    assert preview["index"]["turn"] == 3
+
+    erased = e.memory.erase("acme", subject, False)
+    assert erased == preview
+    assert e.memory.erase("acme", subject, True) == {}  # nothing left to find
+    for kind in ("turn", "attribute", "session"):
+        left = [i for i in e.records.query("acme", kind).items if ALICE in i.data.get("scopes", [])]
+        assert left == [], kind
+    assert all(s.data["attribute_id"] in {i.id for i in e.records.query("acme", "attribute").items}
+               for s in e.records.query("acme", "slot").items)  # fmt: skip
+    recalled = e.memory.recall(alice, "favorite color teal green Lisbon", everything_when_small=False)
+    assert recalled["results"] == [] and "teal" not in str(recalled)  # not from the index, not from the cache
+    theirs = e.memory.recall(bob, "favorite color", everything_when_small=False)
+    assert "teal" in str(theirs["results"])  # Bob's are his

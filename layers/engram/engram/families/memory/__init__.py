@@ -42,4 +42,5 @@ FAMILY = Family(
     },
     seeds=("spectron", "causantic"),
     warm=("memory_profile", {}),
+    eraser=("memory", "erase"),
 )

@@ -24,6 +24,7 @@ from engram.clock import iso, new_id, parse_time
 from engram.errors import Conflict
 from engram.families.entities import service as entities
 from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug
+from engram.families.memory.erasing import Erasing
 from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
 from engram.families.memory.plan import ATTRIBUTE_EDGES, Plan, attribute_text, index_doc_of, session_key, turn_text
 from engram.families.memory.reading import Reading
@@ -36,7 +37,7 @@ from engram.terms import approx_tokens, query_terms
 __all__ = ["CONTEXT_EMBEDDING", "MemoryService", "Turn"]
 
 
-class MemoryService(Reading):
+class MemoryService(Reading, Erasing):
     # -- store ----------------------------------------------------------------------------
 
     def store(self, caller: Caller, turn: Turn, scopes: list[list[str]] | None) -> dict[str, Any]:
