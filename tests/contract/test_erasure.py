@@ -6,13 +6,16 @@ holds the subject's objects has no eraser yet."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 
 import pytest
 
 from engram.errors import Forbidden, InvalidInput
 from engram.families.identity.erasure import REQUEST
+from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
 from engram.identity import ANY, Caller
+from engram.ports import SearchQuery
 from engram.receipts import verify
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, two_agents
@@ -69,14 +72,15 @@ def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjec
     alice, _ = two_agents(e)
     admin = management(e)
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
-    e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])  # feeds the graph: no eraser yet
+    e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])
+    e.documents.ingest(alice, NewDocument(b"Minutes of the Porto meeting.", "m"))  # documents: no eraser yet
     subject = e.erasure.subject(admin, ALICE, None)
     preview = e.erasure.request(admin, subject, preview=True)
-    assert preview["unsupported"] == ["entities"] and preview["found"]["memory"]["records"]["turn"] == 1
-    assert preview["found"]["entities"]["records"]["entity"] >= 1
+    assert preview["unsupported"] == ["knowledge"] and preview["found"]["memory"]["records"]["turn"] == 1
+    assert preview["found"]["knowledge"]["records"]["document"] == 1
     with pytest.raises(InvalidInput) as refused:
         e.erasure.request(admin, subject, preview=False)
-    assert refused.value.code == "erasure_unsupported" and refused.value.details["families"] == ["entities"]
+    assert refused.value.code == "erasure_unsupported" and refused.value.details["families"] == ["knowledge"]
     assert e.records.query("acme", "turn").items  # memory's eraser did not run either
     assert keys_of(e, alice) == ["plan"]  # nothing erased
     assert e.records.query("acme", REQUEST).items == []  # and no request queued
@@ -118,3 +122,57 @@ def test_memorys_eraser_takes_turns_attributes_sessions_slots_index_and_cached_r
     assert recalled["results"] == [] and "teal" not in str(recalled)  # not from the index, not from the cache
     theirs = e.memory.recall(bob, "favorite color", everything_when_small=False)
     assert "teal" in str(theirs["results"])  # Bob's are his
+
+
+def test_the_entities_eraser_takes_the_subjects_part_of_the_graph_and_keeps_everyone_elses(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    e.memory.store(alice, Turn("My sister is Jane Smith."), [[ALICE]])
+    e.memory.store(bob, Turn("My colleague is Jane Smith."), [[BOB]])
+    e.documents.ingest(alice, NewDocument(b"Jane Smith works at Acme Corporation.", "d"))
+    e.queue.join()  # the graph reads the document
+    jane = "Person:jane smith"
+    assert len(e.records.history("acme", "entity", jane)) >= 2
+    erasing = e.family_services("entities").erasing  # type: ignore[attr-defined]
+    subject = e.erasure.subject(management(e), ALICE, None)
+    preview = erasing.erase("acme", subject, True)
+    assert preview["records"]["entity"] == 2  # Alice herself, Acme (only her document names it)
+    assert preview["changed"] == {"entity": 1}  # Jane: Bob speaks of her too
+    assert preview["records"]["gsource"] == 1 and preview["records"]["gmention"] == 2
+
+    assert erasing.erase("acme", subject, False) == preview
+    assert erasing.erase("acme", subject, True) == {}  # nothing of hers left to find
+    names = {i.id for i in e.records.query("acme", "entity").items}
+    assert names == {jane, "Person:bob"}
+    kept = e.records.get("acme", "entity", jane)
+    assert kept is not None and kept.data["scopes"] == [BOB]
+    assert [h.version for h in e.records.history("acme", "entity", jane)] == [kept.version]  # older ones gone
+    assert "sister" not in str(kept.data) and "Acme" not in str(kept.data) and "Alice" not in str(kept.data)
+    relations = {i.id for i in e.records.query("acme", "relation").items}
+    assert relations == {"rel:bob:colleague:jane-smith"}
+    for kind in ("gsource", "gmention", "grelev"):
+        assert e.records.query("acme", kind).items == [], kind
+    assert {i.id for i in e.records.query("acme", "ealias").items} == {"bob|Person:bob", f"jane smith|{jane}"}
+    everyone = [["org/acme"]]
+    found = e.index.search(SearchQuery("acme", "Acme Corporation Alice Jane", None, "bm25", 10, ("entity",), everyone),
+                           datetime.now(UTC))  # fmt: skip
+    assert {h.id for h in found} == {jane}  # the index holds what the records do
+
+
+def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    admin = management(e)
+    e.memory.store(alice, Turn("My sister is Jane Smith and I live in Lisbon."), [[ALICE]])
+    e.memory.store(bob, Turn("My colleague is Jane Smith."), [[BOB]])
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    e.queue.join()
+    done = e.erasure.status(admin, asked["request_id"])
+    assert done["status"] == "done" and done["erased"]["records"]["turn"] == 1
+    check = e.erasure.verify(admin, asked["request_id"])
+    assert check["clean"] and check["receipt_valid"], check
+    assert e.memory.recall(alice, "sister Lisbon", everything_when_small=False)["results"] == []
+    assert keys_of(e, alice) == []
+    assert "Jane Smith" in str(e.memory.recall(bob, "colleague Jane", everything_when_small=False)["results"])
+    assert e.records.get("acme", "entity", "Person:jane smith").data["scopes"] == [BOB]  # type: ignore[union-attr]

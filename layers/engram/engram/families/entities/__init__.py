@@ -10,6 +10,7 @@ from engram.family import Family, Job, Services
 from engram.kinds import Kind
 
 if TYPE_CHECKING:
+    from engram.families.entities.erasing import EntityErasing
     from engram.families.entities.graph import GraphService
     from engram.families.entities.service import EntityService
 
@@ -23,6 +24,12 @@ class EntitiesServices(Services):
         from engram.families.entities.service import EntityService
 
         return EntityService(self.root.kernel)
+
+    @cached_property
+    def erasing(self) -> EntityErasing:
+        from engram.families.entities.erasing import EntityErasing
+
+        return EntityErasing(self.root.kernel)
 
     @cached_property
     def graph(self) -> GraphService:
@@ -47,4 +54,5 @@ FAMILY = Family(
     seeds=("cortex",),
     warm=("entity_list", {}),
     clients=("dynamodb", "opensearch"),
+    eraser=("erasing", "erase"),
 )

@@ -1,0 +1,116 @@
+"""The entities family's eraser (`engram.erasure`): what a subject's objects fed the graph.
+
+An entity or an edge carries, per scope set, what each set's writers said of it (memory's `mentions` and
+`minfo`, the graph's `gm` and `ev`, callers' `edits`). The subject's scope sets go (a set is the subject's when
+any of its paths is); an entity or an edge nobody else speaks of goes whole — record, every version, index
+document, spellings — and one that others speak of keeps their part, its older versions (which quote the
+subject) squashed away. The graph's bookkeeping of the subject's sources goes too: each source's record of what
+it said, and its mention and evidence marks. Memory's edges (`rel:`) belong to the turn that stated them.
+
+Order, so that a rerun finds what is left: marks and source records first (found by their own scopes), then
+edges, then entities (an entity's index document before its record).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram.erasure import Counts, Subject, add, every
+from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
+from engram.families.entities.service import entity_text, fold, index_doc
+from engram.kernel import BaseService
+from engram.ports import Write
+from engram.retry import on_conflict
+
+PER_SCOPE_SET = ("mentions", "minfo", "gm", "ev", "edits")  # fields keyed by a scope set ("a|b")
+
+
+def _owned(subject: Subject, key: str) -> bool:
+    return subject.owns(key.split("|"))
+
+
+def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
+    """(the data without the subject's scope sets, the scopes left, whether anything was the subject's)."""
+    out, touched = dict(data), False
+    for name in PER_SCOPE_SET:
+        field = data.get(name) or {}
+        kept = {k: v for k, v in field.items() if not _owned(subject, k)}
+        if len(kept) != len(field):
+            out[name], touched = kept, True
+    keys = [k for name in PER_SCOPE_SET if name != "minfo" for k in (out.get(name) or {})]
+    left = sorted({p for k in keys for p in k.split("|") if p})
+    if not keys:  # nothing keyed by scope sets: what it carries itself, less the subject's
+        left = [t for t in data.get("scopes") or [] if not subject.owns([t])]
+    return out, left, touched or subject.owns(data.get("scopes"))
+
+
+class EntityErasing(BaseService):
+    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
+        counts: Counts = {}
+        self._marks(ctx, subject, dry_run, counts)
+        self._shared(ctx, "relation", subject, dry_run, counts)
+        self._shared(ctx, "entity", subject, dry_run, counts)
+        return counts
+
+    def _marks(self, ctx: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
+        """The graph's records of the subject's sources: what each said, and its mention and evidence marks."""
+        sources = {s.id: s for s in every(self.records, ctx, SOURCE) if subject.owns(s.data.get("scopes"))}
+        mentions = [m.id for m in every(self.records, ctx, MENTION) if subject.owns(m.data.get("scopes"))]
+        evidence = [v.id for v in every(self.records, ctx, EVIDENCE) if v.data.get("source") in sources]
+        add(counts, {"records": {SOURCE: len(sources), MENTION: len(mentions), EVIDENCE: len(evidence)}})
+        if dry_run:
+            return
+        for kind, ids in ((MENTION, mentions), (EVIDENCE, evidence), (SOURCE, list(sources))):
+            for id_ in ids:
+                self.records.purge(ctx, kind, id_)
+
+    def _shared(self, ctx: str, kind: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
+        for item in list(every(self.records, ctx, kind)):
+            _, left, touched = _without(subject, item.data)
+            if not touched:
+                continue
+            versions = len(self.records.history(ctx, kind, item.id))
+            if not left:  # nobody else speaks of it: it goes whole
+                add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
+                if kind == "entity":
+                    aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == item.id]
+                    add(counts, {"index": {kind: 1}, "records": {"ealias": len(aliases)}})
+                if dry_run:
+                    continue
+                if kind == "entity":
+                    self.index.delete(ctx, [item.id])
+                    for alias in aliases:
+                        self.records.purge(ctx, "ealias", alias)
+                self.records.purge(ctx, kind, item.id)
+                continue
+            add(counts, {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}})
+            if dry_run:
+                continue
+            self._keep_theirs(ctx, kind, item.id, subject)
+
+    def _keep_theirs(self, ctx: str, kind: str, id_: str, subject: Subject) -> None:
+        """Another scope's part stays: the record without the subject's, then its older versions gone."""
+
+        def attempt() -> dict[str, Any] | None:
+            item = self.records.get(ctx, kind, id_)
+            if item is None:
+                return None
+            data, left, _ = _without(subject, item.data)
+            data["scopes"] = left
+            self.records.transact([Write(ctx, kind, id_, data, "erasure", item.version)], self.clock.now())
+            return data
+
+        data = on_conflict(attempt)
+        if data is None:
+            return
+        if kind == "entity":  # spellings only the subject's sources used
+            said = {fold(str(data.get("name", "")))} | {fold(a) for a in data.get("aliases") or []}
+            said |= {fold(a) for e in (data.get("gm") or {}).values() for a in e.get("aliases") or {}}
+            for alias in every(self.records, ctx, "ealias"):
+                if alias.data.get("entity") == id_ and fold(str(alias.data.get("alias", ""))) not in said:
+                    self.records.purge(ctx, "ealias", alias.id)
+        if kind == "entity" and not data.get("dormant") and not data.get("merged_into"):
+            doc = index_doc(ctx, id_, data)
+            vector = self.embedder.embed([entity_text(data)])[0] if self.embedder is not None else None
+            self.index.upsert([doc.with_vector(vector)])
+        self.records.squash(ctx, kind, id_)
