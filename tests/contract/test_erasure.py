@@ -176,3 +176,36 @@ def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both:
     assert keys_of(e, alice) == []
     assert "Jane Smith" in str(e.memory.recall(bob, "colleague Jane", everything_when_small=False)["results"])
     assert e.records.get("acme", "entity", "Person:jane smith").data["scopes"] == [BOB]  # type: ignore[union-attr]
+
+
+def test_conversation_and_records_erasers_take_threads_messages_records_lookups_and_pointers(both: Engram) -> None:
+    from tests.contract.test_records import LOOKUPS, ORDER
+
+    e = both
+    alice, bob = two_agents(e)
+    for text in ("My parcel never arrived.", "It was order ABC-7."):
+        e.conversation.append(alice, "ticket-1", "user", text, None)
+    e.conversation.append(bob, "ticket-1", "user", "Bob's own thread.", None)  # another scope set: his thread
+    e.schemas.create("acme", "cli", "order", "record", ORDER, LOOKUPS, "keyword", None, "")
+    mine = e.typed.create(alice, "order", {"sku": "ABC-7", "qty": 2}, "ext-alice", None, None, None)
+    e.typed.update(alice, mine["id"], {"sku": "ABC-7", "qty": 3}, None, None, None)
+    e.typed.create(bob, "order", {"sku": "ABC-8", "qty": 1}, "ext-bob", None, None, None)
+    subject = e.erasure.subject(management(e), ALICE, None)
+    conversation = e.family_services("conversation").erasing  # type: ignore[attr-defined]
+    records = e.family_services("records").erasing  # type: ignore[attr-defined]
+    assert conversation.erase("acme", subject, True)["records"] == {"message": 2, "thread": 1}
+    planned = records.erase("acme", subject, True)
+    assert planned["records"]["record"] == 1 and planned["versions"]["record"] == 2
+    assert planned["records"]["rlookup"] >= 2 and planned["records"]["rextid"] == 1
+
+    conversation.erase("acme", subject, False)
+    records.erase("acme", subject, False)
+    assert conversation.erase("acme", subject, True) == {} and records.erase("acme", subject, True) == {}
+    left = [m.data["content"] for m in e.records.query("acme", "message").items]
+    assert left == ["Bob's own thread."]
+    assert e.conversation.search(alice, "parcel order", None, None, 10)["results"] == []
+    assert [i.data["payload"]["sku"] for i in e.records.query("acme", "record").items] == ["ABC-8"]
+    assert e.records.history("acme", "record", mine["id"]) == []
+    assert all(i.data["owner"] != mine["id"] for i in e.records.query("acme", "rlookup", limit=1000).items)
+    assert [i.data["record_id"] for i in e.records.query("acme", "rextid").items] != [mine["id"]]
+    assert e.typed.query(alice, "order", "sku", "exact", "ABC-7", None, None, False, 10, None)["items"] == []

@@ -10,6 +10,7 @@ from engram.family import Family, Job, Services
 from engram.kinds import Kind
 
 if TYPE_CHECKING:
+    from engram.families.conversation.erasing import ConversationErasing
     from engram.families.conversation.service import ConversationService
 
 INDEX_JOB = "conversation.index"
@@ -23,6 +24,12 @@ class ConversationServices(Services):
 
         return ConversationService(self.root.kernel, self.root.services(MemoryServices).memory)
 
+    @cached_property
+    def erasing(self) -> ConversationErasing:
+        from engram.families.conversation.erasing import ConversationErasing
+
+        return ConversationErasing(self.root.kernel)
+
 
 FAMILY = Family(
     "conversation",
@@ -35,4 +42,5 @@ FAMILY = Family(
     },
     seeds=("cortex",),
     warm=("conversation_search", {"query": "warm up"}),
+    eraser=("erasing", "erase"),
 )

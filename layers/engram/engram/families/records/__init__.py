@@ -10,6 +10,7 @@ from engram.family import Family, Job, Services
 from engram.kinds import Kind
 
 if TYPE_CHECKING:
+    from engram.families.records.erasing import RecordErasing
     from engram.families.records.history import History
     from engram.families.records.schemas import SchemaService
     from engram.families.records.service import RecordService
@@ -37,6 +38,12 @@ class RecordsServices(Services):
 
         return History(self.root.kernel)
 
+    @cached_property
+    def erasing(self) -> RecordErasing:
+        from engram.families.records.erasing import RecordErasing
+
+        return RecordErasing(self.root.kernel)
+
 
 FAMILY = Family(
     "records",
@@ -51,4 +58,5 @@ FAMILY = Family(
     },
     seeds=("vectros",),
     warm=("list_schemas", {}),
+    eraser=("erasing", "erase"),
 )
