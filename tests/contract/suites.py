@@ -201,6 +201,14 @@ class BlobStoreContract:
         with pytest.raises(NotFound):
             blobs.get("ctx/doc/1")
 
+    def test_erase_takes_the_blob_and_leaves_the_others(self, blobs: BlobStore) -> None:
+        blobs.put("ctx/doc/1", b"one")
+        blobs.put("ctx/doc/1", b"one again")
+        blobs.put("ctx/doc/10", b"a neighbour whose key the first one's begins")
+        blobs.erase("ctx/doc/1")
+        assert not blobs.exists("ctx/doc/1") and blobs.get("ctx/doc/10").startswith(b"a neighbour")
+        blobs.erase("ctx/doc/nothing")  # nothing there: no error
+
 
 MODES = ("bm25", "vector", "hybrid")
 

@@ -46,6 +46,27 @@ class TestS3BlobStore(BlobStoreContract):
         s3.create_bucket(Bucket=bucket)
         return S3BlobStore(s3, bucket, prefix="blobs/")
 
+    def test_erase_takes_every_version_of_a_versioned_bucket(self, endpoint: str) -> None:
+        """Issue #27: a delete on a versioned bucket (template.yaml's) only adds a marker; erase takes them all."""
+        s3 = client(endpoint, "s3")
+        bucket = f"engram-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        blobs = S3BlobStore(s3, bucket, prefix="blobs/")
+        for n in range(3):
+            blobs.put("ctx/doc/1", f"version {n}".encode())
+        blobs.put("ctx/doc/10", b"keep")
+        blobs.delete("ctx/doc/1")
+
+        def versions(key: str) -> list[str]:
+            page = s3.list_object_versions(Bucket=bucket, Prefix=key)
+            return [v["VersionId"] for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+                    if v["Key"] == key]  # fmt: skip
+
+        assert len(versions("blobs/ctx/doc/1")) == 4  # three versions and a delete marker: the bytes are there
+        blobs.erase("ctx/doc/1")
+        assert versions("blobs/ctx/doc/1") == [] and blobs.get("ctx/doc/10") == b"keep"
+
     def test_presigned_url_downloads_the_bytes(self, blobs: S3BlobStore) -> None:
         blobs.put("ctx/doc/1", b"presigned")
         url = blobs.url("ctx/doc/1", expires_in=60)

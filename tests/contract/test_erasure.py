@@ -67,13 +67,19 @@ def test_an_erasure_takes_every_version_of_the_subjects_objects_and_signs_a_rece
     assert e.erasure.status(admin, asked["request_id"])["receipt"] == receipt
 
 
-def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjects_objects(both: Engram) -> None:
+def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjects_objects(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A family added without an eraser (here: knowledge's taken away) blocks the erasure of a subject it holds
+    objects of, before anything is erased; the job refuses the same way if such objects arrive after the request."""
     e = both
     alice, _ = two_agents(e)
     admin = management(e)
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
     e.memory.store(alice, Turn("I moved to Porto last spring."), [[ALICE]])
-    e.documents.ingest(alice, NewDocument(b"Minutes of the Porto meeting.", "m"))  # documents: no eraser yet
+    e.documents.ingest(alice, NewDocument(b"Minutes of the Porto meeting.", "m"))
+    every_eraser = e.erasure.erasers
+    monkeypatch.setattr(e.erasure, "erasers", lambda: [(n, None if n == "knowledge" else f) for n, f in every_eraser()])
     subject = e.erasure.subject(admin, ALICE, None)
     preview = e.erasure.request(admin, subject, preview=True)
     assert preview["unsupported"] == ["knowledge"] and preview["found"]["memory"]["records"]["turn"] == 1
@@ -81,9 +87,14 @@ def test_an_erasure_is_refused_while_a_family_without_an_eraser_holds_the_subjec
     with pytest.raises(InvalidInput) as refused:
         e.erasure.request(admin, subject, preview=False)
     assert refused.value.code == "erasure_unsupported" and refused.value.details["families"] == ["knowledge"]
-    assert e.records.query("acme", "turn").items  # memory's eraser did not run either
-    assert keys_of(e, alice) == ["plan"]  # nothing erased
+    assert keys_of(e, alice) == ["plan"] and e.records.query("acme", "turn").items  # nothing erased
     assert e.records.query("acme", REQUEST).items == []  # and no request queued
+    monkeypatch.setattr(e.erasure, "erasers", every_eraser)  # asked while every family could erase...
+    asked = e.erasure.request(admin, subject, preview=False)
+    monkeypatch.setattr(e.erasure, "erasers", lambda: [(n, None if n == "knowledge" else f) for n, f in every_eraser()])
+    e.queue.join()  # ... run when one could not: refused, nothing erased
+    state = e.erasure.status(admin, asked["request_id"])
+    assert state["status"] == "refused" and state["receipt"] is None and keys_of(e, alice) == ["plan"]
 
 
 def test_only_a_management_key_may_erase_and_only_inside_its_grant(both: Engram) -> None:
@@ -209,3 +220,36 @@ def test_conversation_and_records_erasers_take_threads_messages_records_lookups_
     assert all(i.data["owner"] != mine["id"] for i in e.records.query("acme", "rlookup", limit=1000).items)
     assert [i.data["record_id"] for i in e.records.query("acme", "rextid").items] != [mine["id"]]
     assert e.typed.query(alice, "order", "sku", "exact", "ABC-7", None, None, False, 10, None)["items"] == []
+
+
+def test_the_knowledge_eraser_takes_documents_every_version_chunks_blobs_pointers_and_containers(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    folder = e.documents.folder_create(alice, "alice's notes", None, None, None)["id"]
+    doc = e.documents.ingest(alice, NewDocument(b"The quokka manifest lists forty crates.", "m", folder_id=folder,
+                                                external_id="ext-1"))  # fmt: skip
+    e.documents.update(alice, doc["id"], {"text": "The quokka manifest lists fifty crates."}, None)
+    e.queue.join()
+    theirs = e.documents.ingest(bob, NewDocument(b"The wombat manifest lists ten crates.", "w"))
+    e.queue.join()
+    versions = e.records.history("acme", "document", doc["id"])
+    blobs = {v.data["blob_key"] for v in versions}
+    assert len(versions) >= 2 and len(blobs) == 2 and e.blobs.exists(versions[-1].data["blob_key"])
+    subject = e.erasure.subject(management(e), ALICE, None)
+    knowledge = e.family_services("knowledge").erasing  # type: ignore[attr-defined]
+    planned = knowledge.erase("acme", subject, True)
+    assert planned["records"]["document"] == 1 and planned["records"]["folder"] == 1
+    assert planned["blobs"] == {"document": 2} and planned["records"]["extid"] == 1
+
+    knowledge.erase("acme", subject, False)
+    assert knowledge.erase("acme", subject, True) == {}
+    assert not any(e.blobs.exists(b) for b in blobs)
+    assert [d.id for d in e.records.query("acme", "document").items] == [theirs["id"]]
+    assert e.records.history("acme", "document", doc["id"]) == []
+    assert all(c.id.startswith(theirs["id"]) for c in e.records.query("acme", "chunk").items)
+    for kind in ("docstate", "extid", "hash", "folder", "fence"):
+        assert all(doc["id"] not in str(i.data) and folder not in i.id for i in e.records.query("acme", kind).items)
+    everyone = [["org/acme"]]
+    hits = e.index.search(SearchQuery("acme", "quokka manifest crates", None, "bm25", 10, ("chunk",), everyone),
+                          datetime.now(UTC))  # fmt: skip
+    assert hits and all("quokka" not in h.text for h in hits)  # Bob's wombat only

@@ -191,6 +191,10 @@ class BlobStore(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def erase(self, key: str) -> None:
+        """Delete a blob physically, every version a versioned store keeps of it (an erasure's)."""
+        ...
+
     def exists(self, key: str) -> bool: ...
 
     def url(self, key: str, expires_in: int = 3600) -> str | None:

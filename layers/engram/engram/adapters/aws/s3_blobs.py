@@ -29,6 +29,21 @@ class S3BlobStore:
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self._bucket, Key=self._key(key))
 
+    def erase(self, key: str) -> None:
+        """Every version and delete marker of the key (a versioned bucket keeps old versions after a delete)."""
+        name = self._key(key)
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": name}
+        while True:
+            page = self._s3.list_object_versions(**kwargs)
+            found = [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+            doomed = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in found if v["Key"] == name]
+            if doomed:
+                self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True})
+            if not page.get("IsTruncated"):
+                break
+            kwargs.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
+        self._s3.delete_object(Bucket=self._bucket, Key=name)  # an unversioned bucket lists no versions
+
     def exists(self, key: str) -> bool:
         try:
             self._s3.head_object(Bucket=self._bucket, Key=self._key(key))

@@ -42,6 +42,9 @@ class FileBlobStore:
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 
+    def erase(self, key: str) -> None:
+        self.delete(key)  # a file has one version
+
     def exists(self, key: str) -> bool:
         return self._path(key).exists()
 

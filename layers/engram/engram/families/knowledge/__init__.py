@@ -12,6 +12,7 @@ from engram.queue import BLOB_CREATED_JOB
 
 if TYPE_CHECKING:
     from engram.families.knowledge.documents import DocumentService
+    from engram.families.knowledge.erasing import KnowledgeErasing
     from engram.families.records.schemas import SchemaService
     from engram.families.workspace.views import CodeViews
 
@@ -39,6 +40,12 @@ class KnowledgeServices(Services):
 
         return self.root.services(WorkspaceServices).codeviews
 
+    @cached_property
+    def erasing(self) -> KnowledgeErasing:
+        from engram.families.knowledge.erasing import KnowledgeErasing
+
+        return KnowledgeErasing(self.root.kernel)
+
 
 FAMILY = Family(
     "knowledge",
@@ -62,4 +69,5 @@ FAMILY = Family(
     seeds=("spectron", "cortex", "vectros", "agrama"),
     warm=("knowledge_collections", {"action": "list"}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
+    eraser=("erasing", "erase"),
 )
