@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -253,3 +254,44 @@ def test_the_knowledge_eraser_takes_documents_every_version_chunks_blobs_pointer
     hits = e.index.search(SearchQuery("acme", "quokka manifest crates", None, "bm25", 10, ("chunk",), everyone),
                           datetime.now(UTC))  # fmt: skip
     assert hits and all("quokka" not in h.text for h in hits)  # Bob's wombat only
+
+
+def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisions_and_unshared_blobs(
+    both: Engram,
+) -> None:
+    from engram.families.workspace.collab import Edit
+    from engram.families.workspace.files import NewFile
+
+    e = both
+    alice, bob = two_agents(e)
+
+    def write(who: Caller, path: str, text: str) -> dict[str, Any]:
+        return e.workspace.write(who, NewFile(path, text, "test"))  # type: ignore[no-any-return]
+
+    write(alice, "lib/util.py", "SECRET_RATIO = 7\n")
+    write(alice, "app.py", "from lib import util\nprint(util.SECRET_RATIO)\n")
+    write(alice, "app.py", "from lib import util\nprint(util.SECRET_RATIO * 2)\n")
+    write(alice, "shared.py", "X = 1\n")
+    write(bob, "shared.py", "X = 1\n")  # the same bytes in Bob's workspace: one blob, his too
+    session = e.collab.create_session(alice, "s", [], ["notes.md"], "editing", True)["session_id"]
+    e.collab.sync(alice, "notes.md", [Edit("insert", 0, "alice's private note")], {}, "a1", session)
+    e.collab.record_decision(alice, {"decision": "Use the secret ratio", "reasoning": "It is ours.", "context": {},
+                                     "confidence": 0.9, "alternatives": [], "impact": "low"})  # fmt: skip
+    e.queue.join()
+    bobs_blob = e.workspace.file(bob, "shared.py").data["blob_key"]
+    subject = e.erasure.subject(management(e), ALICE, None)
+    workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
+    planned = workspace.erase("acme", subject, True)
+    assert planned["records"]["wfile"] == 4 and planned["records"]["wsession"] == 1
+    assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
+
+    workspace.erase("acme", subject, False)
+    assert workspace.erase("acme", subject, True) == {}
+    assert [f.data["path"] for f in e.records.query("acme", "wfile").items] == ["shared.py"]  # Bob's
+    assert e.blobs.get(bobs_blob) == b"X = 1\n"  # shared bytes stay while Bob's file refers to them
+    for kind in ("wdep", "wop", "wclock", "wsnap", "wsession", "decision"):
+        assert e.records.query("acme", kind).items == [], kind
+    everyone = [["org/acme"]]
+    hits = e.index.search(SearchQuery("acme", "SECRET_RATIO secret ratio", None, "bm25", 10, None, everyone),
+                          datetime.now(UTC))  # fmt: skip
+    assert hits == []

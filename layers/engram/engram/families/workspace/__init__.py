@@ -11,6 +11,7 @@ from engram.kinds import Kind
 
 if TYPE_CHECKING:
     from engram.families.workspace.collab import CollabService
+    from engram.families.workspace.erasing import WorkspaceErasing
     from engram.families.workspace.files import WorkspaceService
     from engram.families.workspace.views import CodeViews
 
@@ -37,6 +38,12 @@ class WorkspaceServices(Services):
 
         return CodeViews(self.workspace, self.collab, self.root.clock)
 
+    @cached_property
+    def erasing(self) -> WorkspaceErasing:
+        from engram.families.workspace.erasing import WorkspaceErasing
+
+        return WorkspaceErasing(self.root.kernel)
+
 
 FAMILY = Family(
     "workspace",
@@ -56,4 +63,5 @@ FAMILY = Family(
     seeds=("agrama",),
     warm=("get_context", {"context_types": ["project"]}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
+    eraser=("erasing", "erase"),
 )
