@@ -1,5 +1,5 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads), as JSON on
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ def main(names: list[str]) -> None:
         conll04,
         conversations,
         cranfield,
+        erasure,
         hostile,
         lambda_latency,
         latency,
@@ -45,6 +46,7 @@ def main(names: list[str]) -> None:
         "conll04": conll04.run,
         "protocol": protocol.run,
         "reads": reads.run,
+        "erasure": erasure.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -248,6 +248,9 @@ def test_the_knowledge_eraser_takes_documents_every_version_chunks_blobs_pointer
     assert [d.id for d in e.records.query("acme", "document").items] == [theirs["id"]]
     assert e.records.history("acme", "document", doc["id"]) == []
     assert all(c.id.startswith(theirs["id"]) for c in e.records.query("acme", "chunk").items)
+    shared = e.records.get("acme", "collection", "default")  # Bob's document is in it too: it stays, his
+    assert shared is not None and shared.data["scopes"] == [BOB]
+    assert len(e.records.history("acme", "collection", "default")) == 1
     for kind in ("docstate", "extid", "hash", "folder", "fence"):
         assert all(doc["id"] not in str(i.data) and folder not in i.id for i in e.records.query("acme", kind).items)
     everyone = [["org/acme"]]

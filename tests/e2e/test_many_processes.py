@@ -327,3 +327,52 @@ def test_kill_9_mid_code_writes_then_every_acknowledged_file_is_read_graphed_and
             assert not missing, f"{len(missing)} acknowledged files never reached the index"
     finally:
         stop(proc)
+
+
+def test_kill_9_mid_erasure_then_a_restarted_server_finishes_it(
+    data: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #27: an erasure is a queued job; a server killed while it runs leaves it to the next process on
+    the folder, which erases the rest and signs the receipt. Nothing of the subject survives."""
+    from engram.adapters.local.sqlite_records import SqliteRecordStore
+
+    folder, key = data
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "none")  # the records are what matters here, not their vectors
+    alice = "org/acme/user/alice"
+    cli("scopes", "create", "--context", CTX, alice, data_dir=folder)
+    out = cli("keys", "create", "--context", CTX, "--principal", "management", "--grant", "org/acme", data_dir=folder)
+    admin = out.strip().splitlines()[-1]
+    with serve(folder) as url, api(url, key) as c:
+        for n in range(0, 3000, 100):
+            turns = [{"content": f"Note {n + i}: the okapi eats {n + i} leaves.", "session_id": f"s{n}"}
+                     for i in range(100)]  # fmt: skip
+            assert c.post("/facts/batch", json={"turns": turns, "scopes": [[alice]]}).status_code == 200
+    records = SqliteRecordStore(folder / "records.db")
+
+    def left() -> int:
+        return sum(1 for i in records.query(CTX, "turn", limit=5000).items if alice in i.data.get("scopes", []))
+
+    assert left() == 3000
+    proc, url = start(folder)
+    with api(url, admin) as m:
+        asked = m.post("/erasures", json={"scope": alice})
+        assert asked.status_code == 200, asked.text
+        request_id = asked.json()["request_id"]
+        deadline = time.monotonic() + 60
+        while left() == 3000 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-erasure: some turns gone, not all
+    proc.wait()
+    state = records.get(CTX, "erasure", request_id)
+    assert state is not None and state.data["status"] != "done" and 0 < left() < 3000, (state, left())
+    with serve(folder) as url, api(url, admin) as m:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = m.get("/erasures/status", params={"request_id": request_id}).json()
+            if done["status"] == "done":
+                break
+            time.sleep(0.2)
+        assert done["status"] == "done", done
+        checked = m.get("/erasures/verify", params={"request_id": request_id}).json()
+        assert checked["clean"] and checked["receipt_valid"], checked
+    assert left() == 0

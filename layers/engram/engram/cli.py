@@ -361,6 +361,47 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    """`erase`: as the deployment's operator (no key: the CLI has the stores), preview or erase a subject; with
+    --wait, run the job here and print the signed receipt."""
+    from engram.identity import Caller, Principal
+    from engram.wiring import build
+
+    engram = build(_settings(args).model_copy(update={"embedder": "none", "queue_worker": False}))
+
+    def operator(grant: tuple[str, ...]) -> Caller:
+        return Caller(Principal("cli", "management", (args.context,), grant), args.context, "cli")
+
+    scope = args.scope
+    if scope is None:  # a principal's path, looked up over every registered root of the context
+        roots = tuple(sorted({p.split("/")[0] for p in engram.identity.registered(args.context)}))
+        scope = engram.erasure.subject(operator(roots), None, args.external_id).scope
+    caller = operator((scope,))
+    asked = engram.erasure.request(caller, engram.erasure.subject(caller, scope, None), args.preview)
+    if args.preview or not args.wait:
+        print(json.dumps(asked, indent=2))
+        return 0
+    engram.erasure.run(args.context, asked["request_id"])
+    print(json.dumps(engram.erasure.status(caller, asked["request_id"]), indent=2))
+    return 0
+
+
+def cmd_erasure(args: argparse.Namespace) -> int:
+    """`erasure verify RECEIPT`: check a receipt's signature offline (exit status 1 when it does not hold)."""
+    from engram.receipts import verify
+
+    try:
+        receipt = json.loads(Path(args.receipt).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read a receipt from {args.receipt}: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(receipt, dict) and isinstance(receipt.get("receipt"), dict):
+        receipt = receipt["receipt"]  # erasure_status's answer, as saved
+    valid, why = verify(receipt, args.public_key) if isinstance(receipt, dict) else (False, "not a JSON object")
+    print(f"{'valid' if valid else 'INVALID'}: {why}")
+    return 0 if valid else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -439,6 +480,22 @@ def parser() -> argparse.ArgumentParser:
     wi.add_argument("--reason", default="workspace import")
     wi.add_argument("--agent-id", dest="agent_id")
     wi.set_defaults(fn=cmd_workspace)
+
+    er = sub.add_parser("erase", help="erase a subject (a scope path, or a principal by externalId) everywhere")
+    common(er)
+    er.add_argument("--context", required=True)
+    who = er.add_mutually_exclusive_group(required=True)
+    who.add_argument("--scope", help="a scope path: it and everything under it")
+    who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
+    er.add_argument("--preview", action="store_true", help="count what would be erased; erase nothing")
+    er.add_argument("--wait", action="store_true", help="run the erasure here and print its signed receipt")
+    er.set_defaults(fn=cmd_erase)
+    ev = sub.add_parser("erasure", help="erasure receipts")
+    evs = ev.add_subparsers(dest="erasure_cmd", required=True)
+    evv = evs.add_parser("verify", help="check a receipt's Ed25519 signature offline")
+    evv.add_argument("receipt", help="the receipt (JSON), or erasure_status's answer holding it")
+    evv.add_argument("--public-key", dest="public_key", help="the deployment's published key (current_identity)")
+    evv.set_defaults(fn=cmd_erasure)
 
     au = sub.add_parser("audit", help="a context's audit trail: verify its hash chain, or list entries")
     aus = au.add_subparsers(dest="audit_cmd", required=True)

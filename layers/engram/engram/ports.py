@@ -128,6 +128,11 @@ class RecordStore(Protocol):
         """Physically delete an item and its history. Returns whether it existed."""
         ...
 
+    def expunge(self) -> None:
+        """After an erasure: what the store still keeps of deleted items beyond them (a write-ahead log's old
+        pages), gone. Nothing to do where deletes are physical at once (DynamoDB)."""
+        ...
+
     def squash(self, context_id: str, kind: str, id: str) -> int:
         """Physically delete every version of an item but the latest (an erasure's: what a shared object said
         before it lost a subject's part). Returns how many versions went."""
@@ -294,6 +299,11 @@ class SearchIndex(Protocol):
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None: ...
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]: ...
+
+    def expunge(self) -> None:
+        """After an erasure: deleted documents out of what the engine keeps beyond them (a log's old pages,
+        OpenSearch segments' deleted documents)."""
+        ...
 
     def count(self, context_id: str) -> int: ...
 

@@ -213,6 +213,13 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
+    @app.get("/.well-known/engram-receipt-key", include_in_schema=False)
+    async def receipt_key() -> dict[str, str]:
+        """The Ed25519 key erasure receipts are signed with (engram.receipts): a receipt is checked offline
+        against it (`engram erasure verify RECEIPT --public-key KEY`)."""
+        key = await anyio.to_thread.run_sync(lambda: engram.erasure.public_key())
+        return {"algorithm": "Ed25519", "public_key": key}
+
     @app.get("/metrics", include_in_schema=False)
     async def get_metrics() -> list[dict[str, Any]]:
         return metrics.snapshot()

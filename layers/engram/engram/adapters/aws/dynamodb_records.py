@@ -328,6 +328,9 @@ class DynamoRecordStore:
             if pending:
                 raise RuntimeError(f"DynamoDB left {len(pending)} deletes unprocessed after 10 tries")
 
+    def expunge(self) -> None:
+        return None  # a DynamoDB delete is physical (point-in-time backups keep their window: see the README)
+
     def squash(self, context_id: str, kind: str, id: str) -> int:
         pk = _pk(context_id, kind, id)
         latest = self._db.get_item(

@@ -249,6 +249,11 @@ class OpenSearchIndex:
             return
         self._bulk([{"delete": {"_index": self._index, "_id": self._doc_id(context_id, i)}} for i in ids], True)
 
+    def expunge(self) -> None:
+        """Deleted documents merged out of the index's segments (until then a segment keeps them, marked)."""
+        self.ensure()
+        self._call(self._os.indices.forcemerge, index=self._index, params={"only_expunge_deletes": "true"})
+
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
         self.ensure()
         key = self._doc_id(context_id, id)

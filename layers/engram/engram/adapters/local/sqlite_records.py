@@ -33,7 +33,15 @@ def connect(path: Path | str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
+    # what is deleted is overwritten, not left in free pages (an erasure's content must be gone from the file)
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
+
+
+def expunge(conn: sqlite3.Connection) -> None:
+    """Write the log back into the database and empty it: deleted rows' old page images leave the `-wal` file
+    (best effort: a reader of another process holding an old snapshot keeps part of it until it finishes)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class SqliteRecordStore:
@@ -213,6 +221,10 @@ class SqliteRecordStore:
             cur = self._conn.execute("DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
             self._conn.execute("DELETE FROM history WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
         return cur.rowcount > 0
+
+    def expunge(self) -> None:
+        with self._lock:
+            expunge(self._conn)
 
     def squash(self, context_id: str, kind: str, id: str) -> int:
         with self._lock:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.adapters.local.sqlite_records import connect
+from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
 from engram.ports import Closing, Hit, IndexDoc, MetaValue, SearchQuery, Vector
 from engram.search_rules import search as run_search
@@ -217,6 +217,10 @@ class SqliteSearchIndex:
         self._writes = 0
 
     # -- writes ---------------------------------------------------------------------------
+
+    def expunge(self) -> None:
+        with self._lock:
+            expunge(self._conn)
 
     def ensure(self) -> None:
         """The tables are made when the index is opened."""

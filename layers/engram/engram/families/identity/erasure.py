@@ -167,6 +167,8 @@ class ErasureService(BaseService):
             data["status"] = "running"
             item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
                                          self.clock.now())[0]  # fmt: skip
+        self.records.expunge()  # deleted content out of logs and segments too
+        self.index.expunge()
         data["finished_at"] = iso(self.clock.now())
         data["status"] = "done"
         data["receipt"] = self.signer().sign(receipt_body(data))

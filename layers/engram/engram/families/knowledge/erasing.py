@@ -11,6 +11,7 @@ from __future__ import annotations
 from engram.erasure import Counts, Subject, add, every
 from engram.families.knowledge.base import LOOKUP, chunk_key
 from engram.kernel import BaseService
+from engram.ports import Item, Write
 
 CONTAINERS = ("folder", "collection")
 
@@ -18,7 +19,10 @@ CONTAINERS = ("folder", "collection")
 class KnowledgeErasing(BaseService):
     def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
         counts: Counts = {}
-        docs = [d for d in every(self.records, ctx, "document") if subject.owns(d.data.get("scopes"))]
+        docs: list[Item] = []
+        others: list[Item] = []
+        for d in every(self.records, ctx, "document"):
+            (docs if subject.owns(d.data.get("scopes")) else others).append(d)
         owned = {d.id for d in docs}
         entries = [i.id for i in every(self.records, ctx, LOOKUP) if i.data.get("owner") in owned]
         pointers = [(k, i.id) for k in ("hash", "extid") for i in every(self.records, ctx, k)
@@ -35,8 +39,13 @@ class KnowledgeErasing(BaseService):
                          "index": {"chunk": len(chunks)}, "blobs": {"document": len(blobs)}})  # fmt: skip
         containers = [(k, c) for k in CONTAINERS for c in every(self.records, ctx, k)
                       if subject.owns(c.data.get("scopes"))]  # fmt: skip
-        for kind, _ in containers:
-            add(counts, {"records": {kind: 1}})
+        # a container another scope's documents are in stays, with their scopes only (a collection holds the
+        # scopes of every document in it)
+        users = {kind: {str(d.data.get(field)): set(d.data.get("scopes") or []) for d in others}
+                 for kind, field in (("collection", "collection"), ("folder", "folder_id"))}  # fmt: skip
+        kept = {(k, c.id): sorted(users[k][c.id]) for k, c in containers if c.id in users[k]}
+        for kind, item in containers:
+            add(counts, {"changed" if (kind, item.id) in kept else "records": {kind: 1}})
         if dry_run:
             return counts
         for kind, id_ in [(LOOKUP, e) for e in entries] + pointers:
@@ -44,6 +53,11 @@ class KnowledgeErasing(BaseService):
         for doc_id, chunks, blobs in plans:
             self._document(ctx, doc_id, chunks, blobs)
         for kind, item in containers:
+            if (kind, item.id) in kept:
+                data = dict(item.data, scopes=kept[(kind, item.id)])
+                self.records.transact([Write(ctx, kind, item.id, data, "erasure", item.version)], self.clock.now())
+                self.records.squash(ctx, kind, item.id)
+                continue
             self.records.purge(ctx, "fence", f"{kind}:{item.id}")
             self.records.purge(ctx, kind, item.id)
         return counts

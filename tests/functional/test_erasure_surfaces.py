@@ -1,0 +1,83 @@
+"""Issue #27, erasure on every surface: MCP (`erasure_request` / `erasure_status` / `erasure_verify`), REST, the
+CLI (`engram erase`, `engram erasure verify RECEIPT` offline), the published key (`current_identity`,
+`/.well-known/engram-receipt-key`); and the audit trail keeps the erasure's calls (ids, no content)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engram.clock import SystemClock
+from engram.devserver import cli
+from engram.families.memory.base import Turn
+from engram.identity import ANY
+from engram.settings import Settings
+from engram.wiring import build_local
+from tests.conftest import Live
+from tests.functional.mcpclient import connect
+
+
+async def test_erasure_over_mcp_and_rest_with_a_receipt_that_verifies(live: Live) -> None:
+    who = f"org/acme/user/erased-{uuid.uuid4().hex[:8]}"
+    live.engram.identity.register_scopes("acme", [who])
+    _, principal = live.engram.identity.create_key(["acme"], "agent", [who])
+    caller = live.engram.identity.enter(principal, "acme", ANY, "t")
+    secret = f"okapi-{uuid.uuid4().hex[:6]}"
+    live.engram.memory.store(caller, Turn(f"My locker code is {secret}."), [[who]])
+    live.engram.workctx.set(caller, "plan", {"note": secret}, None, None)
+    async with connect(live.url, live.keys.management) as m:
+        me = await m.call_tool("current_identity", {})
+        assert me.structured_content is not None
+        published = me.structured_content["receipt_public_key"]
+        preview = await m.call_tool("erasure_request", {"scope": who, "preview": True})
+        assert preview.structured_content is not None and preview.structured_content["preview"]
+        assert preview.structured_content["found"]["memory"]["records"]["turn"] == 1
+        asked = await m.call_tool("erasure_request", {"scope": who})
+        assert asked.structured_content is not None and asked.structured_content["status"] == "pending"
+        request_id = asked.structured_content["request_id"]
+        live.engram.queue.join()
+        state = await m.call_tool("erasure_status", {"request_id": request_id})
+        assert state.structured_content is not None and state.structured_content["status"] == "done"
+        receipt = state.structured_content["receipt"]
+        assert receipt["public_key"] == published and receipt["subject"] == {"scope": who}
+        checked = await m.call_tool("erasure_verify", {"request_id": request_id})
+        assert checked.structured_content is not None
+        assert checked.structured_content["clean"] and checked.structured_content["receipt_valid"]
+        trail = await m.call_tool("audit_query", {"tool": "erasure_request", "limit": 5})
+        assert trail.structured_content is not None and trail.structured_content["entries"]
+    async with connect(live.url, live.keys.agent) as agent:  # an agent key may not erase
+        refused = await agent.call_tool("erasure_request", {"scope": who, "preview": True})
+        assert refused.is_error
+    key = httpx.get(f"{live.url}/.well-known/engram-receipt-key").json()
+    assert key == {"algorithm": "Ed25519", "public_key": published}
+    rest = httpx.get(f"{live.url}/api/v1/acme/erasures/status", params={"request_id": request_id},
+                     headers={"Authorization": f"Bearer {live.keys.management}"})  # fmt: skip
+    assert rest.status_code == 200 and rest.json()["receipt"] == receipt
+    holding = [p.name for p in live.engram.settings.data_dir.glob("*.db*") if secret.encode() in p.read_bytes()]
+    assert holding == []  # no store keeps it, not even in freed pages or the log (the audit trail included)
+
+
+def test_the_cli_erases_and_verifies_a_receipt_offline(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())
+    engram.identity.register_scopes("acme", ["org/acme/user/alice"])
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme/user/alice"])
+    alice = engram.identity.enter(principal, "acme", ANY, "t")
+    engram.workctx.set(alice, "plan", {"step": 1}, None, None)
+    preview = json.loads(cli("erase", "--context", "acme", "--scope", "org/acme/user/alice", "--preview",
+                             data_dir=data))  # fmt: skip
+    assert preview["found"] == {"context": {"records": {"ctxkey": 1}, "versions": {"ctxkey": 1}}}
+    done = json.loads(cli("erase", "--context", "acme", "--scope", "org/acme/user/alice", "--wait", data_dir=data))
+    assert done["status"] == "done" and done["erased"]["records"] == {"ctxkey": 1}
+    saved = tmp_path / "receipt.json"
+    saved.write_text(json.dumps(done))
+    published = engram.erasure.public_key()
+    assert cli("erasure", "verify", str(saved), "--public-key", published, data_dir=data).startswith("valid")
+    forged = dict(done["receipt"], erased={"records": {"ctxkey": 0}})
+    saved.write_text(json.dumps(forged))
+    with pytest.raises(RuntimeError):
+        cli("erasure", "verify", str(saved), data_dir=data)
