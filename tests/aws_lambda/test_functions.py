@@ -413,3 +413,30 @@ def test_every_function_writes_the_audit_trail_management_reads_it(stack: Stack)
     assert stack.engram.audit_log is not None
     assert any(e.data["tool"] == "memory_store" for e in stack.engram.audit_log.entries("acme"))  # in DynamoDB
     assert b"bicycle" not in json.dumps([e.data for e in stack.engram.audit_log.entries("acme")]).encode()
+
+
+def test_an_erasure_through_the_functions_and_the_worker(stack: Stack) -> None:
+    """Issue #27 on the Lambda path: the identity function takes the request, the worker runs the erasure job
+    from SQS, DynamoDB, S3 and OpenSearch end up without the subject, and the receipt verifies against the key
+    the well-known route publishes (without a key)."""
+    from engram.receipts import verify
+
+    who = "org/acme/user/lambda-erased"
+    stack.engram.identity.register_scopes("acme", [who])
+    mine = call(stack, "memory_store", {"content": "My hamster is called Quasimodo.", "scopes": [[who]]},
+                stack.keys.agent)  # fmt: skip
+    turn = mine["structuredContent"]["turn_id"]
+    preview = call(stack, "erasure_request", {"scope": who, "preview": True}, stack.keys.management)
+    assert preview["structuredContent"]["found"]["memory"]["records"]["turn"] == 1
+    asked = call(stack, "erasure_request", {"scope": who}, stack.keys.management)
+    request_id = asked["structuredContent"]["request_id"]
+    stack.drain()  # the worker function runs the job SQS carries
+    state = call(stack, "erasure_status", {"request_id": request_id}, stack.keys.management)["structuredContent"]
+    assert state["status"] == "done", state
+    key = stack.api.request("GET", "/.well-known/engram-receipt-key", None, None)
+    assert key.status == 200, key.body
+    assert verify(state["receipt"], key.json()["public_key"]) == (True, "signature valid")
+    assert stack.engram.records.get("acme", "turn", turn) is None
+    assert stack.engram.records.history("acme", "turn", turn) == []
+    checked = call(stack, "erasure_verify", {"request_id": request_id}, stack.keys.management)
+    assert checked["structuredContent"]["clean"] and checked["structuredContent"]["receipt_valid"]

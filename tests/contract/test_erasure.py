@@ -298,3 +298,33 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     hits = e.index.search(SearchQuery("acme", "SECRET_RATIO secret ratio", None, "bm25", 10, None, everyone),
                           datetime.now(UTC))  # fmt: skip
     assert hits == []
+
+
+def test_a_write_that_races_the_erasure_is_erased_too(both: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory written for the subject while the erasure runs (here: while the last family is erased, after
+    memory's turn has passed) is found by the look that ends the erasure, and erased."""
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.memory.store(alice, Turn("I keep bees."), [[ALICE]])
+    every_eraser = e.erasure.erasers
+    raced: list[bool] = []
+
+    def racing() -> list[tuple[str, Any]]:
+        out = every_eraser()
+        name, last = out[-1]
+
+        def erase_and_race(ctx: str, subject: Any, dry_run: bool) -> Any:
+            if not dry_run and not raced:
+                raced.append(True)
+                e.memory.store(alice, Turn("I also keep wasps."), [[ALICE]])  # lands mid-erasure
+            return last(ctx, subject, dry_run)
+
+        return [*out[:-1], (name, erase_and_race)]
+
+    monkeypatch.setattr(e.erasure, "erasers", racing)
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    e.queue.join()
+    assert raced and e.erasure.status(admin, asked["request_id"])["status"] == "done"
+    assert [t for t in e.records.query("acme", "turn").items if ALICE in t.data["scopes"]] == []
+    assert e.erasure.status(admin, asked["request_id"])["erased"]["records"]["turn"] == 2

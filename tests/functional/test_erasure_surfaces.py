@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -81,3 +82,72 @@ def test_the_cli_erases_and_verifies_a_receipt_offline(tmp_path: Path) -> None:
     saved.write_text(json.dumps(forged))
     with pytest.raises(RuntimeError):
         cli("erasure", "verify", str(saved), data_dir=data)
+
+
+async def test_after_an_erasure_no_read_or_search_tool_returns_the_subjects_content(live: Live) -> None:
+    """The probe: the subject's distinctive word written through every family; the read and search tools find it
+    (every mode); erased; then none of them returns it, to the subject's own key or to a key that sees the org."""
+    tag = uuid.uuid4().hex[:6]
+    who, secret = f"org/acme/user/probe-{tag}", f"zarquon{tag}"
+    live.engram.identity.register_scopes("acme", [who])
+    own, _ = live.engram.identity.create_key(["acme"], "agent", [who])
+    wide, _ = live.engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    live.engram.schemas.create("acme", "cli", f"probe{tag}", "record", {"type": "object"}, [], "keyword", None, "")
+    writes = [
+        ("memory_store", {"content": f"My cat is called {secret} Smith.", "scopes": [[who]]}),
+        ("context_set", {"key": f"probe/{tag}", "value": {"note": secret}}),
+        ("conversation_append", {"thread_id": f"t-{tag}", "role": "user", "content": f"Ask {secret} Smith."}),
+        ("document_ingest", {"text": f"{secret} Smith works at Initech.", "title": f"{secret} memo"}),
+        ("record_create", {"type": f"probe{tag}", "payload": {"text": f"{secret} ledger"}}),
+        ("write_code", {"path": f"probe_{tag}.py", "content": f"{secret.upper()} = 1\n", "reason": "probe"}),
+    ]
+    async with connect(live.url, own) as c:
+        for tool, args in writes:
+            r = await c.call_tool(tool, args)
+            assert not r.is_error, (tool, r)
+    live.engram.queue.join()
+    modes = ("hybrid", "bm25", "vector")
+    probes: list[tuple[str, dict[str, Any]]] = [
+        *[("memory_recall", {"query": f"{secret} cat", "mode": m}) for m in modes],
+        *[("knowledge_search", {"query": f"{secret} Initech", "mode": m}) for m in modes],
+        ("hybrid_search", {"query": f"{secret} Initech"}),
+        ("memory_profile", {}),
+        ("recall", {"query": secret}),
+        ("conversation_search", {"query": f"{secret} Smith"}),
+        ("conversation_history", {"thread_id": f"t-{tag}"}),
+        ("context_get", {"key": f"probe/{tag}"}),
+        ("entity_search", {"query": f"{secret} Smith"}),
+        ("entity_list", {"type": "Person", "sort": "mention_count"}),
+        ("document_query", {"op": "prefix", "field": "title", "value": secret}),
+        ("semantic_search", {"query": f"{secret} constant", "similarity_threshold": 0.0}),
+    ]
+
+    async def answering(key: str) -> set[str]:
+        """The probes whose answer holds the subject's word (besides what it echoes of the question)."""
+        found = set()
+        async with connect(live.url, key) as c:
+            for tool, args in probes:
+                r = await c.call_tool(tool, args)
+                answer = r.structured_content or {"text": [getattr(x, "text", "") for x in r.content]}
+                shown = json.dumps({k: v for k, v in answer.items() if k not in args})  # not the echoed question
+                if secret in shown.lower():
+                    found.add(f"{tool} {args.get('mode', '')}".strip())
+        return found
+
+    before = await answering(own)
+    assert before >= {
+        "memory_recall hybrid",
+        "memory_recall bm25",
+        "knowledge_search hybrid",
+        "knowledge_search bm25",
+        "conversation_search",
+        "conversation_history",
+        "hybrid_search",
+        "entity_search",
+        "document_query",
+    }, before
+    async with connect(live.url, live.keys.management) as m:
+        assert not (await m.call_tool("erasure_request", {"scope": who})).is_error
+    live.engram.queue.join()
+    assert await answering(own) == set()
+    assert await answering(wide) == set()

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from engram.wiring import Engram
 
 REQUEST, KEY = "erasure", "receiptkey"
+ROUNDS = 5  # looks after the erasure for writes that raced it
 SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
 
 
@@ -158,8 +159,9 @@ class ErasureService(BaseService):
             data.update(status="refused", refused_because={"families": blocked}, finished_at=iso(self.clock.now()))
             self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
             return data
-        for name, eraser in self.erasers():
-            if name in data["done"] or eraser is None:
+        erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
+        for name, eraser in erasers:
+            if name in data["done"]:
                 continue
             erased = eraser(ctx, subject, False)
             data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, erased)
@@ -167,6 +169,15 @@ class ErasureService(BaseService):
             data["status"] = "running"
             item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
                                          self.clock.now())[0]  # fmt: skip
+        # A write for the subject that landed while the families were erased: another look, and another round,
+        # until a look finds nothing — the erasure ends there, and a write that lands later comes after it.
+        for _ in range(ROUNDS):
+            left, _ = self._survey(ctx, subject)
+            if not left:
+                break
+            for name, eraser in erasers:
+                if name in left:
+                    data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, eraser(ctx, subject, False))
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
         data["finished_at"] = iso(self.clock.now())
