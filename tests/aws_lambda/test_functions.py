@@ -409,7 +409,7 @@ def test_every_function_writes_the_audit_trail_management_reads_it(stack: Stack)
     rest = stack.api.request("GET", "/api/v1/acme/audit?tool=memory_store&limit=1", None, stack.keys.management)
     assert rest.status == 200, rest.body
     [newest] = rest.json()["entries"]  # the stack is shared: other tests stored memories before this one
-    assert newest["tool"] == "memory_store" and turn in newest["objects"] and rest.json()["next_cursor"]
+    assert newest["tool"] == "memory_store" and turn in newest["objects"]
     assert stack.engram.audit_log is not None
     assert any(e.data["tool"] == "memory_store" for e in stack.engram.audit_log.entries("acme"))  # in DynamoDB
     assert b"bicycle" not in json.dumps([e.data for e in stack.engram.audit_log.entries("acme")]).encode()

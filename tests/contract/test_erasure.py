@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engram.erasure import EPOCH, digest
 from engram.errors import Forbidden, InvalidInput
 from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
@@ -46,6 +47,9 @@ def test_an_erasure_takes_every_version_of_the_subjects_objects_and_signs_a_rece
     assert preview["found"] == {"context": {"records": {"ctxkey": 2}, "versions": {"ctxkey": 4}}}
     assert keys_of(e, alice) == ["plan"]  # a preview changes nothing
 
+    mine = sorted(
+        f"ctxkey:{i.id}" for i in e.records.query("acme", "ctxkey", now=EPOCH).items if ALICE in i.data["scopes"]
+    )
     asked = e.erasure.request(admin, subject, preview=False)
     assert asked["status"] == "pending"
     e.queue.join()
@@ -58,12 +62,14 @@ def test_an_erasure_takes_every_version_of_the_subjects_objects_and_signs_a_rece
 
     receipt = done["receipt"]
     assert receipt["subject"] == {"scope": ALICE} and receipt["erased"] == done["erased"]
+    assert receipt["objects"] == 2 and receipt["objects_sha256"] == digest(mine)  # named, hashed
     assert verify(receipt, e.erasure.public_key()) == (True, "signature valid")
     forged = copy.deepcopy(receipt)
     forged["erased"]["records"]["ctxkey"] = 1
     assert not verify(forged, e.erasure.public_key())[0]
     check = e.erasure.verify(admin, asked["request_id"])
     assert check["clean"] and check["remaining"] == {} and check["receipt_valid"]
+    assert e.erasure.status(admin, asked["request_id"])["verification"] == check  # kept with the receipt
     assert e.erasure.run("acme", asked["request_id"])["status"] == "done"  # run again: nothing more, same receipt
     assert e.erasure.status(admin, asked["request_id"])["receipt"] == receipt
 

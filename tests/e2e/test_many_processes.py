@@ -349,8 +349,8 @@ def test_kill_9_mid_erasure_then_a_restarted_server_finishes_it(
             assert c.post("/facts/batch", json={"turns": turns, "scopes": [[alice]]}).status_code == 200
     records = SqliteRecordStore(folder / "records.db")
 
-    def left() -> int:
-        return sum(1 for i in records.query(CTX, "turn", limit=5000).items if alice in i.data.get("scopes", []))
+    def left() -> int:  # the subject's turns (the only ones written): a count, cheap enough to poll
+        return records.count(CTX, "turn")
 
     assert left() == 3000
     proc, url = start(folder)

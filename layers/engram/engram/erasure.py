@@ -68,12 +68,22 @@ def found(records: RecordStore, context_id: str, subject: Subject, family: str) 
     """What a family's scoped kinds hold of the subject (latest items), by reading them: for a family that has
     no eraser, and for checking one."""
     counts: Counts = {}
-    for name, kind in KINDS.items():
-        if kind.family == family and kind.access == "scoped":
-            n = sum(1 for i in every(records, context_id, name) if subject.owns(i.data.get("scopes")))
-            if n:
-                counts.setdefault("records", {})[name] = n
+    for object_ in owned_objects(records, context_id, subject, [family]):
+        name = object_.partition(":")[0]
+        counts.setdefault("records", {})[name] = counts.get("records", {}).get(name, 0) + 1
     return counts
+
+
+def owned_objects(records: RecordStore, context_id: str, subject: Subject, families: Iterable[str]) -> list[str]:
+    """`kind:id` of every object of the subject (the families' scoped kinds; their parts follow them)."""
+    wanted = set(families)
+    return sorted(
+        f"{name}:{item.id}"
+        for name, kind in KINDS.items()
+        if kind.family in wanted and kind.access == "scoped"
+        for item in every(records, context_id, name)
+        if subject.owns(item.data.get("scopes"))
+    )
 
 
 def digest(ids: Iterable[str]) -> str:
@@ -94,6 +104,7 @@ def receipt_body(request: Mapping[str, Any]) -> dict[str, Any]:
         "subject": request["subject"],
         "requested_by": request["requested_by"],
         "erased": request["erased"],
+        "objects": request.get("objects", 0),
         "objects_sha256": request.get("objects_sha256", digest(())),
         "started_at": request["started_at"],
         "finished_at": request["finished_at"],

@@ -21,13 +21,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from engram.clock import iso, new_id
-from engram.erasure import Counts, Eraser, Subject, add, found, receipt_body, total
+from engram.erasure import Counts, Eraser, Subject, add, digest, found, owned_objects, receipt_body, total
 from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
 from engram.families.identity import ERASURE_JOB as JOB
 from engram.identity import Caller
 from engram.kernel import BaseService
 from engram.ports import Write
 from engram.receipts import Signer, verify
+from engram.retry import on_conflict
 from engram.scopes import covers
 from engram.unit_of_work import UnitOfWork
 
@@ -145,7 +146,11 @@ class ErasureService(BaseService):
         self.run(payload["context_id"], payload["request_id"])
 
     def run(self, ctx: str, request_id: str) -> dict[str, Any]:
-        """Erase, family after family, saving progress; then sign the receipt. Idempotent."""
+        """Erase, family after family, saving progress; then sign the receipt. Idempotent: two runners of one
+        request (a worker, and a join) go on from what the other saved."""
+        return on_conflict(lambda: self._run(ctx, request_id))
+
+    def _run(self, ctx: str, request_id: str) -> dict[str, Any]:
         item = self.records.get(ctx, REQUEST, request_id)
         if item is None:
             return {}
@@ -160,6 +165,11 @@ class ErasureService(BaseService):
             self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
             return data
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
+        if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
+            objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
+            data.update(objects=len(objects), objects_sha256=digest(objects), status="running")
+            item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
+                                         self.clock.now())[0]  # fmt: skip
         for name, eraser in erasers:
             if name in data["done"]:
                 continue
@@ -192,7 +202,7 @@ class ErasureService(BaseService):
             raise NotFound(f"no erasure request {request_id!r}", code="not_found")
         d = item.data
         out = {k: d.get(k) for k in ("request_id", "subject", "status", "requested_at", "erased")}
-        return dict(out, receipt=d.get("receipt"))
+        return dict(out, receipt=d.get("receipt"), verification=d.get("verification"))
 
     def verify(self, caller: Caller, request_id: str) -> dict[str, Any]:
         """Every family looked at again for the subject: what is left (nothing, after an erasure that did its
@@ -202,7 +212,7 @@ class ErasureService(BaseService):
             raise Conflict(f"erasure {request_id!r} is {state['status']}: verify it when it is done", code="not_done")
         left, _ = self._survey(caller.context_id, Subject(state["subject"]["scope"]))
         signed, why = verify(state["receipt"], self.public_key())
-        return {
+        result = {
             "request_id": request_id,
             "checked_at": iso(self.clock.now()),
             "remaining": left,
@@ -210,3 +220,13 @@ class ErasureService(BaseService):
             "receipt_valid": signed,
             "receipt_check": why,
         }
+
+        def attach() -> None:  # kept with the request and its receipt: the last check of each
+            item = self.records.get(caller.context_id, REQUEST, request_id)
+            assert item is not None
+            data = dict(item.data, verification=result)
+            self.records.transact([Write(caller.context_id, REQUEST, request_id, data, "erasure", item.version)],
+                                  self.clock.now())  # fmt: skip
+
+        on_conflict(attach)
+        return result

@@ -242,6 +242,7 @@ class ErasureStatusOut(BaseModel):
     requested_at: str
     erased: dict[str, dict[str, int]]
     receipt: dict[str, Any] | None
+    verification: dict[str, Any] | None = None  # the last erasure_verify of it
 
 
 def _erasure_status(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
