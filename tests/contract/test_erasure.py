@@ -334,3 +334,25 @@ def test_a_write_that_races_the_erasure_is_erased_too(both: Engram, monkeypatch:
     assert raced and e.erasure.status(admin, asked["request_id"])["status"] == "done"
     assert [t for t in e.records.query("acme", "turn").items if ALICE in t.data["scopes"]] == []
     assert e.erasure.status(admin, asked["request_id"])["erased"]["records"]["turn"] == 2
+
+
+def test_the_erasure_searches_every_mode_for_traces_and_takes_what_it_finds(both: Engram) -> None:
+    """An index document no eraser knows of (here: a part of one of the subject's turns, indexed by hand) is
+    found by the search for the subject's distinctive words, taken out, and counted in the receipt."""
+    from engram.ports import IndexDoc
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    stored = e.memory.store(alice, Turn("My tortoise Xerxesqueen sleeps in the shed."), [[ALICE]])
+    stray = IndexDoc("acme", "turn", f"{stored['turn_id']}#stray", "Xerxesqueen the tortoise", None, [ALICE],
+                     None, None, {})  # fmt: skip
+    e.index.upsert([stray])
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    e.queue.join()
+    receipt = e.erasure.status(admin, asked["request_id"])["receipt"]
+    assert receipt["traces"]["found"] == 1 and receipt["traces"]["left"] == 0 and receipt["traces"]["words"] > 0
+    assert "bm25" in receipt["traces"]["modes"]
+    query = SearchQuery("acme", "Xerxesqueen tortoise", None, "bm25", 10)
+    assert e.index.search(query, datetime.now(UTC)) == []
+    assert verify(receipt, e.erasure.public_key())[0]

@@ -23,6 +23,7 @@ from typing import Any
 from engram.kinds import KINDS
 from engram.ports import Item, RecordStore
 from engram.scopes import check_path, covers
+from engram.terms import STOP_WORDS, WORD, stem
 
 Counts = dict[str, dict[str, int]]
 """store ("records", "versions", "index", "blobs", "jobs") -> kind -> how many."""
@@ -86,6 +87,49 @@ def owned_objects(records: RecordStore, context_id: str, subject: Subject, famil
     )
 
 
+MAX_TEXT = 200_000  # characters of the subject's content read for its distinctive words
+
+
+def texts(value: Any) -> Iterator[str]:
+    """The strings of a record's data (scopes and ids aside)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if k != "scopes" and not k.endswith("id"):
+                yield from texts(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from texts(v)
+
+
+def distinctive_words(
+    records: RecordStore,
+    context_id: str,
+    objects: Iterable[str],
+    counts: Callable[[list[str]], Mapping[str, int]],
+    n: int = 12,
+) -> list[str]:
+    """The subject's rarest words (a surface form of each of the `n` stems fewest documents of the context hold):
+    what a search for a trace of it asks. Kept in memory by the erasure job only, never stored."""
+    surface: dict[str, str] = {}
+    read = 0
+    for object_ in objects:
+        kind, _, id_ = object_.partition(":")
+        item = records.get(context_id, kind, id_)
+        for text in texts(item.data if item is not None else {}):
+            read += len(text)
+            for word in WORD.findall(text.lower()):
+                if word not in STOP_WORDS and len(word) > 2 and not word.isdigit():
+                    surface.setdefault(stem(word), word)
+            if read > MAX_TEXT:
+                break
+        if read > MAX_TEXT:
+            break
+    df = counts(sorted(surface))
+    return [surface[s] for s in sorted(surface, key=lambda s: (df.get(s, 0), s))[:n]]
+
+
 def digest(ids: Iterable[str]) -> str:
     """The SHA-256 of the sorted ids, one a line: what a receipt says of the objects without naming them."""
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
@@ -106,6 +150,7 @@ def receipt_body(request: Mapping[str, Any]) -> dict[str, Any]:
         "erased": request["erased"],
         "objects": request.get("objects", 0),
         "objects_sha256": request.get("objects_sha256", digest(())),
+        "traces": request.get("traces", {}),
         "started_at": request["started_at"],
         "finished_at": request["finished_at"],
     }

@@ -21,15 +21,27 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from engram.clock import iso, new_id
-from engram.erasure import Counts, Eraser, Subject, add, digest, found, owned_objects, receipt_body, total
+from engram.erasure import (
+    Counts,
+    Eraser,
+    Subject,
+    add,
+    digest,
+    distinctive_words,
+    found,
+    owned_objects,
+    receipt_body,
+    total,
+)
 from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
 from engram.families.identity import ERASURE_JOB as JOB
 from engram.identity import Caller
 from engram.kernel import BaseService
-from engram.ports import Write
+from engram.ports import SearchMode, SearchQuery, Write
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
 from engram.scopes import covers
+from engram.search_rules import query_vector
 from engram.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
@@ -165,8 +177,11 @@ class ErasureService(BaseService):
             self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
             return data
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
+        objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
+        # the words a search for a trace asks, from the content itself: held here, never stored (a run that
+        # follows a crash reads what is left, and the receipt's ids below)
+        words = distinctive_words(self.records, ctx, objects, lambda stems: self.index.term_counts(ctx, stems)[1])
         if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
-            objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
             data.update(objects=len(objects), objects_sha256=digest(objects), status="running")
             item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
                                          self.clock.now())[0]  # fmt: skip
@@ -188,6 +203,7 @@ class ErasureService(BaseService):
             for name, eraser in erasers:
                 if name in left:
                     data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, eraser(ctx, subject, False))
+        data["traces"] = self._traces(ctx, objects, words)
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
         data["finished_at"] = iso(self.clock.now())
@@ -195,6 +211,29 @@ class ErasureService(BaseService):
         data["receipt"] = self.signer().sign(receipt_body(data))
         self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
         return data
+
+    def _traces(self, ctx: str, objects: list[str], words: list[str]) -> dict[str, Any]:
+        """Search the index in every mode, over every kind and scope, for the subject's distinctive words: a hit
+        that is one of the erased objects (or a part of one: a chunk, a window) is a trace. Traces found are
+        taken out and looked for again; the receipt says what the last look found."""
+        gone = {o.partition(":")[2] for o in objects}
+        if not words or not gone:
+            return {"words": len(words), "modes": [], "found": 0, "left": 0}
+        text = " ".join(words)
+        vector = query_vector(self.embedder, text, ranks=False)
+        modes: list[SearchMode] = ["bm25", "vector", "hybrid"] if vector is not None else ["bm25"]
+
+        def look() -> set[str]:
+            hits: set[str] = set()
+            for mode in modes:
+                query = SearchQuery(ctx, text, vector, mode, 100)  # no kinds, no visibility: everything
+                hits |= {h.id for h in self.index.search(query, self.clock.now()) if h.id.split("#")[0] in gone}
+            return hits
+
+        found = look()
+        if found:
+            self.index.delete(ctx, sorted(found))
+        return {"words": len(words), "modes": modes, "found": len(found), "left": len(look()) if found else 0}
 
     def status(self, caller: Caller, request_id: str) -> dict[str, Any]:
         item = self.records.get(caller.context_id, REQUEST, request_id)
