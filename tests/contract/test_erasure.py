@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engram.erasure import EPOCH, digest
-from engram.errors import Forbidden, InvalidInput
+from engram.errors import Forbidden, InvalidInput, NotFound
 from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
@@ -184,8 +184,14 @@ def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both:
     e.memory.store(alice, Turn("My sister is Jane Smith and I live in Lisbon."), [[ALICE]])
     e.memory.store(bob, Turn("My colleague is Jane Smith."), [[BOB]])
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
-    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
     e.queue.join()
+    doc = e.documents.ingest(alice, NewDocument(b"Quentin Blake lives in Lisbon.", "pending"))["id"]  # jobs wait
+    assert e.queue.pending()  # type: ignore[attr-defined]  # its embedding and graph jobs, not run yet
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    e.erasure.run("acme", asked["request_id"])  # the erasure before the document's own jobs
+    e.queue.join()  # then they run: they find nothing to bring back
+    assert e.records.get("acme", "document", doc) is None and e.records.query("acme", "chunk").items == []
+    assert "Person:quentin blake" not in {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
     done = e.erasure.status(admin, asked["request_id"])
     assert done["status"] == "done" and done["erased"]["records"]["turn"] == 1
     check = e.erasure.verify(admin, asked["request_id"])
@@ -356,3 +362,34 @@ def test_the_erasure_searches_every_mode_for_traces_and_takes_what_it_finds(both
     query = SearchQuery("acme", "Xerxesqueen tortoise", None, "bm25", 10)
     assert e.index.search(query, datetime.now(UTC)) == []
     assert verify(receipt, e.erasure.public_key())[0]
+
+
+def test_a_subject_of_object_ids_takes_those_objects_and_what_they_fed_the_graph(both: Engram) -> None:
+    e = both
+    alice, bob = two_agents(e)
+    admin = management(e)
+    gone = e.memory.store(alice, Turn("I hid the key under the blue pot."), [[ALICE]])["turn_id"]
+    kept = e.memory.store(alice, Turn("I water the plants on Sundays."), [[ALICE]])["turn_id"]
+    doc = e.documents.ingest(alice, NewDocument(b"Zed Quill works at Umbrella Corporation.", "memo"))["id"]
+    e.documents.ingest(bob, NewDocument(b"Bob Jones works at Initech.", "his"))
+    e.queue.join()
+    with pytest.raises(NotFound):  # an id the key does not see is not found, as if absent
+        e.erasure.subject(admin, None, None, [gone, "turn:nothing-like-it"])
+    subject = e.erasure.subject(admin, None, None, [gone, doc])
+    preview = e.erasure.request(admin, subject, preview=True)
+    assert (
+        preview["found"]["memory"]["records"]["turn"] == 1 and preview["found"]["knowledge"]["records"]["document"] == 1
+    )
+    asked = e.erasure.request(admin, subject, preview=False)
+    e.queue.join()
+    done = e.erasure.status(admin, asked["request_id"])
+    assert done["status"] == "done" and done["receipt"]["subject"] == {"objects": 2, "ids_sha256": digest([gone, doc])}
+    assert e.records.get("acme", "turn", gone) is None and e.records.get("acme", "turn", kept) is not None
+    assert e.records.get("acme", "document", doc) is None and e.records.history("acme", "document", doc) == []
+    names = {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
+    assert "Organization:umbrella corporation" not in names and "Person:zed quill" not in names
+    assert "Organization:initech" in names  # Bob's document's
+    assert e.records.query("acme", "gsource").items and all(
+        s.id != f"document:{doc}" for s in e.records.query("acme", "gsource").items
+    )
+    assert e.erasure.verify(admin, asked["request_id"])["clean"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from engram.errors import InvalidInput
 from engram.kinds import KINDS
 from engram.ports import Item, RecordStore
 from engram.scopes import check_path, covers
@@ -32,14 +33,33 @@ Eraser = Callable[[str, "Subject", bool], Counts]
 
 @dataclass(frozen=True)
 class Subject:
-    scope: str
+    """A scope path (everything tagged with it or below it), or the ids of objects (those objects, whatever
+    their scopes, and their parts)."""
+
+    scope: str | None = None
+    ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        check_path(self.scope)
+        if (self.scope is None) == (not self.ids):
+            raise InvalidInput("a subject is a scope path or a list of object ids (one of them)")
+        if self.scope is not None:
+            check_path(self.scope)
 
     def owns(self, tags: Iterable[str] | None) -> bool:
-        """Whether an object with these scope tags is the subject's."""
-        return any(covers(self.scope, t) for t in tags or ())
+        """Whether an object with these scope tags is the subject's (a scope subject only)."""
+        return self.scope is not None and any(covers(self.scope, t) for t in tags or ())
+
+    def takes(self, item: Item) -> bool:
+        """Whether a family's object is the subject's: by its scopes, or by its id."""
+        return item.id in self.ids if self.ids else self.owns(item.data.get("scopes"))
+
+    def describe(self) -> dict[str, Any]:
+        """What a request keeps of the subject (the ids themselves: a receipt hashes them)."""
+        return {"scope": self.scope} if self.scope is not None else {"ids": list(self.ids)}
+
+    @staticmethod
+    def of(described: Mapping[str, Any]) -> Subject:
+        return Subject(described.get("scope"), tuple(described.get("ids") or ()))
 
 
 def add(total: Counts, more: Mapping[str, Mapping[str, int]]) -> Counts:
@@ -83,7 +103,7 @@ def owned_objects(records: RecordStore, context_id: str, subject: Subject, famil
         for name, kind in KINDS.items()
         if kind.family in wanted and kind.access == "scoped"
         for item in every(records, context_id, name)
-        if subject.owns(item.data.get("scopes"))
+        if subject.takes(item)
     )
 
 
@@ -145,7 +165,9 @@ def receipt_body(request: Mapping[str, Any]) -> dict[str, Any]:
         "type": "engram.erasure.receipt",
         "request_id": request["request_id"],
         "context_id": request["context_id"],
-        "subject": request["subject"],
+        "subject": request["subject"]
+        if "ids" not in request["subject"]
+        else {"objects": len(request["subject"]["ids"]), "ids_sha256": digest(request["subject"]["ids"])},
         "requested_by": request["requested_by"],
         "erased": request["erased"],
         "objects": request.get("objects", 0),

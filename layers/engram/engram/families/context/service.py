@@ -201,7 +201,7 @@ class WorkingContext(BaseService):
         """The subject's context keys (every run's), each with every version (`engram.erasure`)."""
         counts: Counts = {}
         for item in list(every(self.records, ctx, KIND)):
-            if not subject.owns(item.data.get("scopes")):
+            if not subject.takes(item):
                 continue
             versions = len(self.records.history(ctx, KIND, item.id))
             if not dry_run:

@@ -16,7 +16,7 @@ class ConversationErasing(BaseService):
         found: dict[str, list[str]] = {"message": [], "thread": []}
         for kind in ("message", "thread"):
             for item in list(every(self.records, ctx, kind)):
-                if subject.owns(item.data.get("scopes")):
+                if subject.takes(item):
                     found[kind].append(item.id)
                     versions = len(self.records.history(ctx, kind, item.id))
                     add(counts, {"records": {kind: 1}, "versions": {kind: versions}})

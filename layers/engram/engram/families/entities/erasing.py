@@ -54,6 +54,9 @@ class EntityErasing(BaseService):
 
     def _marks(self, ctx: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
         """The graph's records of the subject's sources: what each said, and its mention and evidence marks."""
+        if subject.ids:  # sources named by id: the graph takes back what each said, as when a source is deleted
+            self._sources_gone(ctx, subject, dry_run, counts)
+            return
         sources = {s.id: s for s in every(self.records, ctx, SOURCE) if subject.owns(s.data.get("scopes"))}
         mentions = [m.id for m in every(self.records, ctx, MENTION) if subject.owns(m.data.get("scopes"))]
         evidence = [v.id for v in every(self.records, ctx, EVIDENCE) if v.data.get("source") in sources]
@@ -64,29 +67,59 @@ class EntityErasing(BaseService):
             for id_ in ids:
                 self.records.purge(ctx, kind, id_)
 
+    def _sources_gone(self, ctx: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
+        from engram.families.entities.graph import GraphService
+
+        graph = GraphService(self.kernel)
+        for source in list(every(self.records, ctx, SOURCE)):
+            if source.id.partition(":")[2] not in subject.ids:
+                continue
+            said = (source.data.get("mentions") or [], source.data.get("relations") or [])
+            add(counts, {"records": {SOURCE: 1, MENTION: len(said[0]), EVIDENCE: len(said[1])}})
+            if dry_run:
+                continue
+            graph.extract(ctx, source.id, gone=True)
+            for kind, ids, unsaid in (("entity", said[0], "dormant"), ("relation", said[1], "retracted")):
+                for id_ in ids:
+                    item = self.records.get(ctx, kind, id_)
+                    if item is not None and item.data.get(unsaid) and not item.data.get("edited"):
+                        self._whole(ctx, kind, id_, False, {})  # only the erased source spoke of it
+                    elif item is not None:
+                        self.records.squash(ctx, kind, id_)  # its older versions quoted the source
+
     def _shared(self, ctx: str, kind: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
+        if subject.ids:  # an entity or an edge named by id goes whole
+            for item in list(every(self.records, ctx, kind)):
+                if subject.takes(item):
+                    self._whole(ctx, kind, item.id, dry_run, counts)
+            return
         for item in list(every(self.records, ctx, kind)):
             _, left, touched = _without(subject, item.data)
             if not touched:
                 continue
             versions = len(self.records.history(ctx, kind, item.id))
             if not left:  # nobody else speaks of it: it goes whole
-                add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
-                if kind == "entity":
-                    aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == item.id]
-                    add(counts, {"index": {kind: 1}, "records": {"ealias": len(aliases)}})
-                if dry_run:
-                    continue
-                if kind == "entity":
-                    self.index.delete(ctx, [item.id])
-                    for alias in aliases:
-                        self.records.purge(ctx, "ealias", alias)
-                self.records.purge(ctx, kind, item.id)
+                self._whole(ctx, kind, item.id, dry_run, counts)
                 continue
             add(counts, {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}})
             if dry_run:
                 continue
             self._keep_theirs(ctx, kind, item.id, subject)
+
+    def _whole(self, ctx: str, kind: str, id_: str, dry_run: bool, counts: Counts) -> None:
+        """An entity or an edge, every version; an entity's index document and spellings too."""
+        add(counts, {"records": {kind: 1}, "versions": {kind: len(self.records.history(ctx, kind, id_))}})
+        aliases: list[str] = []
+        if kind == "entity":
+            aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == id_]
+            add(counts, {"index": {kind: 1}, "records": {"ealias": len(aliases)}})
+        if dry_run:
+            return
+        if kind == "entity":
+            self.index.delete(ctx, [id_])
+            for alias in aliases:
+                self.records.purge(ctx, "ealias", alias)
+        self.records.purge(ctx, kind, id_)
 
     def _keep_theirs(self, ctx: str, kind: str, id_: str, subject: Subject) -> None:
         """Another scope's part stays: the record without the subject's, then its older versions gone."""

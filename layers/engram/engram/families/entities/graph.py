@@ -88,9 +88,9 @@ class GraphService(BaseService):
     def _job(self, payload: dict[str, Any]) -> None:
         self.extract(payload["context_id"], payload["source"])
 
-    def extract(self, ctx: str, source: str) -> dict[str, int]:
-        """Bring the graph to what `source` says now (nothing, if it is gone). Idempotent."""
-        found = self._source(ctx, source)
+    def extract(self, ctx: str, source: str, gone: bool = False) -> dict[str, int]:
+        """Bring the graph to what `source` says now (nothing, if it is gone, or `gone`: an erasure's). Idempotent."""
+        found = None if gone else self._source(ctx, source)
         text, scopes, shown = found if found is not None else ("", [], {})
         shown = dict(shown, source=source)
         mentions: dict[str, tuple[str, str, str]] = {}  # entity id -> (type, spelling, sentence)

@@ -40,7 +40,7 @@ from engram.kernel import BaseService
 from engram.ports import SearchMode, SearchQuery, Write
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
-from engram.scopes import covers
+from engram.scopes import can_see, covers
 from engram.search_rules import query_vector
 from engram.unit_of_work import UnitOfWork
 
@@ -81,21 +81,35 @@ class ErasureService(BaseService):
 
     # -- subjects and erasers -------------------------------------------------------------------------------
 
-    def subject(self, caller: Caller, scope: str | None, external_id: str | None) -> Subject:
+    def subject(
+        self, caller: Caller, scope: str | None, external_id: str | None, ids: list[str] | None = None
+    ) -> Subject:
         """The subject a management key may erase: a scope path, or a principal's ownership path, inside the
-        key's grant."""
-        if (scope is None) == (external_id is None):
-            raise InvalidInput("name the subject by scope or by externalId (one of them)")
+        key's grant; or the ids of objects the key sees (an id it does not see is not found, as if absent)."""
+        if sum(x is not None for x in (scope, external_id, ids)) != 1:
+            raise InvalidInput("name the subject by scope, by externalId or by ids (one of them)")
+        if ids is not None:
+            subject = Subject(ids=tuple(dict.fromkeys(ids)))
+            grant = [[g] for g in caller.principal.grant]
+            seen = set()
+            for object_ in owned_objects(self.records, caller.context_id, subject, [n for n, _ in self.erasers()]):
+                kind, _, id_ = object_.partition(":")
+                item = self.records.get(caller.context_id, kind, id_)
+                if item is not None and can_see(item.data.get("scopes"), grant):
+                    seen.add(id_)
+            missing = [i for i in subject.ids if i not in seen]
+            if missing:
+                raise NotFound(f"no object {missing[0]!r}" + (f" (and {len(missing) - 1} more)" if missing[1:] else ""))
+            return subject
         if external_id is not None:
             from engram.families.identity import IdentityServices
 
             principals = self.root.services(IdentityServices).principals
             scope = str(principals.lookup(caller, external_id, None, None, None)["path"])
         assert scope is not None
-        subject = Subject(scope)
-        if not any(covers(g, subject.scope) for g in caller.principal.grant):
-            raise Forbidden(f"{subject.scope!r} is outside this key's grant", code="scope_not_granted")
-        return subject
+        if not any(covers(g, scope) for g in caller.principal.grant):
+            raise Forbidden(f"{scope!r} is outside this key's grant", code="scope_not_granted")
+        return Subject(scope)
 
     def erasers(self) -> list[tuple[str, Eraser | None]]:
         """(family, its eraser or None) for every family that owns scoped objects, in registry order."""
@@ -127,13 +141,13 @@ class ErasureService(BaseService):
     def request(self, caller: Caller, subject: Subject, preview: bool) -> dict[str, Any]:
         ctx = caller.context_id
         by_family, unsupported = self._survey(ctx, subject)
-        answer: dict[str, Any] = {"subject": {"scope": subject.scope}, "found": by_family}
+        answer: dict[str, Any] = {"subject": subject.describe(), "found": by_family}
         if preview:
             return dict(answer, preview=True, unsupported=unsupported)
         if unsupported:
             raise InvalidInput(
-                f"cannot erase {subject.scope!r} yet: {', '.join(unsupported)} hold(s) its objects and cannot "
-                "erase them; nothing was erased",
+                f"cannot erase {subject.scope or 'these objects'!r} yet: {', '.join(unsupported)} hold(s) its "
+                "objects and cannot erase them; nothing was erased",
                 code="erasure_unsupported",
                 details={"families": unsupported},
             )
@@ -142,7 +156,7 @@ class ErasureService(BaseService):
         data: dict[str, Any] = {
             "request_id": request_id,
             "context_id": ctx,
-            "subject": {"scope": subject.scope},
+            "subject": subject.describe(),
             "requested_by": caller.principal.key_id,
             "status": "pending",
             "requested_at": iso(now),
@@ -169,7 +183,7 @@ class ErasureService(BaseService):
         data = dict(item.data)
         if data["status"] in ("done", "refused"):
             return data
-        subject = Subject(data["subject"]["scope"])
+        subject = Subject.of(data["subject"])
         data.setdefault("started_at", iso(self.clock.now()))
         blocked = [n for n, e in self.erasers() if e is None and total(found(self.records, ctx, subject, n))]
         if blocked:  # objects arrived, since the request, where no eraser reaches: erase nothing, say so
@@ -249,7 +263,7 @@ class ErasureService(BaseService):
         state = self.status(caller, request_id)
         if state["status"] != "done":
             raise Conflict(f"erasure {request_id!r} is {state['status']}: verify it when it is done", code="not_done")
-        left, _ = self._survey(caller.context_id, Subject(state["subject"]["scope"]))
+        left, _ = self._survey(caller.context_id, Subject.of(state["subject"]))
         signed, why = verify(state["receipt"], self.public_key())
         result = {
             "request_id": request_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -202,18 +202,21 @@ declare(
 class ErasureIn(OpInput):
     scope: str | None = Field(None, max_length=256, description="a scope path: it and everything under it")
     externalId: str | None = Field(None, min_length=1, max_length=256, description="a principal, by your id")
+    ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        None, min_length=1, max_length=1000, description="objects by id (memories, documents, records, entities...)"
+    )
     preview: bool = Field(False, description="count what would be erased, per store and kind; erase nothing")
 
 
 class ErasureOut(BaseModel):
     model_config = ConfigDict(extra="allow")
-    subject: dict[str, str]
+    subject: dict[str, Any]
     found: dict[str, dict[str, dict[str, int]]]
     preview: bool
 
 
 def _erase(s: IdentityServices, c: Caller, a: ErasureIn, p: Progress) -> dict[str, Any]:
-    return s.erasure.request(c, s.erasure.subject(c, a.scope, a.externalId), a.preview)
+    return s.erasure.request(c, s.erasure.subject(c, a.scope, a.externalId, a.ids), a.preview)
 
 
 declare(
@@ -237,7 +240,7 @@ class ErasureIdIn(OpInput):
 
 class ErasureStatusOut(BaseModel):
     request_id: str
-    subject: dict[str, str]
+    subject: dict[str, Any]
     status: str
     requested_at: str
     erased: dict[str, dict[str, int]]

@@ -22,7 +22,7 @@ class KnowledgeErasing(BaseService):
         docs: list[Item] = []
         others: list[Item] = []
         for d in every(self.records, ctx, "document"):
-            (docs if subject.owns(d.data.get("scopes")) else others).append(d)
+            (docs if subject.takes(d) else others).append(d)
         owned = {d.id for d in docs}
         entries = [i.id for i in every(self.records, ctx, LOOKUP) if i.data.get("owner") in owned]
         pointers = [(k, i.id) for k in ("hash", "extid") for i in every(self.records, ctx, k)
@@ -38,7 +38,7 @@ class KnowledgeErasing(BaseService):
             add(counts, {"records": {"document": 1, "chunk": len(chunks)}, "versions": {"document": len(versions)},
                          "index": {"chunk": len(chunks)}, "blobs": {"document": len(blobs)}})  # fmt: skip
         containers = [(k, c) for k in CONTAINERS for c in every(self.records, ctx, k)
-                      if subject.owns(c.data.get("scopes"))]  # fmt: skip
+                      if subject.takes(c)]  # fmt: skip
         # a container another scope's documents are in stays, with their scopes only (a collection holds the
         # scopes of every document in it)
         users = {kind: {str(d.data.get(field)): set(d.data.get("scopes") or []) for d in others}

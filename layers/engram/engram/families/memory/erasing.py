@@ -21,7 +21,7 @@ class Erasing(MemoryBase):
         found: list[tuple[str, str]] = []
         for kind in OWNED:
             for item in list(every(self.records, ctx, kind)):
-                if subject.owns(item.data.get("scopes")):
+                if subject.takes(item):
                     found.append((kind, item.id))
                     versions = len(self.records.history(ctx, kind, item.id))
                     add(counts, {"records": {kind: 1}, "versions": {kind: versions}})

@@ -18,7 +18,7 @@ class RecordErasing(BaseService):
         counts: Counts = {}
         ids: list[str] = []
         for item in list(every(self.records, ctx, KIND)):
-            if subject.owns(item.data.get("scopes")):
+            if subject.takes(item):
                 ids.append(item.id)
                 add(counts, {"records": {KIND: 1}, "versions": {KIND: len(self.records.history(ctx, KIND, item.id))}})
         owned = set(ids)

@@ -22,7 +22,7 @@ class WorkspaceErasing(BaseService):
         files: list[Item] = []
         others: list[Item] = []
         for item in every(self.records, ctx, FILE):
-            (files if subject.owns(item.data.get("scopes")) else others).append(item)
+            (files if subject.takes(item) else others).append(item)
         shared = {str(v.data.get("blob_key")) for o in others for v in self.records.history(ctx, FILE, o.id) or [o]}
         plans = []
         for f in files:
@@ -35,10 +35,10 @@ class WorkspaceErasing(BaseService):
             plans.append((f.id, windows, blobs, edges))
             add(counts, {"records": {FILE: 1, DEP: len(edges)}, "versions": {FILE: len(versions)},
                          "index": {"wchunk": len(windows)}, "blobs": {FILE: len(blobs)}})  # fmt: skip
-        sessions = [s for s in every(self.records, ctx, SESSION) if subject.owns(s.data.get("scopes"))]
+        sessions = [s for s in every(self.records, ctx, SESSION) if subject.takes(s)]
         logs = {s.id: [(k, i) for k in (OP, CLOCK, SNAP) for i in self.records.ids(ctx, k, f"{s.id}|", limit=10**9)]
                 for s in sessions}  # fmt: skip
-        decisions = [d.id for d in every(self.records, ctx, DECISION) if subject.owns(d.data.get("scopes"))]
+        decisions = [d.id for d in every(self.records, ctx, DECISION) if subject.takes(d)]
         add(
             counts, {"records": {SESSION: len(sessions), DECISION: len(decisions)}, "index": {DECISION: len(decisions)}}
         )
