@@ -192,6 +192,8 @@ def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both:
     e.queue.join()  # then they run: they find nothing to bring back
     assert e.records.get("acme", "document", doc) is None and e.records.query("acme", "chunk").items == []
     assert "Person:quentin blake" not in {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
+    blobs = e.erasure.status(admin, asked["request_id"])["receipt"]["traces"]["blobs"]
+    assert blobs == {"checked": 1, "left": 0, "kept_shared": 0}  # the document's blob, looked for: gone
     done = e.erasure.status(admin, asked["request_id"])
     assert done["status"] == "done" and done["erased"]["records"]["turn"] == 1
     check = e.erasure.verify(admin, asked["request_id"])

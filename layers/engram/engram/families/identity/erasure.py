@@ -28,6 +28,7 @@ from engram.erasure import (
     add,
     digest,
     distinctive_words,
+    every,
     found,
     owned_objects,
     receipt_body,
@@ -195,6 +196,7 @@ class ErasureService(BaseService):
         # the words a search for a trace asks, from the content itself: held here, never stored (a run that
         # follows a crash reads what is left, and the receipt's ids below)
         words = distinctive_words(self.records, ctx, objects, lambda stems: self.index.term_counts(ctx, stems)[1])
+        blob_keys = self._blob_keys(ctx, objects)
         if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
             data.update(objects=len(objects), objects_sha256=digest(objects), status="running")
             item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
@@ -217,7 +219,7 @@ class ErasureService(BaseService):
             for name, eraser in erasers:
                 if name in left:
                     data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, eraser(ctx, subject, False))
-        data["traces"] = self._traces(ctx, objects, words)
+        data["traces"] = dict(self._traces(ctx, objects, words), blobs=self._blobs_left(ctx, blob_keys))
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
         data["finished_at"] = iso(self.clock.now())
@@ -225,6 +227,28 @@ class ErasureService(BaseService):
         data["receipt"] = self.signer().sign(receipt_body(data))
         self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
         return data
+
+    def _blob_keys(self, ctx: str, objects: list[str]) -> list[str]:
+        """The blobs every version of the subject's objects refers to (documents, files), to look for after."""
+        keys = set()
+        for object_ in objects:
+            kind, _, id_ = object_.partition(":")
+            for version in self.records.history(ctx, kind, id_):
+                if isinstance(version.data.get("blob_key"), str):
+                    keys.add(version.data["blob_key"])
+        return sorted(keys)
+
+    def _blobs_left(self, ctx: str, keys: list[str]) -> dict[str, int]:
+        """The look in blob storage: each blob the subject's objects referred to, gone — unless another scope's
+        file still refers to the same bytes (content-addressed workspace blobs), which is counted apart."""
+        left = [k for k in keys if self.blobs.exists(k)]
+        shared: set[str] = set()
+        if left:
+            for kind in ("document", "wfile"):
+                for item in every(self.records, ctx, kind):
+                    shared |= {str(v.data.get("blob_key")) for v in self.records.history(ctx, kind, item.id)}
+        return {"checked": len(keys), "left": sum(1 for k in left if k not in shared),
+                "kept_shared": sum(1 for k in left if k in shared)}  # fmt: skip
 
     def _traces(self, ctx: str, objects: list[str], words: list[str]) -> dict[str, Any]:
         """Search the index in every mode, over every kind and scope, for the subject's distinctive words: a hit
