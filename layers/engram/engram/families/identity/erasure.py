@@ -38,7 +38,7 @@ from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
 from engram.families.identity import ERASURE_JOB as JOB
 from engram.identity import Caller
 from engram.kernel import BaseService
-from engram.ports import SearchMode, SearchQuery, Write
+from engram.ports import Item, SearchMode, SearchQuery, Write
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
 from engram.scopes import can_see, covers
@@ -189,7 +189,7 @@ class ErasureService(BaseService):
         blocked = [n for n, e in self.erasers() if e is None and total(found(self.records, ctx, subject, n))]
         if blocked:  # objects arrived, since the request, where no eraser reaches: erase nothing, say so
             data.update(status="refused", refused_because={"families": blocked}, finished_at=iso(self.clock.now()))
-            self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
+            self._save(ctx, data, item.version)
             return data
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
         objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
@@ -199,8 +199,7 @@ class ErasureService(BaseService):
         blob_keys = self._blob_keys(ctx, objects)
         if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
             data.update(objects=len(objects), objects_sha256=digest(objects), status="running")
-            item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
-                                         self.clock.now())[0]  # fmt: skip
+            item = self._save(ctx, data, item.version)
         for name, eraser in erasers:
             if name in data["done"]:
                 continue
@@ -208,8 +207,7 @@ class ErasureService(BaseService):
             data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, erased)
             data["done"] = [*data["done"], name]
             data["status"] = "running"
-            item = self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)],
-                                         self.clock.now())[0]  # fmt: skip
+            item = self._save(ctx, data, item.version)
         # A write for the subject that landed while the families were erased: another look, and another round,
         # until a look finds nothing — the erasure ends there, and a write that lands later comes after it.
         for _ in range(ROUNDS):
@@ -225,7 +223,7 @@ class ErasureService(BaseService):
         data["finished_at"] = iso(self.clock.now())
         data["status"] = "done"
         data["receipt"] = self.signer().sign(receipt_body(data))
-        self.records.transact([Write(ctx, REQUEST, request_id, data, "erasure", item.version)], self.clock.now())
+        self._save(ctx, data, item.version)
         return data
 
     def _blob_keys(self, ctx: str, objects: list[str]) -> list[str]:
@@ -249,6 +247,11 @@ class ErasureService(BaseService):
                     shared |= {str(v.data.get("blob_key")) for v in self.records.history(ctx, kind, item.id)}
         return {"checked": len(keys), "left": sum(1 for k in left if k not in shared),
                 "kept_shared": sum(1 for k in left if k in shared)}  # fmt: skip
+
+    def _save(self, ctx: str, data: dict[str, Any], version: int) -> Item:
+        """The request's progress, written over the version the job read (another runner's write: a conflict)."""
+        write = Write(ctx, REQUEST, data["request_id"], data, "erasure", version)
+        return self.records.transact([write], self.clock.now())[0]
 
     def _traces(self, ctx: str, objects: list[str], words: list[str]) -> dict[str, Any]:
         """Search the index in every mode, over every kind and scope, for the subject's distinctive words: a hit
@@ -301,9 +304,7 @@ class ErasureService(BaseService):
         def attach() -> None:  # kept with the request and its receipt: the last check of each
             item = self.records.get(caller.context_id, REQUEST, request_id)
             assert item is not None
-            data = dict(item.data, verification=result)
-            self.records.transact([Write(caller.context_id, REQUEST, request_id, data, "erasure", item.version)],
-                                  self.clock.now())  # fmt: skip
+            self._save(caller.context_id, dict(item.data, verification=result), item.version)
 
         on_conflict(attach)
         return result
