@@ -58,7 +58,8 @@ class Route:
     def match(self, method: str, path: str) -> dict[str, str] | None:
         if self.method not in ("ANY", method):
             return None
-        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        pattern = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", re.escape(self.path))  # greedy: {proxy+}
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern) + "$"
         found = re.match(pattern, path)
         return found.groupdict() if found else None
 

@@ -440,3 +440,32 @@ def test_an_erasure_through_the_functions_and_the_worker(stack: Stack) -> None:
     assert stack.engram.records.history("acme", "turn", turn) == []
     checked = call(stack, "erasure_verify", {"request_id": request_id}, stack.keys.management)
     assert checked["structuredContent"]["clean"] and checked["structuredContent"]["receipt_valid"]
+
+
+def test_oauth_tokens_pass_the_authorizer_and_a_401_points_to_the_metadata(stack: Stack) -> None:
+    """Issue #28 on the Lambda path: the authorizer validates a JWT against the issuer's JWKS (fetched over
+    HTTP from an authorization server the test starts), the functions run the call as the token's principal,
+    a bad token is a 401 whose challenge names the protected resource metadata, served without a key."""
+    from tests.oauth_server import running_auth_server
+
+    base = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com"  # the recorded events' domain name
+    with running_auth_server() as server:
+        policy = {"issuer": server.issuer, "audience": [f"{base}/mcp"], "grant": ["org/acme/user"]}
+        stack.engram.identity.trust_issuer(None, policy, "acme")
+        try:
+            token = server.mint(aud=f"{base}/mcp", scope="engram:agent engram:grant:org/acme/user/alice")
+            who = call(stack, "current_identity", {}, token)["structuredContent"]
+            assert who["key_id"].startswith("tok_") and who["grant"] == ["org/acme/user/alice"]
+            stored = call(stack, "memory_store", {"content": "Alice prefers window seats."}, token, "/mcp/memory")
+            assert not stored.get("isError"), stored
+            for bad in (server.mint(aud="https://elsewhere.example/mcp"), server.mint(alg="none", aud=f"{base}/mcp")):
+                answer = rpc(stack, "/mcp", "tools/list", {}, bad)
+                assert answer.status == 401
+                challenge = answer.headers["www-authenticate"]
+                assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"' in challenge
+                assert 'error="invalid_token"' in challenge
+            meta = stack.api.request("GET", "/.well-known/oauth-protected-resource/mcp")
+            assert meta.status == 200 and meta.json()["resource"] == f"{base}/mcp"
+            assert server.issuer in meta.json()["authorization_servers"]
+        finally:
+            stack.engram.identity.issuers.remove("acme", server.issuer)

@@ -70,6 +70,13 @@ SAMPLE_SCHEMA = {
 }
 
 
+def _issuer(live: Live) -> str:
+    issuer = "https://gone.example"
+    policy = {"issuer": issuer, "audience": ["https://engram.example/mcp"], "grant": ["org/acme/user/bob"]}
+    live.engram.identity.trust_issuer(None, policy, "acme")
+    return issuer
+
+
 def _type(live: Live) -> str:
     lookups = [{"field": "title", "ops": ["exact", "prefix"], "kind": "string"}]
     live.engram.schemas.create("acme", "t", "sample", "record", SAMPLE_SCHEMA, lookups, "keyword", None, "")
@@ -153,6 +160,13 @@ SAMPLES: dict[str, Any] = {
     "erasure_request": {"scope": "org/acme/user/bob", "preview": True},
     "erasure_status": lambda live: {"request_id": _erasure(live)},
     "erasure_verify": lambda live: {"request_id": _erasure(live)},
+    "oauth_trust": {
+        "issuer": "https://issuer.example",
+        "audience": ["https://engram.example/mcp"],
+        "grant": ["org/acme"],
+    },
+    "oauth_issuers": {},
+    "oauth_distrust": lambda live: {"issuer": _issuer(live)},
     "write_code": {"path": "pkg/util.py", "content": "def g():\n    return 1\n", "reason": "sample"},
     "read_code": lambda live: {"path": _code(live)},
     "semantic_search": {"query": "separator of paths", "similarity_threshold": 0.1},

@@ -33,6 +33,8 @@ class InvalidInput(EngramError):
 class Unauthenticated(EngramError):
     status = 401
     code = "unauthenticated"
+    # the protected resource metadata (RFC 9728) an HTTP 401 points to, set by the surface that knows its URL
+    resource_metadata: str | None = None
 
 
 class Forbidden(EngramError):
@@ -58,6 +60,11 @@ class PayloadTooLarge(EngramError):
 class RateLimited(EngramError):
     status = 429
     code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int, code: str | None = None,
+                 details: dict[str, object] | None = None) -> None:  # fmt: skip
+        super().__init__(message, code=code, details={**(details or {}), "retry_after": retry_after})
+        self.retry_after = retry_after
 
 
 class Unavailable(EngramError):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from engram.clock import Clock, iso
-from engram.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from engram.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from engram.oauth import IssuerPolicy, Issuers, TokenVerifier, policy_from
 from engram.observability import deny
-from engram.ports import RecordStore, Write, scan
+from engram.ports import KeySource, RecordStore, Write, scan
 from engram.scopes import check_path, check_selector, is_registered, narrow, write_paths
 
 Role = Literal["agent", "supervisor", "management"]
@@ -61,9 +63,14 @@ class Caller:
 
 
 class IdentityService:
-    def __init__(self, records: RecordStore, clock: Clock) -> None:
+    def __init__(self, records: RecordStore, clock: Clock, keys: KeySource | None = None) -> None:
         self._records = records
         self._clock = clock
+        self.issuers = Issuers(records, clock)
+        # OAuth access tokens, beside the API keys, when the root gave a way to fetch issuers' keys
+        self.tokens = TokenVerifier(self.issuers, keys, clock) if keys is not None else None
+        self._keys = keys
+        self._token_scopes: set[tuple[str, str]] = set()  # (context, path) a token's grant registered already
 
     # -- keys -----------------------------------------------------------------------------
 
@@ -121,6 +128,11 @@ class IdentityService:
         raise NotFound(f"no key {key_id!r}")
 
     def authenticate(self, bearer: str | None) -> Principal:
+        """The principal of an API key (`sk-...`) or of an OAuth access token (a JWT, `engram.oauth`)."""
+        if bearer and self.tokens is not None and bearer.count(".") == 2 and not bearer.startswith("sk-"):
+            found = self.tokens.verify(bearer)
+            self._register_token_grant(found.contexts, found.grant)
+            return Principal(found.key_id, cast(Role, found.role), found.contexts, found.grant)
         if not bearer or not bearer.startswith("sk-"):
             deny({"reason": "missing_key" if not bearer else "malformed_key"})
             raise Unauthenticated("missing or invalid API key")
@@ -130,6 +142,45 @@ class IdentityService:
             raise Unauthenticated("missing or invalid API key")
         d = item.data
         return Principal(d["key_id"], d["role"], tuple(d["contexts"]), tuple(d["grant"]))
+
+    def _register_token_grant(self, contexts: Sequence[str], grant: Sequence[str]) -> None:
+        """A token's grant paths are registered scopes in its contexts, as a key's are when it is made (once
+        per process and path: then a set lookup)."""
+        new = [(c, p) for c in contexts for p in grant if (c, p) not in self._token_scopes]
+        if not new:
+            return
+        writes = [w for c, p in new for w in self._scope_writes([c], [p], "oauth")]
+        if writes:
+            with contextlib.suppress(Conflict):  # registered meanwhile by another request
+                self._records.transact(writes, self._clock.now())
+        if len(self._token_scopes) > 10_000:
+            self._token_scopes.clear()
+        self._token_scopes.update(new)
+
+    def trust_issuer(self, caller: Caller | None, fields: dict[str, object], context_id: str = "") -> IssuerPolicy:
+        """Trust an issuer in a context, for at most `grant` (inside the management key's own grant) and
+        `roles`; its grant paths become registered scopes there."""
+        policy = policy_from(fields)
+        context = caller.context_id if caller is not None else check_context(context_id)
+        if caller is not None:
+            try:
+                write_paths([policy.grant], caller.principal.grant)
+            except Forbidden as exc:
+                raise caller.denied(exc.message, reason="grant_denied") from exc
+        self._records.transact(self._scope_writes([context], policy.grant, "oauth"), self._clock.now())
+        self.issuers.put(context, policy)
+        return policy
+
+    def warm_tokens(self) -> None:
+        """Fetch every trusted issuer's keys now (the Lambda authorizer, before its SnapStart snapshot)."""
+        warm = getattr(self._keys, "warm", None)
+        if warm is None:
+            return
+        pairs = []
+        for issuer in self.issuers.all_issuers():
+            policies = self.issuers.for_issuer(issuer).values()
+            pairs.append((issuer, next((p.jwks_uri for p in policies if p.jwks_uri), None)))
+        warm(pairs)
 
     def enter(
         self, principal: Principal, context_id: str | None, allowed: frozenset[Role], op: str, transport: str = "http"

@@ -35,6 +35,8 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "key": Kind("identity", "system"),
     "scope": Kind("identity", "system"),
+    "issuer": Kind("identity", "system"),  # OAuth issuers trusted per context (engram.oauth)
+    "quota": Kind("identity", "system"),  # quotas per context and per key (engram.quotas)
     "job": Kind("queue", "system"),
 }
 

@@ -187,6 +187,17 @@ class AuditLog(Protocol):
         ...
 
 
+class KeySource(Protocol):
+    """The signing keys (JWKS, RFC 7517) an OAuth issuer publishes (`engram.oauth`). Only issuers a management
+    key configured are ever fetched; fetches are cached with their expiry and forced again (on an unknown
+    `kid`) at most every few seconds, so no caller can make the server open connections at will."""
+
+    def keys(self, issuer: str, jwks_uri: str | None, refresh: bool = False) -> list[dict[str, Any]]:
+        """The issuer's JWKs (`jwks_uri`, or the one its metadata names). `refresh`: fetch again unless
+        fetched very recently. Raises Unavailable when they cannot be fetched."""
+        ...
+
+
 class BlobStore(Protocol):
     """Opaque bytes by key. `put` overwrites; `get` raises `NotFound` for a missing key."""
 

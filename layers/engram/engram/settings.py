@@ -61,6 +61,16 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="The AWS gateway's map of tool family -> Lambda function that runs its tools/call",
     )
+    public_url: str = Field(
+        "",
+        description="This deployment's public base URL (https://engram.example.com): the resource its protected "
+        "resource metadata names and 401 answers point to; empty: from each request's Host header",
+    )
+    oauth_authorization_servers: list[str] = Field(
+        default_factory=list,
+        description="Authorization servers the protected resource metadata names; empty: every issuer a context "
+        "trusts (engram oauth trust)",
+    )
     # stdio: the key and default context come from the environment
     api_key: str | None = None
     context: str | None = None

@@ -15,7 +15,7 @@ from engram.family import Family, Services
 from engram.identity import IdentityService
 from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
-from engram.ports import AuditLog, BlobStore, Embedder, Generator, RecordStore, SearchIndex
+from engram.ports import AuditLog, BlobStore, Embedder, Generator, KeySource, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
 from engram.settings import Settings
 
@@ -66,7 +66,7 @@ class Engram:
             self.index = cast(SearchIndex, GuardedIndex(self.index))
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
-        self.identity = IdentityService(self.records, self.clock)
+        self.identity = IdentityService(self.records, self.clock, key_source())
         self.audit = Auditor(self.audit_log, self.clock, self.settings.audit_retention_days)
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
@@ -164,14 +164,21 @@ def aws_records(settings: Settings, client: Any = None) -> RecordStore:
     return DynamoRecordStore(client or Lazy(lambda: aws_client("dynamodb", settings), "dynamodb"), settings.table)
 
 
+def key_source() -> KeySource:
+    """Where OAuth issuers' signing keys come from: their JWKS over HTTPS, on both adapter sets."""
+    from engram.adapters.jwks import HttpKeySource
+
+    return HttpKeySource()
+
+
 def build_identity(settings: Settings, clock: Clock | None = None) -> IdentityService:
-    """Keys and scopes alone (the Lambda authorizer): no search index, no model."""
+    """Keys, tokens and scopes alone (the Lambda authorizer): no search index, no model."""
     if settings.backend == "aws":
-        return IdentityService(aws_records(settings), clock or SystemClock())
+        return IdentityService(aws_records(settings), clock or SystemClock(), key_source())
     from engram.adapters.local.sqlite_records import SqliteRecordStore
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return IdentityService(SqliteRecordStore(settings.data_dir / "records.db"), clock or SystemClock())
+    return IdentityService(SqliteRecordStore(settings.data_dir / "records.db"), clock or SystemClock(), key_source())
 
 
 def opensearch_client(settings: Settings) -> Any:

@@ -8,21 +8,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
-from engram.api.auth import principal_for
+from engram.api.auth import WELL_KNOWN, base_url, principal_for, resource_path
 from engram.api.edge import Edge
 from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
 from engram.families import families, find, select
-from engram.identity import Principal
+from engram.identity import ROLES, Principal
 from engram.observability import metrics
 from engram.wiring import Engram
 
@@ -219,6 +220,28 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
         against it (`engram erasure verify RECEIPT --public-key KEY`)."""
         key = await anyio.to_thread.run_sync(lambda: engram.erasure.public_key())
         return {"algorithm": "Ed25519", "public_key": key}
+
+    async def protected_resource(request: Request) -> JSONResponse:
+        """OAuth 2.0 Protected Resource Metadata (RFC 9728) of `/mcp`, `/mcp/{family}` or `/api/v1` (the path
+        after the well-known segment), or of the deployment (no path): what MCP clients discover on a 401."""
+        path = "/" + request.path_params.get("path", "").strip("/")
+        resource = resource_path(path) if path != "/" else ""
+        if path != "/" and resource != path:
+            return JSONResponse({"error": "not_found"}, status_code=404)
+        servers = settings.oauth_authorization_servers or await anyio.to_thread.run_sync(
+            engram.identity.issuers.all_issuers
+        )
+        body = {
+            "resource": base_url(settings.public_url, request.scope) + resource,
+            "authorization_servers": servers,
+            "scopes_supported": [f"engram:{role}" for role in ROLES],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "Engram",
+        }
+        return JSONResponse(body, headers={"cache-control": "public, max-age=300"})
+
+    app.add_route(WELL_KNOWN, protected_resource, methods=["GET"], include_in_schema=False)
+    app.add_route(WELL_KNOWN + "/{path:path}", protected_resource, methods=["GET"], include_in_schema=False)
 
     @app.get("/metrics", include_in_schema=False)
     async def get_metrics() -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import Send
 
-from engram.errors import EngramError
+from engram.errors import EngramError, RateLimited, Unauthenticated
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -24,11 +24,24 @@ def rendered(exc: EngramError, body: dict[str, Any] | None = None) -> tuple[int,
     closing of the connection (the unread rest of the body is not waited for)."""
     payload = json.dumps(body if body is not None else error_body(exc)).encode()
     headers: Headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    if exc.status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="engram"'))
+    if isinstance(exc, Unauthenticated):
+        headers.append((b"www-authenticate", challenge(exc).encode()))
+    if isinstance(exc, RateLimited):
+        headers.append((b"retry-after", str(exc.retry_after).encode()))
     if exc.status == 413:
         headers.append((b"connection", b"close"))
     return exc.status, headers, payload
+
+
+def challenge(exc: Unauthenticated) -> str:
+    """RFC 6750's `WWW-Authenticate` of a 401, pointing at the protected resource metadata (RFC 9728) where
+    the surface set it; `error="invalid_token"` when a token was presented and refused."""
+    parts = ['Bearer realm="engram"']
+    if exc.resource_metadata:
+        parts.append(f'resource_metadata="{exc.resource_metadata}"')
+    if exc.code == "invalid_token":
+        parts.append('error="invalid_token"')
+    return ", ".join(parts)
 
 
 async def send_error(send: Send, exc: EngramError, body: dict[str, Any] | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram.api import snapstart
 from engram.api.auth import authorizer_context, bearer
-from engram.errors import Unauthenticated
+from engram.errors import EngramError
 from engram.identity import IdentityService
 from engram.settings import Settings
 from engram.wiring import Engram, Lazy, aws_client, build, build_identity
@@ -112,20 +112,25 @@ def lambda_forward(invoke: Invoke, functions: Mapping[str, str]) -> Forward:
 def authorizer_handler(identity: IdentityService | None = None) -> Handler:
     """API Gateway (HTTP API, payload v2, simple responses) authorizer.
 
-    It resolves the bearer key once (API Gateway caches the answer per Authorization header) and always
+    It resolves the bearer key or OAuth access token once (API Gateway caches the answer per Authorization
+    header, `AuthorizerCacheSeconds`) and always
     lets the request through: with no valid key the context says so (`key_id` empty) and the function
     answers 401 in the MCP/REST error shape, which API Gateway's own 401/403 bodies would not have.
     """
     found = identity if identity is not None else build_identity(Settings())
+    # the trusted issuers' keys, fetched at init: with SnapStart they are in the snapshot (their expiry is
+    # checked against the wall clock after a restore, and they are fetched again once expired)
+    found.warm_tokens()
     snapstart.register("authorizer", None, None)
 
     def authorize(event: Event, context: Any) -> Event:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        refused = ""
         try:
             principal = found.authenticate(bearer(headers))
-        except Unauthenticated:
-            principal = None
-        return {"isAuthorized": True, "context": authorizer_context(principal)}
+        except EngramError as exc:  # not valid; or an issuer's keys unreachable: the function answers 401
+            principal, refused = None, exc.code
+        return {"isAuthorized": True, "context": authorizer_context(principal, refused)}
 
     return authorize
 

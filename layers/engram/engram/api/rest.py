@@ -15,10 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from engram.api import dispatch
-from engram.api.auth import principal_for
+from engram.api.auth import metadata_url, principal_for
 from engram.api.errors import rendered
 from engram.api.mcp import schema
-from engram.errors import EngramError, InvalidInput
+from engram.errors import EngramError, InvalidInput, Unauthenticated
 from engram.identity import Principal, check_context
 from engram.limits import scrub
 from engram.operation import AnyOperation, TextOutput
@@ -94,6 +94,8 @@ def _endpoint(engram: Engram, op: AnyOperation) -> Callable[[Request], Awaitable
             args = op.parse({**raw, **path, "context_id": context_id})
             result = await dispatch.run(engram, op, principal, args, no_progress)
         except EngramError as exc:
+            if isinstance(exc, Unauthenticated) and exc.resource_metadata is None:  # the masked 401 of a context
+                exc.resource_metadata = metadata_url(engram.settings.public_url, request.scope)
             return error_response(exc)
         return Reply({"text": result} if isinstance(result, str) else result)
 

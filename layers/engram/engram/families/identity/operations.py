@@ -295,3 +295,87 @@ declare(
         read_only=True,
     )
 )
+
+
+class TrustIn(OpInput):
+    issuer: str = Field(..., max_length=512, description="The authorization server's issuer URL (tokens' `iss`)")
+    audience: list[str] = Field(..., min_length=1, max_length=10, description="Accepted `aud`: this resource's URLs")
+    grant: list[str] = Field(..., min_length=1, max_length=20, description="The widest grant a token may carry")
+    roles: list[str] = Field(["agent"], min_length=1, max_length=3, description="Roles allowed; the first is default")
+    jwks_uri: str | None = Field(None, max_length=512, description="Default: the one the issuer's metadata names")
+    principal_claim: str = Field("sub", max_length=64, description="The claim naming the caller")
+    grant_template: str | None = Field(None, max_length=256, description="e.g. org/acme/user/{principal}")
+
+
+class IssuerOut(BaseModel):
+    issuer: str
+    audience: list[str]
+    grant: list[str]
+    roles: list[str]
+    jwks_uri: str | None
+    principal_claim: str
+    grant_template: str | None
+
+
+class IssuersOut(BaseModel):
+    issuers: list[IssuerOut]
+
+
+def _trust(s: IdentityServices, c: Caller, a: TrustIn, p: Progress) -> dict[str, Any]:
+    policy = s.identity.trust_issuer(c, a.model_dump(exclude={"context_id"}))
+    return {"issuers": [policy.model_dump()]}
+
+
+def _issuers(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
+    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+
+
+class DistrustIn(OpInput):
+    issuer: str = Field(..., max_length=512)
+
+
+def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dict[str, Any]:
+    s.identity.issuers.remove(c.context_id, a.issuer)
+    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+
+
+declare(
+    Operation(
+        "oauth_trust",
+        "identity",
+        "Trust an OAuth authorization server's access tokens in this context, up to a grant and roles.",
+        TrustIn,
+        IssuersOut,
+        MANAGEMENT,
+        "POST",
+        "/oauth/issuers",
+        _trust,
+    )
+)
+declare(
+    Operation(
+        "oauth_issuers",
+        "identity",
+        "The OAuth authorization servers this context trusts, and for what.",
+        OpInput,
+        IssuersOut,
+        MANAGEMENT,
+        "GET",
+        "/oauth/issuers",
+        _issuers,
+        read_only=True,
+    )
+)
+declare(
+    Operation(
+        "oauth_distrust",
+        "identity",
+        "Stop trusting an OAuth authorization server's tokens in this context.",
+        DistrustIn,
+        IssuersOut,
+        MANAGEMENT,
+        "DELETE",
+        "/oauth/issuers",
+        _distrust,
+    )
+)
