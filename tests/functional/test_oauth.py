@@ -223,7 +223,7 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(live: Live
     assert made.status_code == 200, made.text
     assert made.json()["issuers"][0]["roles"] == ["agent"]
     listed = httpx.get(url, headers=m).json()["issuers"]
-    assert [i["issuer"] for i in listed] == [auth_server.issuer]
+    assert auth_server.issuer in [i["issuer"] for i in listed]
     # a grant template: a token naming no grant gets the principal's own path
     token = auth_server.mint(aud=f"{live.url}/mcp", scope="engram:agent")
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "current_identity", "arguments": {}}}
@@ -242,5 +242,5 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(live: Live
         assert httpx.post(url, json=body, headers=m).status_code == 400, body
     assert httpx.post(url, json=policy, headers=bearer(live.keys.agent)).status_code == 403
     assert httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=m).status_code == 200
-    assert httpx.get(url, headers=m).json()["issuers"] == []
+    assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.post(live.url + "/mcp", json=LIST, headers=bearer(token)).status_code == 401

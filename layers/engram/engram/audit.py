@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -109,13 +110,17 @@ class Auditor:
         objects_: list[str],
         outcome: str,
         code: str = "",
+        cost: Mapping[str, float] | None = None,
     ) -> None:
-        """One entry; a failure to append is logged, not raised (the call's own outcome stands)."""
+        """One entry (with what the call cost: `usage_report` sums them); a failure to append is logged, not
+        raised (the call's own outcome stands)."""
         if self.log is None:
             return
         now = self.clock.now()
         data: dict[str, Any] = {"key_id": key_id, "principal": principal, "tool": tool, "transport": transport}
         data |= {"objects": objects_, "outcome": outcome, "code": code}
+        if cost:
+            data["cost"] = dict(cost)
         try:
             self.log.append(context_id, data, now, now + self.retention if self.retention else None)
         except Exception:
@@ -174,6 +179,39 @@ class Auditor:
         more = last is not None and last > 1
         return {"entries": found, "next_cursor": str(last) if more else None, "scanned": scanned}
 
+    def usage(
+        self, context_id: str, since: datetime, until: datetime, key_id: str | None = None, tool: str | None = None
+    ) -> list[dict[str, Any]]:
+        """What the context's calls cost, per day, key and tool (from the trail: each entry keeps its call's
+        cost): calls, errors, p50 / p99 server ms, and every cost figure summed."""
+        if self.log is None:
+            raise InvalidInput("usage is read from the audit trail, which is off here (ENGRAM_AUDIT)")
+        groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for e in self._scan(context_id, None):
+            if e.at < since - timedelta(minutes=1):
+                break
+            d = e.data
+            if e.at < since or e.at > until or key_id not in (None, d.get("key_id")) or tool not in (None, d["tool"]):
+                continue
+            group = groups.setdefault(
+                (e.at.date().isoformat(), str(d.get("key_id")), str(d["tool"])),
+                {"calls": 0, "errors": 0, "ms": [], "cost": {}},
+            )
+            group["calls"] += 1
+            group["errors"] += d.get("outcome") != "ok"
+            cost = d.get("cost") or {}
+            group["ms"].append(float(cost.get("server_ms", 0.0)))
+            for k, v in cost.items():
+                if k != "server_ms" and isinstance(v, int | float):
+                    group["cost"][k] = group["cost"].get(k, 0) + v
+        out = []
+        for (day, key, name), g in sorted(groups.items()):
+            ms = sorted(g["ms"])
+            out.append({"day": day, "key_id": key, "tool": name, "calls": g["calls"], "errors": g["errors"],
+                        "p50_ms": round(_rank(ms, 0.50), 2), "p99_ms": round(_rank(ms, 0.99), 2),
+                        "cost": {k: round(v, 2) for k, v in sorted(g["cost"].items())}})  # fmt: skip
+        return out
+
     def verify(self, context_id: str) -> dict[str, Any]:
         """The whole log checked in seq order: entries, the first and last seq, and every problem found."""
         if self.log is None:
@@ -203,3 +241,10 @@ class Auditor:
             "last": seen["last"],
             "problems": found[:100],
         }
+
+
+def _rank(values: list[float], q: float) -> float:
+    """The nearest-rank quantile of sorted values (0 for none)."""
+    if not values:
+        return 0.0
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]

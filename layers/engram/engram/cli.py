@@ -1,4 +1,4 @@
-"""`engram` command line: serve, stdio, keys, scopes, schemas, ingest, workspace, audit, admin."""
+"""`engram` command line: serve, stdio, keys, scopes, schemas, ingest, workspace, audit, oauth, quota, admin."""
 
 from __future__ import annotations
 
@@ -361,6 +361,49 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_oauth(args: argparse.Namespace) -> int:
+    """`oauth trust|list|distrust`: the OAuth authorization servers a context trusts (as its operator)."""
+    from engram.wiring import build_identity
+
+    identity = build_identity(_settings(args))
+    if args.oauth_cmd == "trust":
+        fields = {"issuer": args.issuer, "audience": args.audience, "grant": args.grant,
+                  "roles": args.role or ["agent"], "jwks_uri": args.jwks_uri,
+                  "principal_claim": args.principal_claim, "grant_template": args.grant_template}  # fmt: skip
+        print(json.dumps(identity.trust_issuer(None, fields, args.context).model_dump()))
+    elif args.oauth_cmd == "distrust":
+        identity.issuers.remove(args.context, args.issuer)
+    else:
+        for policy in identity.issuers.of_context(args.context):
+            print(json.dumps(policy.model_dump()))
+    return 0
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    """`quota set|get`: a context's quotas, or one key's in it; `usage`: what its calls cost."""
+    from engram.quotas import QuotaLimits
+    from engram.wiring import build
+
+    engram = build(_settings(args).model_copy(update={"embedder": "none"}))
+    if args.quota_cmd == "set":
+        names = ("requests_per_minute", "writes_per_day", "stored_bytes", "embeddings_per_day")
+        engram.quotas.set(args.context, args.key_id, QuotaLimits(**{n: getattr(args, n) for n in names}), "cli")
+    if args.quota_cmd == "usage":
+        from datetime import timedelta
+
+        from engram.clock import parse_time
+
+        now = engram.clock.now()
+        since = parse_time(args.since) or now - timedelta(days=7)
+        for row in engram.audit.usage(args.context, since, parse_time(args.until) or now, args.key_id, args.tool):
+            print(json.dumps(row))
+        return 0
+    print(
+        json.dumps({"context_id": args.context, "key_id": args.key_id, **engram.quotas.use(args.context, args.key_id)})
+    )
+    return 0
+
+
 def cmd_erase(args: argparse.Namespace) -> int:
     """`erase`: as the deployment's operator (no key: the CLI has the stores), preview or erase a subject; with
     --wait, run the job here and print the signed receipt."""
@@ -510,6 +553,43 @@ def parser() -> argparse.ArgumentParser:
         aq.add_argument(flag, dest=flag[2:].replace("-", "_"))
     aq.add_argument("--limit", type=int, default=100)
     aq.set_defaults(fn=cmd_audit)
+
+    oa = sub.add_parser("oauth", help="OAuth authorization servers a context trusts (tokens beside API keys)")
+    oas = oa.add_subparsers(dest="oauth_cmd", required=True)
+    ot = oas.add_parser("trust", help="trust an issuer's access tokens in a context, up to a grant and roles")
+    common(ot)
+    ot.add_argument("--context", required=True)
+    ot.add_argument("--issuer", required=True, help="the authorization server's issuer URL (tokens' iss)")
+    ot.add_argument("--audience", action="append", required=True, help="accepted aud: this resource's URL")
+    ot.add_argument("--grant", action="append", required=True, help="widest grant path a token may carry")
+    ot.add_argument("--role", action="append", choices=["agent", "supervisor", "management"], help="(repeatable)")
+    ot.add_argument("--jwks-uri", dest="jwks_uri", help="default: the one the issuer's metadata names")
+    ot.add_argument("--principal-claim", dest="principal_claim", default="sub")
+    ot.add_argument("--grant-template", dest="grant_template", help="e.g. org/acme/user/{principal}")
+    ot.set_defaults(fn=cmd_oauth)
+    for name, text in (("list", "the issuers a context trusts"), ("distrust", "stop trusting an issuer")):
+        one = oas.add_parser(name, help=text)
+        common(one)
+        one.add_argument("--context", required=True)
+        if name == "distrust":
+            one.add_argument("--issuer", required=True)
+        one.set_defaults(fn=cmd_oauth)
+
+    qu = sub.add_parser("quota", help="quotas of a context or of a key in it, and what calls cost")
+    qus = qu.add_subparsers(dest="quota_cmd", required=True)
+    for name, text in (("set", "set limits (unset: the settings' default)"), ("get", "limits and use now"),
+                       ("usage", "cost per day, key and tool, as JSON lines")):  # fmt: skip
+        one = qus.add_parser(name, help=text)
+        common(one)
+        one.add_argument("--context", required=True)
+        one.add_argument("--key-id", dest="key_id")
+        if name == "set":
+            for flag in ("requests-per-minute", "writes-per-day", "stored-bytes", "embeddings-per-day"):
+                one.add_argument(f"--{flag}", dest=flag.replace("-", "_"), type=int)
+        if name == "usage":
+            for flag in ("--since", "--until", "--tool"):
+                one.add_argument(flag, dest=flag[2:])
+        one.set_defaults(fn=cmd_quota)
 
     ad = sub.add_parser("admin", help="operate a deployment")
     ads = ad.add_subparsers(dest="admin_cmd", required=True)

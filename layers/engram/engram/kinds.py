@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from engram.metering import charge
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -66,8 +68,20 @@ def check(kind: str, data: dict[str, Any] | None, index: bool = False) -> None:
         raise UndeclaredKind(f"a {kind!r} is written without scopes: every write of a scoped kind carries them")
 
 
+_READS = frozenset({"get", "get_many", "history", "history_page", "query", "count", "ids"})
+
+
+def _charged(method: Any, field: str) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        charge(field)
+        return method(*args, **kwargs)
+
+    return call
+
+
 class Guarded:
-    """A record store that refuses a write `check` refuses (everything else passes through)."""
+    """A record store that refuses a write `check` refuses (everything else passes through); its reads and
+    writes charge the running call's cost (`engram.metering`)."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -76,10 +90,12 @@ class Guarded:
     def transact(self, writes: Sequence[Any], now: datetime) -> Any:
         for w in writes:
             check(w.kind, None if (w.remove or w.check) else w.data)
+        charge("store_writes", len(writes))
         return self._store.transact(writes, now)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        found = getattr(self._store, name)
+        return _charged(found, "store_reads") if name in _READS else found
 
 
 class GuardedIndex:
@@ -91,7 +107,9 @@ class GuardedIndex:
     def upsert(self, docs: Sequence[Any], closing: Sequence[Any] = ()) -> Any:
         for d in docs:
             check(d.kind, {"scopes": d.scopes}, index=True)
+        charge("index_calls")
         return self._index.upsert(docs, closing)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._index, name)
+        found = getattr(self._index, name)
+        return _charged(found, "index_calls") if callable(found) and not name.startswith("_") else found

@@ -19,6 +19,7 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self._calls: deque[tuple[str, str, float, bool, int]] = deque(maxlen=1000)
 
     def incr(self, name: str, **dims: str) -> None:
         with self._lock:
@@ -38,6 +39,21 @@ class Metrics:
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return [{"name": n, "dimensions": dict(d), "value": v} for (n, d), v in sorted(self.counts.items())]
+
+    # Each call's figures (family, tool, ms, ok, embeddings), kept only where something publishes them: the
+    # Lambda handlers turn them into CloudWatch embedded metrics per invocation (`engram.api.lambda_runtime`).
+    keep_calls = False
+
+    def call(self, family: str, tool: str, ms: float, ok: bool, embeddings: int) -> None:
+        if self.keep_calls:
+            with self._lock:
+                self._calls.append((family, tool, ms, ok, embeddings))
+
+    def drain_calls(self) -> list[tuple[str, str, float, bool, int]]:
+        with self._lock:
+            out = list(self._calls)
+            self._calls.clear()
+            return out
 
 
 metrics = Metrics()

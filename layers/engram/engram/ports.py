@@ -187,6 +187,20 @@ class AuditLog(Protocol):
         ...
 
 
+class Counters(Protocol):
+    """Atomic counters for quotas (`engram.quotas`): exact under any number of concurrent callers, on one
+    machine or across Lambda instances."""
+
+    def add(self, name: str, amount: int, limit: int | None, expires_at: datetime | None, now: datetime) -> int | None:
+        """Add `amount` to counter `name` unless that would take it over `limit` (None: no limit): the new
+        value, or None (refused, unchanged). A counter past its `expires_at` starts again from 0."""
+        ...
+
+    def value(self, name: str, now: datetime) -> int:
+        """The counter's value (0 when missing or expired)."""
+        ...
+
+
 class KeySource(Protocol):
     """The signing keys (JWKS, RFC 7517) an OAuth issuer publishes (`engram.oauth`). Only issuers a management
     key configured are ever fetched; fetches are cached with their expiry and forced again (on an unknown

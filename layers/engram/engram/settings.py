@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engram.quotas import QuotaLimits
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
@@ -70,6 +72,14 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Authorization servers the protected resource metadata names; empty: every issuer a context "
         "trusts (engram oauth trust)",
+    )
+    quota_context: QuotaLimits = Field(
+        default_factory=QuotaLimits,
+        description='Default quotas of every context, JSON: {"requests_per_minute": 6000, "writes_per_day": '
+        '100000, "stored_bytes": 1000000000, "embeddings_per_day": 100000}; unset: no limit',
+    )
+    quota_key: QuotaLimits = Field(
+        default_factory=QuotaLimits, description="Default quotas of every key (or token principal) in a context"
     )
     # stdio: the key and default context come from the environment
     api_key: str | None = None

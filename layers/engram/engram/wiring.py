@@ -15,8 +15,10 @@ from engram.family import Family, Services
 from engram.identity import IdentityService
 from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
-from engram.ports import AuditLog, BlobStore, Embedder, Generator, KeySource, RecordStore, SearchIndex
+from engram.metering import MeteredBlobs, MeteredEmbedder
+from engram.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
 from engram.queue import Queue, StoreQueue
+from engram.quotas import Quotas
 from engram.settings import Settings
 
 S = TypeVar("S", bound=Services)
@@ -56,6 +58,7 @@ class Engram:
     # None: a StoreQueue over `records`, made in __post_init__ (a default needs the records)
     queue: Queue = field(default=None)  # type: ignore[assignment]  # a dataclass default made from records
     audit_log: AuditLog | None = None  # None: no audit trail (settings.audit off, or a test's bare root)
+    counters: Counters | None = None  # None: quotas are not enforced (a test's bare root)
 
     def __post_init__(self) -> None:
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
@@ -64,10 +67,18 @@ class Engram:
             self.records = cast(RecordStore, Guarded(self.records))
         if not isinstance(self.index, GuardedIndex):
             self.index = cast(SearchIndex, GuardedIndex(self.index))
+        # what a call's blobs and embeddings cost, in its cost (engram.metering)
+        if not isinstance(self.blobs, MeteredBlobs):
+            self.blobs = cast(BlobStore, MeteredBlobs(self.blobs))
+        if self.embedder is not None and not isinstance(self.embedder, MeteredEmbedder):
+            self.embedder = cast(Embedder, MeteredEmbedder(self.embedder))
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock, key_source())
         self.audit = Auditor(self.audit_log, self.clock, self.settings.audit_retention_days)
+        self.quotas = Quotas(
+            self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
+        )
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
         )
@@ -155,7 +166,12 @@ def aws_client(service: str, settings: Settings) -> Any:
 
     CLIENTS_MADE["count"] += 1
     config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
-    return boto3.client(service, region_name=settings.aws_region, config=config)
+    client = boto3.client(service, region_name=settings.aws_region, config=config)
+    if service == "dynamodb":  # the capacity units each call consumed, in its cost (engram.metering)
+        from engram.adapters.aws.metering import meter_dynamodb
+
+        meter_dynamodb(client)
+    return client
 
 
 def aws_records(settings: Settings, client: Any = None) -> RecordStore:
@@ -184,20 +200,24 @@ def build_identity(settings: Settings, clock: Clock | None = None) -> IdentitySe
 def opensearch_client(settings: Settings) -> Any:
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
+    from engram.adapters.aws.metering import meter_opensearch
+
     CLIENTS_MADE["count"] += 1
     if settings.opensearch_service == "none":
-        return OpenSearch(hosts=[settings.opensearch_url], timeout=30)
+        return meter_opensearch(OpenSearch(hosts=[settings.opensearch_url], timeout=30))
     import boto3
 
     region = settings.aws_region
     auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, settings.opensearch_service)
-    return OpenSearch(
-        hosts=[settings.opensearch_url],
-        http_auth=auth,
-        use_ssl=True,
-        verify_certs=True,
-        connection_class=RequestsHttpConnection,
-        timeout=30,
+    return meter_opensearch(
+        OpenSearch(
+            hosts=[settings.opensearch_url],
+            http_auth=auth,
+            use_ssl=True,
+            verify_certs=True,
+            connection_class=RequestsHttpConnection,
+            timeout=30,
+        )
     )
 
 
@@ -289,6 +309,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     """DynamoDB, S3, OpenSearch and SQS. boto3 honours AWS_ENDPOINT_URL (a local emulator)."""
 
     from engram.adapters.aws.dynamodb_audit import DynamoAuditLog
+    from engram.adapters.aws.dynamodb_counters import DynamoCounters
     from engram.adapters.aws.opensearch_index import OpenSearchIndex
     from engram.adapters.aws.s3_blobs import S3BlobStore
     from engram.adapters.aws.sqs_queue import SqsQueue
@@ -315,6 +336,7 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         if settings.queue_url
         else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
         audit_log=DynamoAuditLog(dynamodb, settings.table) if settings.audit else None,
+        counters=DynamoCounters(dynamodb, settings.table),
     )
 
 
@@ -322,6 +344,7 @@ def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedd
     """The embedded default: SQLite records and search, files for blobs, MiniLM on ONNX."""
     from engram.adapters.local.file_blobs import FileBlobStore
     from engram.adapters.local.sqlite_audit import SqliteAuditLog
+    from engram.adapters.local.sqlite_counters import SqliteCounters
     from engram.adapters.local.sqlite_records import SqliteRecordStore
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
 
@@ -336,4 +359,5 @@ def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedd
         clock=clock or SystemClock(),
         generator=build_generator(settings),
         audit_log=SqliteAuditLog(data / "audit.db") if settings.audit else None,
+        counters=SqliteCounters(data / "counters.db"),
     )

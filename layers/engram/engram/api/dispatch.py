@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -12,7 +13,8 @@ import anyio.to_thread
 from engram.audit import id_arguments, objects
 from engram.errors import EngramError, Unavailable
 from engram.identity import Caller, Principal
-from engram.observability import calls
+from engram.metering import Cost, metering, tokens
+from engram.observability import calls, metrics
 from engram.operation import AnyOperation, OpInput
 from engram.ports import Progress
 from engram.wiring import Engram
@@ -21,24 +23,42 @@ log = logging.getLogger("engram.dispatch")
 
 
 async def run(
-    engram: Engram, op: AnyOperation, principal: Principal, args: OpInput, progress: Progress, transport: str = "http"
+    engram: Engram,
+    op: AnyOperation,
+    principal: Principal,
+    args: OpInput,
+    progress: Progress,
+    transport: str = "http",
+    cost: Cost | None = None,
 ) -> Any:
-    """Run `op` for `principal`. Returns a dict shaped by `op.output`, or text. Raises EngramError."""
+    """Run `op` for `principal`: admitted by its quotas, metered into `cost` (what the caller is told it
+    cost). Returns a dict shaped by `op.output`, or text. Raises EngramError."""
 
     entered: list[Caller] = []
+    cost = cost if cost is not None else Cost()
+    started = time.perf_counter()
 
     def work() -> Any:
         outcome, code, result = "error", "internal", None
         try:
-            caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
-            entered.append(caller)
-            result = op.run(engram.family_services(op.family), caller, args, progress)
+            with metering(cost):
+                caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
+                entered.append(caller)
+                ticket = engram.quotas.admit(caller.context_id, principal.key_id, not op.read_only, lambda: _size(args))
+                try:
+                    result = op.run(engram.family_services(op.family), caller, args, progress)
+                except BaseException:
+                    ticket.failed()
+                    raise
+                ticket.done(cost.embeddings)
             outcome, code = "ok", ""
             return result
         except EngramError as exc:
             code = exc.code
             raise
         finally:  # every call, reads and refusals included, in its context's audit trail (ids, never a payload)
+            cost.server_ms = (time.perf_counter() - started) * 1000
+            cost.tokens_in, cost.tokens_out = tokens(args.model_dump(mode="json", exclude_none=True)), tokens(result)
             where = entered[0].context_id if entered else args.context_id
             if where is None and len(principal.contexts) == 1:
                 where = principal.contexts[0]
@@ -52,14 +72,15 @@ async def run(
                     objects(id_arguments(args), result),
                     outcome,
                     code,
+                    cost.figures(),
                 )
 
     def record(ok: bool, code: str = "") -> None:  # in the call log of the caller's context, if it entered one
         where = (entered[0].context_id, principal.grant) if entered else (None, ())
         calls.record(op.name, (time.perf_counter() - started) * 1000, ok, code, *where)
+        metrics.call(op.family, op.name, cost.server_ms, ok, cost.embeddings)
 
     trace = uuid.uuid4().hex
-    started = time.perf_counter()
     try:
         result = await anyio.to_thread.run_sync(work)
     except EngramError as exc:
@@ -72,11 +93,17 @@ async def run(
             raise Unavailable(f"storage failed (trace {trace}); try again", code="storage_error") from exc
         raise EngramError(f"internal error (trace {trace})") from exc
     record(True)
+    cost.server_ms = (time.perf_counter() - started) * 1000
     if op.output is None:
         return result
     if "traceId" in op.output.model_fields:
         result = dict(result, traceId=trace)
     return op.output.model_validate(result).model_dump(mode="json", by_alias=True)
+
+
+def _size(args: OpInput) -> int:
+    """The bytes of a call's arguments as JSON (what a write stores, for the stored-bytes quota)."""
+    return len(json.dumps(args.model_dump(mode="json", exclude_none=True), ensure_ascii=False).encode())
 
 
 # The packages whose exceptions mean a store failed (SQLite, DynamoDB / S3 through botocore, OpenSearch, the

@@ -157,6 +157,23 @@ def worker_handler(engram: Engram | None = None) -> Handler:
     return work
 
 
+def publish_calls(calls: list[tuple[str, str, float, bool, int]]) -> None:
+    """Each tool call as CloudWatch embedded metrics (Powertools), one dimension set per family and tool:
+    Calls, Errors, Latency (ms), Embeddings."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    for family, tool, ms, ok, embeddings in calls:
+        one = Metrics(namespace="Engram")
+        one.add_dimension(name="family", value=family)
+        one.add_dimension(name="tool", value=tool)
+        one.add_metric(name="Calls", unit=MetricUnit.Count, value=1)
+        one.add_metric(name="Errors", unit=MetricUnit.Count, value=0 if ok else 1)
+        one.add_metric(name="Latency", unit=MetricUnit.Milliseconds, value=round(ms, 2))
+        one.add_metric(name="Embeddings", unit=MetricUnit.Count, value=embeddings)
+        one.flush_metrics()
+
+
 def instrument(service: str, handler: Handler, http: bool = True, tracing: bool = True) -> Handler:
     """Powertools around a handler: structured logs with the request's correlation id, X-Ray tracing (not
     for the authorizer: `tracing=False` keeps the X-Ray SDK out of the function every request waits for),
@@ -171,6 +188,8 @@ def instrument(service: str, handler: Handler, http: bool = True, tracing: bool 
     metrics = Metrics(namespace="Engram", service=service)
     path = correlation_paths.API_GATEWAY_HTTP if http else None
 
+    counters.keep_calls = True  # each call's figures, published below
+
     def handle(event: Event, context: Any) -> Any:
         metrics.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
         try:
@@ -181,6 +200,7 @@ def instrument(service: str, handler: Handler, http: bool = True, tracing: bool 
                     one.add_dimension(name="service", value=service)
                     for k, v in dims.items():
                         one.add_dimension(name=k, value=v or "-")
+            publish_calls(counters.drain_calls())
 
     traced: Handler = handle
     if tracing:

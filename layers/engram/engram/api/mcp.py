@@ -32,6 +32,7 @@ from engram.errors import EngramError
 from engram.families import find
 from engram.identity import Principal
 from engram.limits import scrub
+from engram.metering import Cost
 from engram.operation import AnyOperation
 from engram.wiring import Engram
 
@@ -165,6 +166,7 @@ def without_context_id(tool: types.Tool) -> types.Tool:
 
 
 TOOL_ERROR = -32002  # Causantic's JSON-RPC code for a tool's failure
+COST_META = "io.engram/cost"  # the `_meta` key of what a call cost
 
 
 def failure(op: AnyOperation, tool: str, exc: EngramError) -> types.CallToolResult:
@@ -311,20 +313,25 @@ def build_server(
                 return
 
         started = time.perf_counter()
+        cost = Cost()
         try:
-            result = await dispatch.run(engram, op, principal, args, progress, transport)
+            result = await dispatch.run(engram, op, principal, args, progress, transport, cost)
         except EngramError as exc:
             await _log(ctx, principal.key_id, "warning", {"tool": params.name, "error": exc.to_dict()})
-            return failure(op, params.name, exc)
+            failed = failure(op, params.name, exc)
+            return failed.model_copy(update={"meta": {COST_META: cost.figures()}})
         ms = round((time.perf_counter() - started) * 1000, 1)
         await _log(ctx, principal.key_id, "info", {"tool": params.name, "ms": ms})
+        meta = {COST_META: cost.figures()}  # what the call cost (engram.metering)
         if isinstance(result, str):
-            return types.CallToolResult(content=[types.TextContent(type="text", text=scrub(result))])
+            return types.CallToolResult(content=[types.TextContent(type="text", text=scrub(result))], _meta=meta)
         text = json.dumps(result)
         if "\\ud" in text:  # a surrogate: a lone one (stored before the edge refused them) cannot be sent
             result = scrub(result)
             text = json.dumps(result)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=result, _meta=meta
+        )
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         try:

@@ -21,6 +21,7 @@ from engram.api.mcp import schema
 from engram.errors import EngramError, InvalidInput, Unauthenticated
 from engram.identity import Principal, check_context
 from engram.limits import scrub
+from engram.metering import Cost, header
 from engram.operation import AnyOperation, TextOutput
 from engram.ports import no_progress
 from engram.wiring import Engram
@@ -41,6 +42,11 @@ class Reply(JSONResponse):
             return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
         except (UnicodeEncodeError, ValueError):
             return json.dumps(scrub(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def cost_headers(cost: Cost) -> dict[str, str]:
+    """What a call cost, as REST headers: `X-Engram-Cost` (every figure) and `Server-Timing`."""
+    return {"x-engram-cost": header(cost), "server-timing": f"engram;dur={cost.server_ms:.2f}"}
 
 
 def error_response(exc: EngramError) -> Response:
@@ -84,6 +90,7 @@ async def _arguments(request: Request, method: str) -> dict[str, Any]:
 
 def _endpoint(engram: Engram, op: AnyOperation) -> Callable[[Request], Awaitable[Any]]:
     async def endpoint(request: Request) -> Any:
+        cost = Cost()
         try:
             path = dict(request.path_params)
             context_id = check_context(path.pop("context_id"))
@@ -92,12 +99,14 @@ def _endpoint(engram: Engram, op: AnyOperation) -> Callable[[Request], Awaitable
             if raw.get("context_id") not in (None, context_id):
                 raise InvalidInput("context_id in the body differs from the one in the path")
             args = op.parse({**raw, **path, "context_id": context_id})
-            result = await dispatch.run(engram, op, principal, args, no_progress)
+            result = await dispatch.run(engram, op, principal, args, no_progress, cost=cost)
         except EngramError as exc:
             if isinstance(exc, Unauthenticated) and exc.resource_metadata is None:  # the masked 401 of a context
                 exc.resource_metadata = metadata_url(engram.settings.public_url, request.scope)
-            return error_response(exc)
-        return Reply({"text": result} if isinstance(result, str) else result)
+            failed = error_response(exc)
+            failed.headers.update(cost_headers(cost))
+            return failed
+        return Reply({"text": result} if isinstance(result, str) else result, headers=cost_headers(cost))
 
     return endpoint
 

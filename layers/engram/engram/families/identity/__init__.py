@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from engram.families.identity.erasure import ErasureService
     from engram.families.identity.principals import Principals
     from engram.identity import IdentityService
+    from engram.quotas import Quotas
 
 
 class IdentityServices(Services):
@@ -26,6 +27,10 @@ class IdentityServices(Services):
     @property
     def audit(self) -> Auditor:
         return self.root.audit
+
+    @property
+    def quotas(self) -> Quotas:
+        return self.root.quotas
 
     @cached_property
     def erasure(self) -> ErasureService:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engram.clock import iso, parse_time
 from engram.families.identity import IdentityServices
 from engram.identity import ANY, MANAGEMENT, Caller
 from engram.operation import Operation, OpInput, Scalar, declare
 from engram.ports import Progress
+from engram.quotas import QuotaLimits
 
 
 class ScopesIn(OpInput):
@@ -377,5 +380,124 @@ declare(
         "DELETE",
         "/oauth/issuers",
         _distrust,
+    )
+)
+
+
+class QuotaSetIn(OpInput):
+    key_id: str | None = Field(
+        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's quota; none: the context's"
+    )
+    requests_per_minute: int | None = Field(None, ge=0, le=10**9)
+    writes_per_day: int | None = Field(None, ge=0, le=10**12)
+    stored_bytes: int | None = Field(None, ge=0, le=10**15)
+    embeddings_per_day: int | None = Field(None, ge=0, le=10**12)
+
+
+class QuotaUse(BaseModel):
+    limit: int | None
+    used: int | None
+
+
+class QuotaOut(BaseModel):
+    context_id: str
+    key_id: str | None
+    requests_per_minute: QuotaUse
+    writes_per_day: QuotaUse
+    stored_bytes: QuotaUse
+    embeddings_per_day: QuotaUse
+
+
+def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
+    return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
+
+
+def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
+    limits = QuotaLimits(**a.model_dump(include=set(QuotaLimits.model_fields)))
+    s.quotas.set(c.context_id, a.key_id, limits, c.actor)
+    return _quota_out(s, c, a.key_id)
+
+
+class QuotaGetIn(OpInput):
+    key_id: str | None = Field(
+        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's; none: the context's"
+    )
+
+
+declare(
+    Operation(
+        "quota_set",
+        "identity",
+        "Set this context's quotas, or one key's in it (unset: the deployment's default).",
+        QuotaSetIn,
+        QuotaOut,
+        MANAGEMENT,
+        "POST",
+        "/quotas",
+        lambda s, c, a, p: _quota_set(s, c, a),
+    )
+)
+declare(
+    Operation(
+        "quota_get",
+        "identity",
+        "This context's quotas, or one key's in it: each limit and what is used of it now.",
+        QuotaGetIn,
+        QuotaOut,
+        MANAGEMENT,
+        "GET",
+        "/quotas",
+        lambda s, c, a, p: _quota_out(s, c, a.key_id),
+        read_only=True,
+    )
+)
+
+
+class UsageIn(OpInput):
+    since: str | None = Field(None, max_length=64, description="ISO 8601 (default: 7 days ago)")
+    until: str | None = Field(None, max_length=64, description="ISO 8601 (default: now)")
+    key_id: str | None = Field(None, max_length=64)
+    tool: str | None = Field(None, max_length=128)
+
+
+class UsageRow(BaseModel):
+    day: str
+    key_id: str
+    tool: str
+    calls: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    cost: dict[str, float]
+
+
+class UsageOut(BaseModel):
+    context_id: str
+    since: str
+    until: str
+    rows: list[UsageRow]
+    quotas: QuotaOut
+
+
+def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str, Any]:
+    now = s.root.clock.now()
+    since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
+    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool)
+    return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows,
+            "quotas": _quota_out(s, c, a.key_id)}  # fmt: skip
+
+
+declare(
+    Operation(
+        "usage_report",
+        "identity",
+        "What this context's calls cost, per day, key and tool: calls, errors, p50/p99 ms, summed costs, quota use.",
+        UsageIn,
+        UsageOut,
+        MANAGEMENT,
+        "GET",
+        "/usage",
+        _usage,
+        read_only=True,
     )
 )
