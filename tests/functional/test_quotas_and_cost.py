@@ -1,0 +1,110 @@
+"""Issue #28 over real HTTP: what each call cost (`_meta` on MCP, headers on REST), quotas that answer 429 with
+Retry-After (and an MCP tool error with the same code and time) exactly at the limit under concurrent callers
+with nothing partly written, and `usage_report` summing it all per day, key and tool."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+from engram.ports import scan
+from tests.concurrency import together
+from tests.conftest import Live
+from tests.functional.mcpclient import connect
+
+
+def fresh_context(live: Live) -> tuple[str, str, str, str]:
+    """A context of its own (quotas set here touch no other test): (context, agent key, its id, management key)."""
+    ctx = f"q{uuid.uuid4().hex[:10]}"
+    agent, principal = live.engram.identity.create_key([ctx], "agent", [f"org/{ctx}"])
+    manager, _ = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}"])
+    return ctx, agent, principal.key_id, manager
+
+
+def h(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_every_result_says_what_it_cost(live: Live) -> None:
+    ctx, agent, _, _ = fresh_context(live)
+    async with connect(live.url, agent) as c:
+        stored = await c.call_tool("memory_store", {"content": f"Cost probe {uuid.uuid4().hex}: I drink oolong."})
+        assert stored.meta is not None
+        cost = stored.meta["io.engram/cost"]
+        assert cost["server_ms"] > 0 and cost["store_writes"] >= 1 and cost["embeddings"] >= 1
+        assert cost["tokens_in"] > 5 and cost["tokens_out"] > 5
+        recalled = await c.call_tool("memory_recall", {"query": "what tea do I drink"})
+        assert recalled.meta is not None
+        again = recalled.meta["io.engram/cost"]
+        assert again["store_reads"] + again["index_calls"] >= 1 and again["store_writes"] == 0, again
+        failed = await c.call_tool("document_get", {"id": "doc:none"})
+        assert failed.is_error and failed.meta is not None and failed.meta["io.engram/cost"]["server_ms"] > 0
+    answer = httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(agent))
+    assert answer.status_code == 200
+    figures = dict(part.split("=") for part in answer.headers["x-engram-cost"].split(", "))
+    assert float(figures["server-ms"]) > 0 and int(figures["store-reads"]) >= 1
+    assert answer.headers["server-timing"].startswith("engram;dur=")
+
+
+def test_writes_over_quota_get_429_exactly_at_the_limit_and_nothing_is_written(live: Live) -> None:
+    ctx, agent, key_id, manager = fresh_context(live)
+    set_ = httpx.post(
+        f"{live.url}/api/v1/{ctx}/quotas", json={"key_id": key_id, "writes_per_day": 3}, headers=h(manager)
+    )
+    assert set_.status_code == 200, set_.text
+    assert set_.json()["writes_per_day"] == {"limit": 3, "used": 0}
+    answers: list[httpx.Response] = []
+
+    def write(i: int) -> None:
+        body = {"content": f"Quota probe {i}: my locker is number {100 + i}."}
+        answers.append(httpx.post(f"{live.url}/api/v1/{ctx}/facts", json=body, headers=h(agent), timeout=60))
+
+    assert not together(10, write)
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200] * 3 + [429] * 7, codes
+    refused = next(a for a in answers if a.status_code == 429)
+    assert 0 < int(refused.headers["retry-after"]) <= 86_401
+    error = refused.json()["error"]
+    assert error["code"] == "quota_exceeded" and error["details"]["retry_after"] == int(refused.headers["retry-after"])
+    assert len(list(scan(live.engram.records, ctx, "turn"))) == 3  # the refused wrote nothing
+    # reads still pass; the quota reports what is used
+    assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(agent)).status_code == 200
+    got = httpx.get(f"{live.url}/api/v1/{ctx}/quotas", params={"key_id": key_id}, headers=h(manager)).json()
+    assert got["writes_per_day"] == {"limit": 3, "used": 3}
+
+
+async def test_over_quota_on_mcp_is_a_tool_error_with_the_same_code_and_time(live: Live) -> None:
+    ctx, agent, _, manager = fresh_context(live)
+    assert httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json={"requests_per_minute": 4}, headers=h(manager)).is_success
+    results: list[Any] = []
+    async with connect(live.url, agent) as c:
+        for _ in range(7):
+            results.append(await c.call_tool("current_identity", {}))
+    ok = [r for r in results if not r.is_error]
+    refused = [r for r in results if r.is_error]
+    assert (len(ok), len(refused)) in ((4, 3), (3, 4))  # a call made as the minute turns may start a new window
+    error = refused[0].structured_content["error"]
+    assert error["status"] == 429 and error["code"] == "quota_exceeded" and 0 < error["details"]["retry_after"] <= 61
+    assert error["details"]["quota"] == "requests_per_minute" and error["details"]["scope"] == "context"
+
+
+async def test_usage_report_sums_calls_errors_latency_and_cost_per_day_key_and_tool(live: Live) -> None:
+    ctx, agent, key_id, manager = fresh_context(live)
+    async with connect(live.url, agent) as c:
+        for i in range(3):
+            await c.call_tool("memory_store", {"content": f"Usage probe {i}: my cat is called Miso."})
+        await c.call_tool("memory_recall", {"query": "cat's name"})
+        await c.call_tool("document_get", {"id": "doc:none"})
+    report = httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(manager)).json()
+    rows = {(r["key_id"], r["tool"]): r for r in report["rows"]}
+    store = rows[(key_id, "memory_store")]
+    assert store["calls"] == 3 and store["errors"] == 0 and store["p99_ms"] >= store["p50_ms"] > 0
+    assert store["cost"]["embeddings"] >= 3 and store["cost"]["store_writes"] >= 3
+    assert rows[(key_id, "document_get")]["errors"] == 1
+    assert rows[(key_id, "memory_recall")]["calls"] == 1
+    assert set(report["quotas"]) >= {"requests_per_minute", "writes_per_day", "stored_bytes", "embeddings_per_day"}
+    only = httpx.get(f"{live.url}/api/v1/{ctx}/usage", params={"tool": "memory_recall"}, headers=h(manager)).json()
+    assert {r["tool"] for r in only["rows"]} == {"memory_recall"}
+    assert httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(agent)).status_code == 403  # management only
