@@ -469,3 +469,33 @@ def test_oauth_tokens_pass_the_authorizer_and_a_401_points_to_the_metadata(stack
             assert server.issuer in meta.json()["authorization_servers"]
         finally:
             stack.engram.identity.issuers.remove("acme", server.issuer)
+
+
+def test_quotas_costs_and_per_tool_metrics_on_the_lambda_path(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #28 through API Gateway, the authorizer and the family functions: a key's write quota answers 429
+    with Retry-After (DynamoDB's conditional counters), each answer carries its cost (REST headers with
+    DynamoDB's capacity units; MCP `_meta`), and each call is a CloudWatch embedded metric per family and tool."""
+    ctx = "lambda-quota"
+    agent, principal = stack.engram.identity.create_key([ctx], "agent", ["org/lq"])
+    manager, _ = stack.engram.identity.create_key([ctx], "management", ["org/lq"])
+    limits = {"key_id": principal.key_id, "writes_per_day": 2}
+    assert stack.api.request("POST", f"/api/v1/{ctx}/quotas", limits, manager).status == 200
+    capsys.readouterr()
+    answers = [
+        stack.api.request("POST", f"/api/v1/{ctx}/facts", {"content": f"Lambda quota probe {i}: I like figs."}, agent)
+        for i in range(4)
+    ]
+    assert [a.status for a in answers] == [200, 200, 429, 429]
+    assert 0 < int(answers[2].headers["retry-after"]) <= 86_401
+    assert answers[2].json()["error"]["code"] == "quota_exceeded"
+    cost = dict(part.split("=") for part in answers[0].headers["x-engram-cost"].split(", "))
+    assert int(cost["store-writes"]) >= 1 and float(cost["write-units"]) > 0 and int(cost["embeddings"]) >= 1
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    per_tool = [m for m in emitted if m.get("tool") == "memory_store" and "Latency" in m]
+    assert len(per_tool) == 4 and all(m["family"] == "memory" for m in per_tool)
+    assert sum(m["Errors"][0] for m in per_tool) == 2 and sum(m["Calls"][0] for m in per_tool) == 4
+    declared = per_tool[0]["_aws"]["CloudWatchMetrics"][0]
+    assert declared["Namespace"] == "Engram" and ["family", "tool"] in declared["Dimensions"]
+    recalled = call(stack, "memory_recall", {"query": "figs", "context_id": ctx}, agent)
+    spent = recalled["_meta"]["io.engram/cost"]
+    assert spent["opensearch_requests"] >= 1 and spent["embeddings"] == 1, spent

@@ -160,11 +160,10 @@ def worker_handler(engram: Engram | None = None) -> Handler:
 def publish_calls(calls: list[tuple[str, str, float, bool, int]]) -> None:
     """Each tool call as CloudWatch embedded metrics (Powertools), one dimension set per family and tool:
     Calls, Errors, Latency (ms), Embeddings."""
-    from aws_lambda_powertools import Metrics
-    from aws_lambda_powertools.metrics import MetricUnit
+    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
     for family, tool, ms, ok, embeddings in calls:
-        one = Metrics(namespace="Engram")
+        one = EphemeralMetrics(namespace="Engram")  # its own metric set (Metrics share one per process)
         one.add_dimension(name="family", value=family)
         one.add_dimension(name="tool", value=tool)
         one.add_metric(name="Calls", unit=MetricUnit.Count, value=1)
