@@ -26,7 +26,8 @@ async def test_resources_templates_and_prompts_answer(live: Live, mode: str) -> 
             await c.read_resource("engram://nothing")
         except MCPError as exc:
             unknown = exc
-        assert unknown is not None and unknown.error.code == -32002
+        # -32002 before the 2026-07-28 revision; since, -32602 naming the uri (SEP-2164)
+        assert unknown is not None and unknown.error.code == (-32002 if mode == "legacy" else -32602)
     async with connect(live.url, live.keys.agent, mode=mode, path="/mcp/memory") as family:  # on every endpoint
         assert len((await family.list_resources()).resources) == 2
         catalog = await family.read_resource("engram://schemas")

@@ -123,7 +123,8 @@ class Guard:
         # progress notifications, or log notifications the key asked for (logging/setLevel), need a stream
         principal = scope.get("state", {}).get(PRINCIPAL)
         logs = isinstance(principal, Principal) and LOG_LEVELS.get(principal.key_id) is not None
-        wants_stream = b"progressToken" in body or (logs and b'"tools/call"' in body)
+        asked = logs or b"io.modelcontextprotocol/logLevel" in body  # a 2026 request asks per request
+        wants_stream = b"progressToken" in body or (asked and b'"tools/call"' in body)
         stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and wants_stream)
         await (sse_app if stream else json_app)(scope, replay, send)
 

@@ -22,6 +22,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from engram import __version__
@@ -240,8 +241,9 @@ LOG_LEVELS = LogLevels()
 
 
 async def _log(ctx: ServerRequestContext[Any, Any], key_id: str, level: types.LoggingLevel, data: Any) -> None:
-    """A log notification to the caller, when it asked for this level (best effort)."""
-    if not LOG_LEVELS.wants(key_id, level):
+    """A log notification to the caller, when it asked for this level (best effort): at 2026-07-28 only when
+    this request's `_meta` asked (the SDK's session drops the rest), before it when the key set a level."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and not LOG_LEVELS.wants(key_id, level):
         return
     with warnings.catch_warnings():  # the capability is deprecated at 2026-07-28; older clients use it
         warnings.simplefilter("ignore")
@@ -363,8 +365,9 @@ def build_server(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         resource = offered.get(str(params.uri))
-        if resource is None:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {params.uri}")
+        if resource is None:  # 2026-07-28 (SEP-2164): -32602 naming the uri; before: -32002
+            code = types.INVALID_PARAMS if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else RESOURCE_NOT_FOUND
+            raise MCPError(code=code, message=f"Resource not found: {params.uri}", data={"uri": str(params.uri)})
         op = find(resource.operation)
         assert op is not None, resource.operation
         try:
