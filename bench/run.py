@@ -14,6 +14,7 @@ from typing import Any
 
 def main(names: list[str]) -> None:
     from bench import (
+        access,
         coldstart,
         conll04,
         conversations,
@@ -47,6 +48,7 @@ def main(names: list[str]) -> None:
         "protocol": protocol.run,
         "reads": reads.run,
         "erasure": erasure.run,
+        "access": access.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -4,11 +4,14 @@ with nothing partly written, and `usage_report` summing it all per day, key and 
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from engram.cli import main
 from engram.ports import scan
 from tests.concurrency import together
 from tests.conftest import Live
@@ -108,3 +111,42 @@ async def test_usage_report_sums_calls_errors_latency_and_cost_per_day_key_and_t
     only = httpx.get(f"{live.url}/api/v1/{ctx}/usage", params={"tool": "memory_recall"}, headers=h(manager)).json()
     assert {r["tool"] for r in only["rows"]} == {"memory_recall"}
     assert httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(agent)).status_code == 403  # management only
+
+
+def test_the_cli_sets_quotas_trusts_issuers_and_reports_usage(tmp_path: Path, capsys: Any) -> None:
+    data = str(tmp_path / "data")
+    assert main(["quota", "set", "--data-dir", data, "--context", "acme", "--writes-per-day", "5",
+                 "--requests-per-minute", "60"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["quota", "get", "--data-dir", data, "--context", "acme"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["writes_per_day"] == {"limit": 5, "used": 0} and got["requests_per_minute"]["limit"] == 60
+    issuer = "https://auth.example.com/"
+    assert main(["oauth", "trust", "--data-dir", data, "--context", "acme", "--issuer", issuer,
+                 "--audience", "https://engram.example.com/mcp", "--grant", "org/acme/user"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["oauth", "list", "--data-dir", data, "--context", "acme"]) == 0
+    assert json.loads(capsys.readouterr().out)["issuer"] == issuer
+    assert (
+        main(
+            [
+                "oauth",
+                "trust",
+                "--data-dir",
+                data,
+                "--context",
+                "acme",
+                "--issuer",
+                "http://auth.example.com",
+                "--audience",
+                "x",
+                "--grant",
+                "org/acme",
+            ]
+        )
+        == 2
+    )  # fmt: skip  (http only for localhost)
+    assert main(["oauth", "distrust", "--data-dir", data, "--context", "acme", "--issuer", issuer]) == 0
+    capsys.readouterr()
+    assert main(["quota", "usage", "--data-dir", data, "--context", "acme"]) == 0
+    assert capsys.readouterr().out == ""  # no calls yet

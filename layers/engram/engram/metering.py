@@ -102,7 +102,8 @@ class MeteredEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vector:
         charge("embeddings", len(texts))
-        return self._embedder.embed(texts)  # type: ignore[no-any-return]
+        vectors: Vector = self._embedder.embed(texts)
+        return vectors
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._embedder, name)

@@ -75,6 +75,13 @@ def _loopback_ip(host: str) -> bool:
         return False
 
 
+RoleName = Literal["agent", "supervisor", "management"]
+
+
+def _agent() -> list[RoleName]:
+    return ["agent"]
+
+
 class IssuerPolicy(BaseModel):
     """What one context trusts one issuer for."""
 
@@ -87,8 +94,8 @@ class IssuerPolicy(BaseModel):
     grant: list[str] = Field(
         min_length=1, max_length=20, description="The widest grant a token may carry (scope paths)"
     )
-    roles: list[Literal["agent", "supervisor", "management"]] = Field(
-        default_factory=lambda: ["agent"],  # type: ignore[arg-type]  # a literal's list
+    roles: list[RoleName] = Field(
+        default_factory=_agent,
         min_length=1,
         description="Roles a token may carry; the first is the default",
     )

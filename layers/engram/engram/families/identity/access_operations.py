@@ -1,0 +1,218 @@
+"""Identity family, the deployment's access: OAuth issuers a context trusts, quotas, and what calls cost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from engram.clock import iso, parse_time
+from engram.families.identity import IdentityServices
+from engram.identity import MANAGEMENT, Caller
+from engram.operation import Operation, OpInput, declare
+from engram.ports import Progress
+from engram.quotas import QuotaLimits
+
+
+class TrustIn(OpInput):
+    issuer: str = Field(..., max_length=512, description="The authorization server's issuer URL (tokens' `iss`)")
+    audience: list[str] = Field(..., min_length=1, max_length=10, description="Accepted `aud`: this resource's URLs")
+    grant: list[str] = Field(..., min_length=1, max_length=20, description="The widest grant a token may carry")
+    roles: list[str] = Field(["agent"], min_length=1, max_length=3, description="Roles allowed; the first is default")
+    jwks_uri: str | None = Field(None, max_length=512, description="Default: the one the issuer's metadata names")
+    principal_claim: str = Field("sub", max_length=64, description="The claim naming the caller")
+    grant_template: str | None = Field(None, max_length=256, description="e.g. org/acme/user/{principal}")
+
+
+class IssuerOut(BaseModel):
+    issuer: str
+    audience: list[str]
+    grant: list[str]
+    roles: list[str]
+    jwks_uri: str | None
+    principal_claim: str
+    grant_template: str | None
+
+
+class IssuersOut(BaseModel):
+    issuers: list[IssuerOut]
+
+
+def _trust(s: IdentityServices, c: Caller, a: TrustIn, p: Progress) -> dict[str, Any]:
+    policy = s.identity.trust_issuer(c, a.model_dump(exclude={"context_id"}))
+    return {"issuers": [policy.model_dump()]}
+
+
+def _issuers(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
+    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+
+
+class DistrustIn(OpInput):
+    issuer: str = Field(..., max_length=512)
+
+
+def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dict[str, Any]:
+    s.identity.issuers.remove(c.context_id, a.issuer)
+    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+
+
+declare(
+    Operation(
+        "oauth_trust",
+        "identity",
+        "Trust an OAuth authorization server's access tokens in this context, up to a grant and roles.",
+        TrustIn,
+        IssuersOut,
+        MANAGEMENT,
+        "POST",
+        "/oauth/issuers",
+        _trust,
+    )
+)
+declare(
+    Operation(
+        "oauth_issuers",
+        "identity",
+        "The OAuth authorization servers this context trusts, and for what.",
+        OpInput,
+        IssuersOut,
+        MANAGEMENT,
+        "GET",
+        "/oauth/issuers",
+        _issuers,
+        read_only=True,
+    )
+)
+declare(
+    Operation(
+        "oauth_distrust",
+        "identity",
+        "Stop trusting an OAuth authorization server's tokens in this context.",
+        DistrustIn,
+        IssuersOut,
+        MANAGEMENT,
+        "DELETE",
+        "/oauth/issuers",
+        _distrust,
+    )
+)
+
+
+class QuotaSetIn(OpInput):
+    key_id: str | None = Field(
+        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's quota; none: the context's"
+    )
+    requests_per_minute: int | None = Field(None, ge=0, le=10**9)
+    writes_per_day: int | None = Field(None, ge=0, le=10**12)
+    stored_bytes: int | None = Field(None, ge=0, le=10**15)
+    embeddings_per_day: int | None = Field(None, ge=0, le=10**12)
+
+
+class QuotaUse(BaseModel):
+    limit: int | None
+    used: int | None
+
+
+class QuotaOut(BaseModel):
+    context_id: str
+    key_id: str | None
+    requests_per_minute: QuotaUse
+    writes_per_day: QuotaUse
+    stored_bytes: QuotaUse
+    embeddings_per_day: QuotaUse
+
+
+def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
+    return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
+
+
+def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
+    limits = QuotaLimits(**a.model_dump(include=set(QuotaLimits.model_fields)))
+    s.quotas.set(c.context_id, a.key_id, limits, c.actor)
+    return _quota_out(s, c, a.key_id)
+
+
+class QuotaGetIn(OpInput):
+    key_id: str | None = Field(
+        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's; none: the context's"
+    )
+
+
+declare(
+    Operation(
+        "quota_set",
+        "identity",
+        "Set this context's quotas, or one key's in it (unset: the deployment's default).",
+        QuotaSetIn,
+        QuotaOut,
+        MANAGEMENT,
+        "POST",
+        "/quotas",
+        lambda s, c, a, p: _quota_set(s, c, a),
+    )
+)
+declare(
+    Operation(
+        "quota_get",
+        "identity",
+        "This context's quotas, or one key's in it: each limit and what is used of it now.",
+        QuotaGetIn,
+        QuotaOut,
+        MANAGEMENT,
+        "GET",
+        "/quotas",
+        lambda s, c, a, p: _quota_out(s, c, a.key_id),
+        read_only=True,
+    )
+)
+
+
+class UsageIn(OpInput):
+    since: str | None = Field(None, max_length=64, description="ISO 8601 (default: 7 days ago)")
+    until: str | None = Field(None, max_length=64, description="ISO 8601 (default: now)")
+    key_id: str | None = Field(None, max_length=64)
+    tool: str | None = Field(None, max_length=128)
+
+
+class UsageRow(BaseModel):
+    day: str
+    key_id: str
+    tool: str
+    calls: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    cost: dict[str, float]
+
+
+class UsageOut(BaseModel):
+    context_id: str
+    since: str
+    until: str
+    rows: list[UsageRow]
+    quotas: QuotaOut
+
+
+def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str, Any]:
+    now = s.root.clock.now()
+    since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
+    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool)
+    return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows,
+            "quotas": _quota_out(s, c, a.key_id)}  # fmt: skip
+
+
+declare(
+    Operation(
+        "usage_report",
+        "identity",
+        "What this context's calls cost, per day, key and tool: calls, errors, p50/p99 ms, summed costs, quota use.",
+        UsageIn,
+        UsageOut,
+        MANAGEMENT,
+        "GET",
+        "/usage",
+        _usage,
+        read_only=True,
+    )
+)
