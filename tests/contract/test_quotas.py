@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from engram.errors import RateLimited
-from engram.quotas import QuotaLimits, Ticket
+from engram.quotas import QuotaLimits, Quotas, Ticket
 from engram.wiring import Engram
 from tests.concurrency import together
 
@@ -80,3 +80,16 @@ def test_stored_bytes_and_embeddings(both: Engram) -> None:
         both.quotas.admit("acme", "key_s", False, lambda: 0)
     assert spent.value.details["quota"] == "embeddings_per_day"
     assert both.quotas.use("acme", "key_s")["stored_bytes"] == {"limit": 100, "used": 100}
+
+
+def test_the_settings_defaults_hold_until_management_sets_others(both: Engram) -> None:
+    quotas = Quotas(both.records, both.counters, both.clock, QuotaLimits(), QuotaLimits(requests_per_minute=2))
+    for _ in range(2):
+        quotas.admit("acme", "key_d", False, lambda: 0)
+    with pytest.raises(RateLimited) as over:
+        quotas.admit("acme", "key_d", False, lambda: 0)
+    assert over.value.details["quota"] == "requests_per_minute" and 0 < over.value.retry_after <= 61
+    quotas.set("acme", "key_d", QuotaLimits(requests_per_minute=4), "test")
+    quotas.admit("acme", "key_d", False, lambda: 0)  # the third request of the minute: now allowed
+    assert quotas.limits("acme", "key_e").requests_per_minute == 2  # every other key keeps the default
+    assert quotas.limits("acme", None).requests_per_minute is None  # and the context has no limit

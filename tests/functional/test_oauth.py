@@ -244,3 +244,33 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(live: Live
     assert httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=m).status_code == 200
     assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.post(live.url + "/mcp", json=LIST, headers=bearer(token)).status_code == 401
+
+
+def test_the_key_cache_honours_expiry_by_the_wall_clock_and_fetches_only_policy_urls(
+    auth_server: AuthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a SnapStart restore relies on: cached keys carry a wall-clock expiry (the issuer's max-age, here
+    600 s), so an environment restored later fetches them again; within it, no fetch. Discovery reads the
+    issuer's RFC 8414 metadata; URLs that are not https (or loopback http) are never fetched."""
+    from engram.errors import InvalidInput, Unavailable
+
+    jwks.forget()
+    source = jwks.HttpKeySource()
+    now = [time.time()]
+    monkeypatch.setattr(jwks.time, "time", lambda: now[0])
+    before = auth_server.jwks_fetches
+    assert source.keys(auth_server.issuer, None)[0]["kid"] == auth_server.kid  # discovered, then fetched
+    source.keys(auth_server.issuer, None)
+    now[0] += 599
+    source.keys(auth_server.issuer, None)
+    assert auth_server.jwks_fetches - before == 1
+    now[0] += 2  # past max-age: as after a restore hours later
+    source.keys(auth_server.issuer, None)
+    assert auth_server.jwks_fetches - before == 2
+    with pytest.raises(InvalidInput):
+        source.keys("http://issuer.example", "http://issuer.example/jwks")
+    with pytest.raises(Unavailable):
+        source.keys("http://127.0.0.1:1", "http://127.0.0.1:1/jwks")  # nothing listens: 503, not a hang
+    with pytest.raises(Unavailable):
+        source.keys(auth_server.issuer, f"{auth_server.issuer}/authorize")  # not a JWKS (a 400 here)
+    jwks.forget()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ ANY: frozenset[Role] = frozenset(ROLES)
 WRITERS: frozenset[Role] = frozenset({"agent", "management"})
 OVERSEERS: frozenset[Role] = frozenset({"supervisor", "management"})
 MANAGEMENT: frozenset[Role] = frozenset({"management"})
+
+log = logging.getLogger("engram.identity")
 
 SYSTEM = "_system"  # the context keys live in; no key can be issued for it
 _CONTEXT_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
@@ -176,11 +179,14 @@ class IdentityService:
         warm = getattr(self._keys, "warm", None)
         if warm is None:
             return
-        pairs = []
-        for issuer in self.issuers.all_issuers():
-            policies = self.issuers.for_issuer(issuer).values()
-            pairs.append((issuer, next((p.jwks_uri for p in policies if p.jwks_uri), None)))
-        warm(pairs)
+        try:
+            pairs = []
+            for issuer in self.issuers.all_issuers():
+                policies = self.issuers.for_issuer(issuer).values()
+                pairs.append((issuer, next((p.jwks_uri for p in policies if p.jwks_uri), None)))
+            warm(pairs)
+        except Exception:  # best effort: the first token fetches them (a store unreachable at init included)
+            log.warning("could not fetch the trusted issuers' keys ahead", exc_info=True)
 
     def enter(
         self, principal: Principal, context_id: str | None, allowed: frozenset[Role], op: str, transport: str = "http"

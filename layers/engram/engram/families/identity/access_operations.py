@@ -206,7 +206,7 @@ declare(
     Operation(
         "usage_report",
         "identity",
-        "What this context's calls cost, per day, key and tool: calls, errors, p50/p99 ms, summed costs, quota use.",
+        "Calls, errors, p50/p99 ms and summed costs per day, key and tool; quota use.",
         UsageIn,
         UsageOut,
         MANAGEMENT,
