@@ -12,21 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from bench.latency import MCP_HEADERS, pct
 from bench.locomo import turns_and_questions
 from engram import kinds, metering
 from engram.api import dispatch
 from engram.api.app import create_app
-from engram.devserver import free_port
+from engram.devserver import in_thread
 from engram.families import find
 from engram.identity import ANY
 from engram.quotas import QuotaLimits
@@ -38,21 +36,6 @@ SAMPLES = 2000
 HTTP_SAMPLES = 400
 RECALLS = 400
 MEMORIES = 2000
-
-
-@contextlib.contextmanager
-def served(engram: Engram) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engram), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def timed(fn: Any, n: int) -> list[float]:
@@ -157,7 +140,7 @@ def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         engram = build_local(Settings(data_dir=Path(tmp)))
         key, _ = engram.identity.create_key(["bench"], "agent", ["org/bench"])
-        with served(engram) as url:
+        with in_thread(create_app(engram)) as url:
             out = {"tokens": tokens_part(engram, url, key)}
         out["accounting"] = accounting_part(engram, key)
         return out

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from engram.api.app import create_app
-from engram.devserver import free_port
+from engram.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 from tests.aws import aws_endpoint
@@ -63,18 +60,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     data = tmp_path_factory.mktemp("live")
     engram = build_local(Settings(data_dir=data, max_request_bytes=200_000))
     keys = make_keys(engram)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engram), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started:
-        if time.time() > deadline:
-            raise RuntimeError("live server did not start")
-        time.sleep(0.05)
-    yield Live(f"http://127.0.0.1:{port}", engram, keys)
-    server.should_exit = True
-    thread.join(10)
+    with in_thread(create_app(engram)) as url:
+        yield Live(url, engram, keys)
 
 
 # Real engines, each started once per test session (on first use).

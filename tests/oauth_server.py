@@ -12,7 +12,6 @@ import base64
 import hashlib
 import json
 import secrets
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,14 +20,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import jwt
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from engram.devserver import free_port
+from engram.devserver import free_port, in_thread
 
 
 def _b64(n: int) -> str:
@@ -154,16 +152,5 @@ class AuthServer:
 @contextmanager
 def running_auth_server() -> Iterator[AuthServer]:
     server = AuthServer()
-    uv = uvicorn.Server(uvicorn.Config(server.app, host="127.0.0.1", port=server.port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not uv.started:
-        if time.time() > deadline:
-            raise RuntimeError("authorization server did not start")
-        time.sleep(0.05)
-    try:
+    with in_thread(server.app, server.port):
         yield server
-    finally:
-        uv.should_exit = True
-        thread.join(10)

@@ -6,18 +6,15 @@ on the same key)."""
 from __future__ import annotations
 
 import base64
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 from mcp.client import Client
 
 from engram.api.app import create_app
-from engram.devserver import free_port
+from engram.devserver import in_thread
 from engram.wiring import Engram
 from tests.functional.mcpclient import connect
 
@@ -36,16 +33,8 @@ def served(both: Engram) -> Iterator[Served]:
     no worker runs in it: `engram.queue.join()` is the worker, run when a test says so."""
     agent, _ = both.identity.create_key(["acme"], "agent", ["org/acme"])
     management, _ = both.identity.create_key(["acme"], "management", ["org/acme"])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(both), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    yield Served(f"http://127.0.0.1:{port}", both, agent, management)
-    server.should_exit = True
-    thread.join(10)
+    with in_thread(create_app(both)) as url:
+        yield Served(url, both, agent, management)
 
 
 async def call(c: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

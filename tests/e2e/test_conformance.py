@@ -10,8 +10,6 @@ from __future__ import annotations
 import http.client
 import json
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +17,10 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from engram.api.app import create_app
-from engram.devserver import free_port
+from engram.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import build_local
 
@@ -62,17 +59,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             scope = dict(scope, headers=[h for h in scope["headers"] if h[0].lower() != b"authorization"] + [bearer])
         await app(scope, receive, send)
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(with_key, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started:
-        assert time.time() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
+    with in_thread(with_key) as base:
+        yield f"{base}/mcp"
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -70,3 +71,27 @@ def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
         yield url
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def in_thread(app: Any, port: int | None = None, timeout: float = 30) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a loopback port, in a thread of this process (tests, benches): its
+    base URL while it runs."""
+    import threading
+
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + timeout
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError(f"the server on port {port} did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
