@@ -16,12 +16,12 @@ from engram.quotas import QuotaLimits
 
 
 class TrustIn(OpInput):
-    issuer: str = Field(..., max_length=512, description="The authorization server's issuer URL (tokens' `iss`)")
-    audience: list[str] = Field(..., min_length=1, max_length=10, description="Accepted `aud`: this resource's URLs")
-    grant: list[str] = Field(..., min_length=1, max_length=20, description="The widest grant a token may carry")
-    roles: list[str] = Field(["agent"], min_length=1, max_length=3, description="Roles allowed; the first is default")
-    jwks_uri: str | None = Field(None, max_length=512, description="Default: the one the issuer's metadata names")
-    principal_claim: str = Field("sub", max_length=64, description="The claim naming the caller")
+    issuer: str = Field(..., max_length=512, description="tokens' iss")
+    audience: list[str] = Field(..., min_length=1, max_length=10, description="accepted aud: this server's URLs")
+    grant: list[str] = Field(..., min_length=1, max_length=20, description="widest grant a token may carry")
+    roles: list[str] = Field(["agent"], min_length=1, max_length=3)
+    jwks_uri: str | None = Field(None, max_length=512)
+    principal_claim: str = Field("sub", max_length=64)
     grant_template: str | None = Field(None, max_length=256, description="e.g. org/acme/user/{principal}")
 
 
