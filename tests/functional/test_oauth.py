@@ -229,6 +229,12 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(live: Live
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "current_identity", "arguments": {}}}
     answer = httpx.post(live.url + "/mcp", json=call, headers=bearer(token)).json()
     assert answer["result"]["structuredContent"]["grant"] == [ALICE]
+    # a policy reading the scopes from another claim (Auth0's `permissions`, a list)
+    made = httpx.post(url, json=dict(policy, scope_claim="permissions", grant_template=None), headers=m)
+    assert made.status_code == 200 and made.json()["issuers"][0]["scope_claim"] == "permissions"
+    listed_token = auth_server.mint(aud=f"{live.url}/mcp", permissions=["engram:agent", f"engram:grant:{ALICE}"])
+    answer = httpx.post(live.url + "/mcp", json=call, headers=bearer(listed_token)).json()
+    assert answer["result"]["structuredContent"]["grant"] == [ALICE]
     wider = httpx.post(url, json=dict(policy, grant=["org/globex"]), headers=m)
     assert wider.status_code == 403  # beyond the management key's own grant
     bad = [

@@ -37,9 +37,16 @@ def cmd_oauth(args: argparse.Namespace) -> int:
 
     identity = build_identity(_settings(args))
     if args.oauth_cmd == "trust":
-        fields = {"issuer": args.issuer, "audience": args.audience, "grant": args.grant,
-                  "roles": args.role or ["agent"], "jwks_uri": args.jwks_uri,
-                  "principal_claim": args.principal_claim, "grant_template": args.grant_template}  # fmt: skip
+        fields = {
+            "issuer": args.issuer,
+            "audience": args.audience,
+            "grant": args.grant,
+            "roles": args.role or ["agent"],
+            "jwks_uri": args.jwks_uri,
+            "principal_claim": args.principal_claim,
+            "scope_claim": args.scope_claim,
+            "grant_template": args.grant_template,
+        }
         print(json.dumps(identity.trust_issuer(None, fields, args.context).model_dump()))
     elif args.oauth_cmd == "distrust":
         identity.issuers.remove(args.context, args.issuer)
@@ -158,6 +165,7 @@ def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     ot.add_argument("--role", action="append", choices=["agent", "supervisor", "management"], help="(repeatable)")
     ot.add_argument("--jwks-uri", dest="jwks_uri", help="default: the one the issuer's metadata names")
     ot.add_argument("--principal-claim", dest="principal_claim", default="sub")
+    ot.add_argument("--scope-claim", dest="scope_claim", default="scope", help="the claim carrying the scopes")
     ot.add_argument("--grant-template", dest="grant_template", help="e.g. org/acme/user/{principal}")
     ot.set_defaults(fn=cmd_oauth)
     for name, text in (("list", "the issuers a context trusts"), ("distrust", "stop trusting an issuer")):

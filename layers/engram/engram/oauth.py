@@ -8,8 +8,8 @@ may carry at most. A bearer JWT is then a principal like an API key's:
   expiry, fetched again on an unknown `kid`); `alg: none`, HMAC and unknown algorithms are refused;
 - `exp` and `nbf` hold (30 s of clock skew), `iss` is a trusted issuer, `aud` names this resource: a token
   minted for another resource is refused (RFC 8707);
-- its `scope` claim (or `scp`) gives the role (`engram:agent`, `engram:supervisor`, `engram:management`;
-  several: the first of them the policy lists; none: the policy's first role) and the grant
+- its `scope` claim (or the policy's `scope_claim`; `scp`) gives the role (`engram:agent`, `engram:supervisor`,
+  `engram:management`; several: the first of them the policy lists; none: the policy's first role) and the grant
   (`engram:grant:org/acme/user/alice`, or the policy's template filled with the principal), and may pick the
   context (`engram:context:acme`). The grant only narrows: a path outside the policy's grant, or a role the
   policy does not allow, refuses the token.
@@ -101,6 +101,11 @@ class IssuerPolicy(BaseModel):
     )
     jwks_uri: str | None = Field(None, description="The issuer's JWKS; default: the one its metadata names")
     principal_claim: str = Field("sub", pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="The claim naming the caller")
+    scope_claim: str = Field(
+        "scope",
+        pattern=r"^[A-Za-z0-9_.:/-]{1,64}$",
+        description="The claim carrying the engram: scopes (e.g. Auth0's permissions); `scp` when it is missing",
+    )
     grant_template: str | None = Field(
         None,
         max_length=256,
@@ -251,12 +256,16 @@ class TokenVerifier:
         self._check_times(claims)
         audiences = claims.get("aud")
         aud = {audiences} if isinstance(audiences, str) else set(audiences) if isinstance(audiences, list) else set()
-        scopes = _scopes(claims)
-        named = {s[len("engram:context:") :] for s in scopes if s.startswith("engram:context:")}
-        matching = {c: p for c, p in policies.items() if _for_us(aud, p.audience) and (not named or c in named)}
+
+        def named(p: IssuerPolicy) -> set[str]:
+            return {
+                s[len("engram:context:") :] for s in _scopes(claims, p.scope_claim) if s.startswith("engram:context:")
+            }
+
+        matching = {c: p for c, p in policies.items() if _for_us(aud, p.audience) and c in (named(p) or {c})}
         if not matching:
             raise _Refused("wrong audience")
-        grants = {(c, *self._grant_of(p, claims, scopes)) for c, p in matching.items()}
+        grants = {(c, *self._grant_of(p, claims, _scopes(claims, p.scope_claim))) for c, p in matching.items()}
         shapes = {(g[1], g[2]) for g in grants}
         if len(shapes) != 1:
             raise _Refused("the token fits several contexts differently; name one with engram:context:<id>")
@@ -337,8 +346,9 @@ def _verifies(alg: str, jwk: dict[str, Any], signing: bytes, sig: bytes) -> bool
         return False
 
 
-def _scopes(claims: dict[str, Any]) -> list[str]:
-    raw = claims.get("scope", claims.get("scp"))
+def _scopes(claims: dict[str, Any], claim: str = "scope") -> list[str]:
+    """The scopes a token carries: the policy's claim (a space-separated string or a list), else `scp`."""
+    raw = claims.get(claim, claims.get("scp"))
     if isinstance(raw, str):
         return raw.split()[:100]
     if isinstance(raw, list):

@@ -22,6 +22,7 @@ class TrustIn(OpInput):
     roles: list[str] = Field(["agent"], min_length=1, max_length=3)
     jwks_uri: str | None = Field(None, max_length=512)
     principal_claim: str = Field("sub", max_length=64)
+    scope_claim: str = Field("scope", max_length=64)
     grant_template: str | None = Field(None, max_length=256, description="e.g. org/acme/user/{principal}")
 
 
@@ -32,6 +33,7 @@ class IssuerOut(BaseModel):
     roles: list[str]
     jwks_uri: str | None
     principal_claim: str
+    scope_claim: str
     grant_template: str | None
 
 
