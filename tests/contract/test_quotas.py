@@ -93,3 +93,20 @@ def test_the_settings_defaults_hold_until_management_sets_others(both: Engram) -
     quotas.admit("acme", "key_d", False, lambda: 0)  # the third request of the minute: now allowed
     assert quotas.limits("acme", "key_e").requests_per_minute == 2  # every other key keeps the default
     assert quotas.limits("acme", None).requests_per_minute is None  # and the context has no limit
+
+
+def test_concurrent_quota_setters_and_issuer_trusts_all_land(both: Engram) -> None:
+    """Many concurrent writers of the same quota record and of the same issuer's document (one per issuer,
+    shared by every context that trusts it): none fails, none is lost."""
+    limits = [QuotaLimits(writes_per_day=100 + i) for i in range(12)]
+    assert not together(12, lambda i: both.quotas.set("acme", "key_same", limits[i], "t"))
+    both.quotas._cache.clear()
+    assert both.quotas.limits("acme", "key_same").writes_per_day in {100 + i for i in range(12)}
+    assert not together(12, lambda i: both.quotas.set("acme", f"key_{i}", limits[i], "t"))
+    both.quotas._cache.clear()
+    assert [both.quotas.limits("acme", f"key_{i}").writes_per_day for i in range(12)] == [100 + i for i in range(12)]
+    issuer = "https://auth.example.com/"
+    policy = {"issuer": issuer, "audience": ["https://engram.example.com/mcp"], "grant": ["org/x"]}
+    assert not together(12, lambda i: both.identity.trust_issuer(None, policy, f"tenant-{i}"))
+    trusted = both.identity.issuers.for_issuer(issuer)
+    assert sorted(trusted) == sorted(f"tenant-{i}" for i in range(12))

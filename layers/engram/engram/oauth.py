@@ -31,9 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from engram import jws
 from engram.clock import Clock
-from engram.errors import Conflict, InvalidInput, NotFound, Unauthenticated
+from engram.errors import InvalidInput, NotFound, Unauthenticated
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write
+from engram.retry import on_conflict
 
 SYSTEM = "_system"
 ISSUER = "issuer"
@@ -182,19 +183,16 @@ class Issuers:
         self._update(issuer, drop)
 
     def _update(self, issuer: str, change: Any) -> None:
-        for _ in range(10):  # optimistic: another writer of the same issuer's document makes us read again
+        def write() -> None:  # read, change, write over the version read (another writer: again)
             item = self._records.get(SYSTEM, ISSUER, issuer_id(issuer))
             contexts = change(dict(item.data["contexts"]) if item is not None else {})
             write = Write(SYSTEM, ISSUER, issuer_id(issuer), {"issuer": issuer, "contexts": contexts}, "management",
                           expected_version=item.version if item is not None else 0)  # fmt: skip
-            try:
-                self._records.transact([write], self._clock.now())
-            except Conflict:  # someone else wrote it first: read it again
-                continue
-            with self._lock:
-                self._cache.pop(issuer, None)
-            return
-        raise InvalidInput("the issuer's configuration is changing too often; try again")
+            self._records.transact([write], self._clock.now())
+
+        on_conflict(write)
+        with self._lock:
+            self._cache.pop(issuer, None)
 
     def of_context(self, context_id: str) -> list[IssuerPolicy]:
         from engram.ports import scan

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram.clock import Clock
 from engram.errors import RateLimited
 from engram.ports import Counters, RecordStore, Write
+from engram.retry import on_conflict
 
 SYSTEM = "_system"
 QUOTA = "quota"
@@ -93,11 +94,18 @@ class Quotas:
         return context_id if key_id is None else f"{context_id}:{key_id}"
 
     def set(self, context_id: str, key_id: str | None, limits: QuotaLimits, actor: str) -> QuotaLimits:
+        """Replace the quota of a context (or of a key in it); concurrent setters: the last one wins whole."""
         qid = self._id(context_id, key_id)
-        item = self._records.get(SYSTEM, QUOTA, qid)
         data = {"context_id": context_id, "key_id": key_id, **limits.model_dump()}
-        write = Write(SYSTEM, QUOTA, qid, data, actor, expected_version=item.version if item else 0)
-        self._records.transact([write], self._clock.now())
+
+        def write() -> None:  # over the version read; another setter between: read again
+            item = self._records.get(SYSTEM, QUOTA, qid)
+            expected = item.version if item else 0
+            self._records.transact(
+                [Write(SYSTEM, QUOTA, qid, data, actor, expected_version=expected)], self._clock.now()
+            )
+
+        on_conflict(write)
         with self._lock:
             self._cache.pop(qid, None)
         return limits
