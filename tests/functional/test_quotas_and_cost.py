@@ -58,6 +58,9 @@ def test_writes_over_quota_get_429_exactly_at_the_limit_and_nothing_is_written(l
     )
     assert set_.status_code == 200, set_.text
     assert set_.json()["writes_per_day"] == {"limit": 3, "used": 0}
+    for bad in ({"writes_per_day": 10**13}, {"stored_bytes": -1}, {"key_id": "../x"}, {"requests_per_minute": "x"}):
+        refused = httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json=bad, headers=h(manager))
+        assert refused.status_code == 400, (bad, refused.text)
     answers: list[httpx.Response] = []
 
     def write(i: int) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from engram.clock import iso, parse_time
+from engram.errors import InvalidInput
 from engram.families.identity import IdentityServices
 from engram.identity import MANAGEMENT, Caller
 from engram.operation import Operation, OpInput, declare
@@ -16,9 +17,9 @@ from engram.quotas import QuotaLimits
 
 
 class TrustIn(OpInput):
-    issuer: str = Field(..., max_length=512, description="tokens' iss")
-    audience: list[str] = Field(..., min_length=1, max_length=10, description="accepted aud: this server's URLs")
-    grant: list[str] = Field(..., min_length=1, max_length=20, description="widest grant a token may carry")
+    issuer: str = Field(..., max_length=512)
+    audience: list[str] = Field(..., min_length=1, max_length=10, description="this server's URLs")
+    grant: list[str] = Field(..., min_length=1, max_length=20, description="the widest a token may carry")
     roles: list[str] = Field(["agent"], min_length=1, max_length=3)
     jwks_uri: str | None = Field(None, max_length=512)
     principal_claim: str = Field("sub", max_length=64)
@@ -63,7 +64,7 @@ declare(
     Operation(
         "oauth_trust",
         "identity",
-        "Trust an OAuth authorization server's access tokens in this context, up to a grant and roles.",
+        "Trust an OAuth issuer's access tokens here, up to a grant and roles.",
         TrustIn,
         IssuersOut,
         MANAGEMENT,
@@ -76,7 +77,7 @@ declare(
     Operation(
         "oauth_issuers",
         "identity",
-        "The OAuth authorization servers this context trusts, and for what.",
+        "The OAuth issuers trusted here, and for what.",
         OpInput,
         IssuersOut,
         MANAGEMENT,
@@ -90,7 +91,7 @@ declare(
     Operation(
         "oauth_distrust",
         "identity",
-        "Stop trusting an OAuth authorization server's tokens in this context.",
+        "Stop trusting an OAuth issuer's tokens here.",
         DistrustIn,
         IssuersOut,
         MANAGEMENT,
@@ -103,12 +104,15 @@ declare(
 
 class QuotaSetIn(OpInput):
     key_id: str | None = Field(
-        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's quota; none: the context's"
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_]+$",
     )
-    requests_per_minute: int | None = Field(None, ge=0, le=10**9)
-    writes_per_day: int | None = Field(None, ge=0, le=10**12)
-    stored_bytes: int | None = Field(None, ge=0, le=10**15)
-    embeddings_per_day: int | None = Field(None, ge=0, le=10**12)
+    # the upper bounds are QuotaLimits' (checked in _quota_set): numbers that large cost a catalogue tokens
+    requests_per_minute: int | None = Field(None, ge=0)
+    writes_per_day: int | None = Field(None, ge=0)
+    stored_bytes: int | None = Field(None, ge=0)
+    embeddings_per_day: int | None = Field(None, ge=0)
 
 
 class QuotaUse(BaseModel):
@@ -130,14 +134,20 @@ def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, 
 
 
 def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
-    limits = QuotaLimits(**a.model_dump(include=set(QuotaLimits.model_fields)))
+    try:
+        limits = QuotaLimits(**a.model_dump(include=set(QuotaLimits.model_fields)))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidInput(f"invalid arguments: {first['loc'][0]}: {first['msg']}") from None
     s.quotas.set(c.context_id, a.key_id, limits, c.actor)
     return _quota_out(s, c, a.key_id)
 
 
 class QuotaGetIn(OpInput):
     key_id: str | None = Field(
-        None, max_length=64, pattern=r"^[A-Za-z0-9_]+$", description="a key's; none: the context's"
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_]+$",
     )
 
 
@@ -145,7 +155,7 @@ declare(
     Operation(
         "quota_set",
         "identity",
-        "Set this context's quotas, or one key's in it (unset: the deployment's default).",
+        "Set the quotas of this context, or of one key (key_id); unset: the default.",
         QuotaSetIn,
         QuotaOut,
         MANAGEMENT,
@@ -158,7 +168,7 @@ declare(
     Operation(
         "quota_get",
         "identity",
-        "This context's quotas, or one key's in it: each limit and what is used of it now.",
+        "Quotas of this context, or of one key (key_id): limits and use now.",
         QuotaGetIn,
         QuotaOut,
         MANAGEMENT,
@@ -171,8 +181,8 @@ declare(
 
 
 class UsageIn(OpInput):
-    since: str | None = Field(None, max_length=64, description="ISO 8601 (default: 7 days ago)")
-    until: str | None = Field(None, max_length=64, description="ISO 8601 (default: now)")
+    since: str | None = Field(None, max_length=64, description="ISO 8601; default 7 days ago")
+    until: str | None = Field(None, max_length=64, description="ISO 8601")
     key_id: str | None = Field(None, max_length=64)
     tool: str | None = Field(None, max_length=128)
 

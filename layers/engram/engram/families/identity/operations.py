@@ -121,12 +121,12 @@ declare(
 
 
 class AuditIn(OpInput):
-    since: str | None = Field(None, max_length=64, description="ISO 8601: entries at or after")
-    until: str | None = Field(None, max_length=64, description="ISO 8601: entries at or before")
-    principal: str | None = Field(None, max_length=64, description="the caller's principal (agent, management...)")
+    since: str | None = Field(None, max_length=64, description="ISO 8601")
+    until: str | None = Field(None, max_length=64, description="ISO 8601")
+    principal: str | None = Field(None, max_length=64, description="agent, supervisor or management")
     key_id: str | None = Field(None, max_length=128)
-    tool: str | None = Field(None, max_length=128, description="a tool (or REST operation) name")
-    object_id: str | None = Field(None, max_length=256, description="entries that name this object")
+    tool: str | None = Field(None, max_length=128)
+    object_id: str | None = Field(None, max_length=256)
     cursor: str | None = Field(None, max_length=32, description="next_cursor of the page before")
     limit: int = Field(100, ge=1, le=500)
 
