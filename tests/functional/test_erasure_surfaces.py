@@ -77,7 +77,7 @@ def test_the_cli_erases_and_verifies_a_receipt_offline(tmp_path: Path) -> None:
     saved = tmp_path / "receipt.json"
     saved.write_text(json.dumps(done))
     published = engram.erasure.public_key()
-    assert cli("erasure", "verify", str(saved), "--public-key", published, data_dir=data).startswith("valid")
+    assert cli("erasure", "verify", str(saved), f"--public-key={published}", data_dir=data).startswith("valid")
     forged = dict(done["receipt"], erased={"records": {"ctxkey": 0}})
     saved.write_text(json.dumps(forged))
     with pytest.raises(RuntimeError):
