@@ -58,7 +58,9 @@ class Live:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """`create_app` served by uvicorn on a loopback port, for real HTTP clients."""
     data = tmp_path_factory.mktemp("live")
-    engram = build_local(Settings(data_dir=data, max_request_bytes=200_000))
+    engram = build_local(
+        Settings(data_dir=data, max_request_bytes=200_000, oauth_allowed_issuers=["https://issuer.example"])
+    )
     keys = make_keys(engram)
     with in_thread(create_app(engram)) as url:
         yield Live(url, engram, keys)

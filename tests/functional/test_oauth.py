@@ -213,12 +213,21 @@ def test_an_unknown_kid_fetches_the_keys_again_at_most_every_few_seconds(
         trusted.key, trusted.kid = old_key, old_kid
 
 
-def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(live: Live, auth_server: AuthServer) -> None:
+def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(
+    live: Live, auth_server: AuthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     jwks.forget()  # the test before rotated the server's key and back within the refresh gap
     m = bearer(live.keys.management)
     url = f"{live.url}/api/v1/acme/oauth/issuers"
     policy: dict[str, Any] = {"issuer": auth_server.issuer, "audience": [f"{live.url}/mcp"], "grant": [ALICE],
                               "grant_template": "org/acme/user/{principal}"}  # fmt: skip
+    # a key trusts only what the deployment allows: the server fetches an issuer's keys, so no caller may choose
+    # where it connects (here: a loopback address, the authorization server the test runs)
+    refused = httpx.post(url, json=policy, headers=m)
+    assert refused.status_code == 403 and "ENGRAM_OAUTH_ALLOWED_ISSUERS" in refused.json()["error"]["message"]
+    sneaky = dict(policy, issuer="https://issuer.example", jwks_uri=f"{auth_server.issuer}/jwks")
+    assert httpx.post(url, json=sneaky, headers=m).status_code == 403  # an allowed issuer, keys elsewhere
+    monkeypatch.setattr(live.engram.settings, "oauth_allowed_issuers", [auth_server.issuer])
     made = httpx.post(url, json=policy, headers=m)
     assert made.status_code == 200, made.text
     assert made.json()["issuers"][0]["roles"] == ["agent"]

@@ -83,3 +83,18 @@ def test_eddsa_and_es256() -> None:
 def test_malformed_tokens_are_refused_before_any_key_is_used(token: str) -> None:
     with pytest.raises(jws.BadToken):
         jws.parse(token)
+
+
+def test_the_issuer_allow_list() -> None:
+    from engram.oauth import issuer_allowed
+
+    allowed = ["https://login.example.com", "https://tenant.auth0.com/", "https://exact.example.org/realms/a"]
+    assert issuer_allowed("https://login.example.com/oauth2/default", allowed)  # an origin: any path on it
+    assert issuer_allowed("https://tenant.auth0.com/", allowed)
+    assert issuer_allowed("https://tenant.auth0.com/.well-known/jwks.json", allowed)  # under an entry ending in /
+    assert issuer_allowed("https://exact.example.org/realms/a", allowed)
+    assert not issuer_allowed("https://exact.example.org/realms/b", allowed)  # an issuer URL: itself only
+    assert not issuer_allowed("http://login.example.com/x", allowed)  # another scheme, another origin
+    assert not issuer_allowed("https://login.example.com.evil.net/", allowed)
+    assert not issuer_allowed("https://evil.net/?https://tenant.auth0.com/", allowed)
+    assert not issuer_allowed("https://login.example.com/", [])

@@ -12,7 +12,7 @@ from typing import Literal, cast, get_args
 
 from engram.clock import Clock, iso
 from engram.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
-from engram.oauth import IssuerPolicy, Issuers, TokenVerifier, policy_from
+from engram.oauth import IssuerPolicy, Issuers, TokenVerifier, issuer_allowed, policy_from
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write, scan
 from engram.scopes import check_path, check_selector, is_registered, narrow, write_paths
@@ -160,12 +160,22 @@ class IdentityService:
             self._token_scopes.clear()
         self._token_scopes.update(new)
 
-    def trust_issuer(self, caller: Caller | None, fields: dict[str, object], context_id: str = "") -> IssuerPolicy:
+    def trust_issuer(
+        self, caller: Caller | None, fields: dict[str, object], context_id: str = "", allowed: Sequence[str] = ()
+    ) -> IssuerPolicy:
         """Trust an issuer in a context, for at most `grant` (inside the management key's own grant) and
-        `roles`; its grant paths become registered scopes there."""
+        `roles`; its grant paths become registered scopes there. A key (`caller`) trusts only issuers the
+        deployment allows (`allowed`: the server fetches their keys, and a caller's input never chooses where the
+        server connects); the CLI, run by the operator, any."""
         policy = policy_from(fields)
         context = caller.context_id if caller is not None else check_context(context_id)
         if caller is not None:
+            urls = [policy.issuer, *([policy.jwks_uri] if policy.jwks_uri else [])]
+            if not all(issuer_allowed(u, allowed) for u in urls):
+                raise caller.denied(
+                    "this deployment does not allow that issuer (its operator lists: ENGRAM_OAUTH_ALLOWED_ISSUERS)",
+                    reason="issuer_not_allowed",
+                )
             try:
                 write_paths([policy.grant], caller.principal.grant)
             except Forbidden as exc:

@@ -23,6 +23,7 @@ import hashlib
 import ipaddress
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -144,6 +145,18 @@ class IssuerPolicy(BaseModel):
         if value is not None and value.count("{principal}") != 1:
             raise ValueError("grant_template holds {principal} once")
         return value
+
+
+def issuer_allowed(url: str, allowed: Sequence[str]) -> bool:
+    """Whether the deployment's allow-list admits a URL: an entry is an issuer URL (the URL itself, or anything
+    under it when it ends with `/`), or an origin (`https://login.example.com`: any path on it)."""
+    for entry in allowed:
+        origin = urlsplit(entry)
+        if url == entry or (entry.endswith("/") and url.startswith(entry)):
+            return True
+        if origin.path in ("", "/") and urlsplit(url)[:2] == origin[:2]:
+            return True
+    return False
 
 
 def issuer_id(issuer: str) -> str:

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         description="This deployment's public base URL (https://engram.example.com): the resource its protected "
         "resource metadata names and 401 answers point to; empty: from each request's Host header",
     )
+    oauth_allowed_issuers: list[str] = Field(
+        default_factory=list,
+        description="OAuth issuers a management key may trust (oauth_trust): issuer URLs, or origins; the server "
+        "fetches their keys, so a key never picks where it connects. The CLI (the operator) trusts any",
+    )
     oauth_authorization_servers: list[str] = Field(
         default_factory=list,
         description="Authorization servers the protected resource metadata names; empty: every issuer a context "

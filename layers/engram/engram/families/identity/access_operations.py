@@ -43,7 +43,8 @@ class IssuersOut(BaseModel):
 
 
 def _trust(s: IdentityServices, c: Caller, a: TrustIn, p: Progress) -> dict[str, Any]:
-    policy = s.identity.trust_issuer(c, a.model_dump(exclude={"context_id"}))
+    allowed = s.root.settings.oauth_allowed_issuers
+    policy = s.identity.trust_issuer(c, a.model_dump(exclude={"context_id"}), allowed=allowed)
     return {"issuers": [policy.model_dump()]}
 
 
