@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from engram import jws
 from engram.clock import Clock
 from engram.errors import InvalidInput, NotFound, Unauthenticated
+from engram.expiring import Expiring
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write
 from engram.retry import on_conflict
@@ -181,8 +180,7 @@ class Issuers:
 
     def __init__(self, records: RecordStore, clock: Clock) -> None:
         self._records, self._clock = records, clock
-        self._cache: dict[str, tuple[float, dict[str, IssuerPolicy]]] = {}
-        self._lock = threading.Lock()
+        self._cache: Expiring[str, dict[str, IssuerPolicy]] = Expiring(POLICY_TTL, 1000)
 
     def put(self, context_id: str, policy: IssuerPolicy) -> None:
         self._update(policy.issuer, lambda contexts: {**contexts, context_id: policy.model_dump()})
@@ -204,8 +202,7 @@ class Issuers:
             self._records.transact([write], self._clock.now())
 
         on_conflict(write)
-        with self._lock:
-            self._cache.pop(issuer, None)
+        self._cache.drop(issuer)
 
     def of_context(self, context_id: str) -> list[IssuerPolicy]:
         from engram.ports import scan
@@ -224,20 +221,14 @@ class Issuers:
 
     def for_issuer(self, issuer: str) -> dict[str, IssuerPolicy]:
         """The policies of every context that trusts `issuer` (read at most every POLICY_TTL seconds)."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(issuer)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        item = self._records.get(SYSTEM, ISSUER, issuer_id(issuer))
-        found: dict[str, IssuerPolicy] = {}
-        if item is not None and item.data.get("issuer") == issuer:
-            found = {c: IssuerPolicy.model_validate(p) for c, p in item.data["contexts"].items()}
-        with self._lock:
-            if len(self._cache) > 1000:
-                self._cache.clear()
-            self._cache[issuer] = (now + POLICY_TTL, found)
-        return found
+
+        def load() -> dict[str, IssuerPolicy]:
+            item = self._records.get(SYSTEM, ISSUER, issuer_id(issuer))
+            if item is None or item.data.get("issuer") != issuer:
+                return {}
+            return {c: IssuerPolicy.model_validate(p) for c, p in item.data["contexts"].items()}
+
+        return self._cache.get(issuer, load)
 
 
 class TokenVerifier:

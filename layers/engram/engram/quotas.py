@@ -15,8 +15,6 @@ limit, and adds what it computed afterwards (one call may take the count past th
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.clock import Clock
 from engram.errors import RateLimited
+from engram.expiring import Expiring
 from engram.ports import Counters, RecordStore, Write
 from engram.retry import on_conflict
 
@@ -85,8 +84,7 @@ class Quotas:
     ) -> None:
         self._records, self._counters, self._clock = records, counters, clock
         self.context_default, self.key_default = context_default, key_default
-        self._cache: dict[str, tuple[float, QuotaLimits | None]] = {}
-        self._lock = threading.Lock()
+        self._cache: Expiring[str, QuotaLimits | None] = Expiring(CACHE_SECONDS, 10_000)
 
     # -- configuration -----------------------------------------------------------------------------
 
@@ -106,26 +104,17 @@ class Quotas:
             )
 
         on_conflict(write)
-        with self._lock:
-            self._cache.pop(qid, None)
+        self._cache.drop(qid)
         return limits
 
     def stored(self, context_id: str, key_id: str | None) -> QuotaLimits | None:
         qid = self._id(context_id, key_id)
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(qid)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        item = self._records.get(SYSTEM, QUOTA, qid)
-        found = None
-        if item is not None:
-            found = QuotaLimits(**{k: item.data.get(k) for k in QuotaLimits.model_fields})
-        with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[qid] = (now + CACHE_SECONDS, found)
-        return found
+
+        def load() -> QuotaLimits | None:
+            item = self._records.get(SYSTEM, QUOTA, qid)
+            return QuotaLimits(**{k: item.data.get(k) for k in QuotaLimits.model_fields}) if item else None
+
+        return self._cache.get(qid, load)
 
     def limits(self, context_id: str, key_id: str | None) -> QuotaLimits:
         """The limits in force: the stored ones over the settings' defaults."""
