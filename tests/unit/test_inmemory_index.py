@@ -123,3 +123,70 @@ def test_kind_and_metadata_filters_see_every_write(tmp_path) -> None:  # type: i
     index.delete("c", ["m6"])
     assert found("t0") == {f"m{n}" for n in range(0, 30, 3)} - {"m3", "m6"} | {"m99"}
     assert "m3" in found("t1") and "chunk" not in found("t0")
+
+
+TAGS = [("org",), ("org/a",), ("org/b",), ("org/a", "org/b"), ("org/a/x",), ()]
+SELECTORS = [None, [["org"]], [["org/a"]], [["org/b"]], [["org/a", "org/b"]], [["org/a"], ["org/b"]], []]
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """The embedded index filters by masks (scope tag sets, validity in microseconds, kind and metadata):
+    after random writes, deletes and validity changes, every query returns exactly what ranking all live
+    documents and keeping those `search_rules.visible` keeps would — the same rows, in the same order (ties in
+    slot order)."""
+    from datetime import timedelta
+
+    from engram.search_rules import visible
+
+    rng = random.Random(seed)
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    index.search(SearchQuery("c", "wing", mode="bm25", k=1), t0)  # loaded: writes go to memory too
+    live: dict[str, IndexDoc] = {}
+    for step in range(400):
+        op, doc_id = rng.random(), f"d{rng.randrange(60)}"
+        if op < 0.1 and live:
+            gone = rng.choice(sorted(live))
+            index.delete("c", [gone])
+            live.pop(gone)
+        elif op < 0.2 and live:
+            moved = rng.choice(sorted(live))
+            until = rng.choice([None, t0 + timedelta(days=rng.randrange(-5, 5), microseconds=rng.randrange(3))])
+            index.set_validity("c", moved, until)
+            live[moved] = IndexDoc(**{**vars(live[moved]), "valid_until": until})
+        else:
+            vec = np.asarray([rng.choice([0.0, 0.5, 1.0]) for _ in range(4)], dtype=np.float32)  # many ties
+            start = rng.choice([None, t0 + timedelta(days=rng.randrange(-5, 5))])
+            doc = IndexDoc(
+                "c", rng.choice(["turn", "chunk"]), doc_id, " ".join(rng.choice(WORDS) for _ in range(4)),
+                vec if rng.random() < 0.8 else None, list(rng.choice(TAGS)), start, None,
+                {"thread": rng.choice(["x", "y"])},
+            )  # fmt: skip
+            index.upsert([doc])
+            live[doc_id] = doc
+        if step % 20 != 19:
+            continue
+        qv = np.asarray([rng.random() for _ in range(4)], dtype=np.float32)
+        for _ in range(4):
+            q = SearchQuery(
+                "c", vector=qv, mode="vector", k=rng.choice([1, 3, 10, 100]),
+                kinds=rng.choice([None, ["turn"], ["chunk", "turn"]]), visibility=rng.choice(SELECTORS),
+                as_of=rng.choice([None, t0 + timedelta(days=rng.randrange(-6, 6))]),
+                metadata=rng.choice([{}, {"thread": "x"}, {"thread": ["x", "y"]}]),
+            )  # fmt: skip
+            now = t0 + timedelta(days=rng.randrange(-6, 6))
+            got = [(h.id, h.score) for h in index._vector(q, now, qv, q.k)]
+            slot = index._contexts["c"].pos
+            want = sorted(
+                (
+                    (d.id, float(np.float32(np.dot(d.vector, qv))))
+                    for d in live.values()
+                    if d.vector is not None
+                    and (q.kinds is None or d.kind in q.kinds)
+                    and visible(d.scopes, d.valid_from, d.valid_until, d.metadata, q, now)
+                ),
+                key=lambda hit: (-hit[1], slot[hit[0]]),
+            )[: q.k]
+            assert [i for i, _ in got] == [i for i, _ in want]
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)

@@ -17,6 +17,7 @@ from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
 from engram.metering import MeteredBlobs, MeteredEmbedder
 from engram.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
+from engram.query_vectors import QueryVectors
 from engram.queue import Queue, StoreQueue
 from engram.quotas import Quotas
 from engram.settings import Settings
@@ -70,8 +71,11 @@ class Engram:
         # what a call's blobs and embeddings cost, in its cost (engram.metering)
         if not isinstance(self.blobs, MeteredBlobs):
             self.blobs = cast(BlobStore, MeteredBlobs(self.blobs))
+        # query vectors kept by text (engram.query_vectors), under the meter
+        self.query_vectors: QueryVectors | None = None
         if self.embedder is not None and not isinstance(self.embedder, MeteredEmbedder):
-            self.embedder = cast(Embedder, MeteredEmbedder(self.embedder))
+            self.query_vectors = QueryVectors(self.embedder)
+            self.embedder = cast(Embedder, MeteredEmbedder(self.query_vectors))
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock, key_source())

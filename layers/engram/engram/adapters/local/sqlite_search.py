@@ -1,6 +1,6 @@
 """SearchIndex on SQLite (the documents, durable) with the ranking done in memory, per context.
 
-The first search in a context loads its documents into a `_Context`: an inverted index for BM25 (the
+The first search in a context loads its documents into a `Slots`: an inverted index for BM25 (the
 rules of `engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for
 exact cosine search. Every write updates SQLite and, when loaded, the context's copy, so a query is a
 few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
@@ -12,19 +12,18 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engram.adapters.local.slots import Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
-from engram.ports import Closing, Hit, IndexDoc, MetaValue, SearchQuery, Vector
+from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import search as run_search
 from engram.search_rules import visible
-from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -39,168 +38,6 @@ KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that load
 _COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
 
-@dataclass
-class _Row:
-    id: str
-    kind: str
-    text: str
-    scopes: list[str]
-    valid_from: datetime | None
-    valid_until: datetime | None
-    metadata: dict[str, MetaValue]
-
-
-Mask = np.ndarray[tuple[int], np.dtype[np.bool_]]
-
-
-@dataclass
-class _Context:
-    """One context's documents in memory: slot i holds `rows[i]` (None when free), its vector (if any),
-    its length in terms; `postings[term]` maps slots to term frequencies."""
-
-    rows: list[_Row | None] = field(default_factory=list)
-    pos: dict[str, int] = field(default_factory=dict)
-    free: list[int] = field(default_factory=list)
-    terms: list[list[str]] = field(default_factory=list)
-    lengths: Vector = field(default_factory=lambda: np.zeros(16, dtype=np.float32))
-    mat: Vector | None = None
-    has_vec: Vector = field(default_factory=lambda: np.zeros(16, dtype=bool))
-    postings: dict[str, dict[int, int]] = field(default_factory=dict)
-    arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
-    total_length: float = 0.0
-    seq: int = 0  # the last change (table `changes`) this copy includes
-    # slot masks of the kind and metadata filters queries use (`matching`), until the next write
-    masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
-
-    @property
-    def live(self) -> int:
-        return len(self.pos)
-
-    def _grow(self) -> None:
-        cap = self.lengths.shape[0] * 2
-        self.lengths = np.concatenate([self.lengths, np.zeros(cap // 2, dtype=np.float32)])
-        self.has_vec = np.concatenate([self.has_vec, np.zeros(cap // 2, dtype=bool)])
-        if self.mat is not None:
-            self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
-
-    def put(self, row: _Row, vec: Vector | None) -> None:
-        self.masks.clear()
-        i = self.pos.get(row.id)
-        old = self.rows[i] if i is not None else None
-        if i is not None and old is not None and old.text == row.text:  # same text (vectors added): keep terms
-            self.rows[i] = row
-            self._set_vector(i, vec)
-            return
-        self.remove(row.id)
-        if self.free:
-            i = self.free.pop()
-        else:
-            i = len(self.rows)
-            if i == self.lengths.shape[0]:
-                self._grow()
-            self.rows.append(None)
-            self.terms.append([])
-        terms = index_terms(row.text)
-        self.rows[i], self.terms[i], self.pos[row.id] = row, terms, i
-        self.lengths[i] = len(terms)
-        self.total_length += len(terms)
-        counts: dict[str, int] = {}
-        for t in terms:
-            counts[t] = counts.get(t, 0) + 1
-        for t, n in counts.items():
-            self.postings.setdefault(t, {})[i] = n
-            self.arrays.pop(t, None)
-        self._set_vector(i, vec)
-
-    def _set_vector(self, i: int, vec: Vector | None) -> None:
-        self.has_vec[i] = False
-        if vec is not None:
-            if self.mat is None:
-                self.mat = np.zeros((self.lengths.shape[0], vec.shape[0]), dtype=np.float32)
-            if vec.shape[0] == self.mat.shape[1]:
-                self.mat[i] = vec
-                self.has_vec[i] = True
-
-    def remove(self, id_: str) -> None:
-        self.masks.clear()
-        i = self.pos.pop(id_, None)
-        if i is None:
-            return
-        for t in set(self.terms[i]):
-            posting = self.postings.get(t)
-            if posting is not None:
-                posting.pop(i, None)
-                if not posting:
-                    del self.postings[t]
-            self.arrays.pop(t, None)
-        self.total_length -= float(self.lengths[i])
-        self.rows[i], self.terms[i] = None, []
-        self.lengths[i] = 0
-        self.has_vec[i] = False
-        self.free.append(i)
-
-    def _posting(self, term: str) -> tuple[Vector, Vector]:
-        found = self.arrays.get(term)
-        if found is None:
-            posting = self.postings.get(term, {})
-            found = (
-                np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
-                np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
-            )
-            self.arrays[term] = found
-        return found
-
-    def bm25(self, terms: Mapping[str, float], match_all: bool) -> Vector:
-        """A score per slot (each term's BM25 times its weight); -inf where the document matches no term
-        (or not every one, with match_all)."""
-        cap = len(self.rows)
-        scores = np.zeros(cap, dtype=np.float32)
-        matched = np.zeros(cap, dtype=np.int32)
-        n = self.live
-        if n == 0 or not terms:
-            return np.full(cap, -np.inf, dtype=np.float32)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[:cap] / (self.total_length / n or 1.0))
-        for t, weight in terms.items():
-            slots, tfs = self._posting(t)
-            if slots.shape[0] == 0:
-                continue
-            idf = weight * bm25_idf(n, slots.shape[0])
-            scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm[slots])
-            matched[slots] += 1
-        need = len(terms) if match_all else 1
-        return np.where(matched >= need, scores, -np.inf).astype(np.float32)
-
-    def matching(self, q: SearchQuery) -> Mask | None:
-        """Which slots a query's kind and metadata-equality filters keep (None: no such filter), so ranking
-        skips the rest at once instead of walking past them (a thread's messages among many threads). Kept
-        per filter until the next write."""
-        if q.kinds is None and not q.metadata:
-            return None
-        cap = len(self.rows)
-        keep = np.ones(cap, dtype=bool)
-        wanted: list[tuple[str, frozenset[Any]]] = []
-        if q.kinds is not None:
-            wanted.append(("", frozenset(q.kinds)))
-        for key, want in q.metadata.items():
-            wanted.append((key, frozenset(want) if isinstance(want, list | tuple) else frozenset([want])))
-        for key, values in wanted:
-            mask = self.masks.get((key, values))
-            if mask is None or mask.shape[0] != cap:
-                if len(self.masks) > 64:
-                    self.masks.clear()
-                mask = np.fromiter((_among(_field(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
-                self.masks[(key, values)] = mask
-            keep &= mask
-        return keep
-
-    def cosine(self, qv: Vector) -> Vector:
-        cap = len(self.rows)
-        if self.mat is None or qv.shape[0] != self.mat.shape[1]:
-            return np.full(cap, -np.inf, dtype=np.float32)
-        scores = self.mat[:cap] @ qv
-        return np.where(self.has_vec[:cap], scores, -np.inf).astype(np.float32)
-
-
 class SqliteSearchIndex:
     """Many processes may share the file (`engram serve`, `engram stdio`, the CLI): every write also
     appends to `changes` in its transaction, and a process whose in-memory copy of a context is behind
@@ -211,7 +48,7 @@ class SqliteSearchIndex:
         self._conn = connect(path)
         self._lock = threading.RLock()
         self._conn.executescript(_SCHEMA)
-        self._contexts: dict[str, _Context] = {}
+        self._contexts: dict[str, Slots] = {}
         self._data_version = self._pragma_data_version()
         self._stale: set[str] = set()
         self._writes = 0
@@ -290,8 +127,8 @@ class SqliteSearchIndex:
             self._set_cached_validity(context_id, id_, until)
 
     @staticmethod
-    def _row_of(d: IndexDoc) -> _Row:
-        return _Row(d.id, d.kind, d.text, list(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
+    def _row_of(d: IndexDoc) -> Row:
+        return Row(d.id, d.kind, d.text, list(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None:
         def work() -> None:
@@ -318,10 +155,8 @@ class SqliteSearchIndex:
     def _set_cached_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
         with self._lock:
             cache = self._contexts.get(context_id)
-            if cache is not None and id in cache.pos:
-                row = cache.rows[cache.pos[id]]
-                if row is not None:
-                    row.valid_until = valid_until
+            if cache is not None:
+                cache.set_validity(id, valid_until)
 
     def count(self, context_id: str) -> int:
         with self._lock:
@@ -335,9 +170,9 @@ class SqliteSearchIndex:
     # -- reads ----------------------------------------------------------------------------
 
     @staticmethod
-    def _parse(r: Sequence[Any]) -> _Row:
+    def _parse(r: Sequence[Any]) -> Row:
         id_, kind, text, scopes, vf, vu, meta = r
-        return _Row(id_, kind, text, json.loads(scopes), parse_time(vf), parse_time(vu), json.loads(meta))
+        return Row(id_, kind, text, json.loads(scopes), parse_time(vf), parse_time(vu), json.loads(meta))
 
     def _refresh_marks(self) -> None:
         """Every loaded context may be behind when another connection committed. Call with the lock held."""
@@ -350,14 +185,14 @@ class SqliteSearchIndex:
         row = self._conn.execute("SELECT max(seq) FROM changes WHERE context_id=?", (context_id,)).fetchone()
         return int(row[0] or 0)
 
-    def _load(self, context_id: str) -> _Context:
-        cache = _Context()
+    def _load(self, context_id: str) -> Slots:
+        cache = Slots()
         cache.seq = self._last_seq(context_id)
         for r in self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,)):
             cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
         return cache
 
-    def _catch_up(self, context_id: str, cache: _Context) -> _Context:
+    def _catch_up(self, context_id: str, cache: Slots) -> Slots:
         """Apply the rows other processes changed since the copy's last change."""
         first = self._conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
         if first is not None and cache.seq < int(first) - 1:
@@ -376,7 +211,7 @@ class SqliteSearchIndex:
             cache.seq = int(changed[-1][0])
         return cache
 
-    def _context(self, context_id: str) -> _Context:
+    def _context(self, context_id: str) -> Slots:
         """The context's documents in memory, loaded from SQLite on first use and brought up to date with
         other processes' writes. Call with the lock held."""
         self._refresh_marks()
@@ -423,10 +258,27 @@ class SqliteSearchIndex:
             return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
 
     def _take(
-        self, cache: _Context, scores: Vector, q: SearchQuery, now: datetime, limit: int
-    ) -> Iterator[tuple[_Row, float]]:
-        """Best rows first that pass every filter; widens the candidate window until `limit` pass."""
+        self, cache: Slots, scores: Vector, q: SearchQuery, now: datetime, limit: int
+    ) -> Iterator[tuple[Row, float]]:
+        """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
+        a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
+        widens until `limit` pass `visible`."""
         keep = cache.matching(q)
+        if not q.ranges:
+            mask = cache.allowed(q, now)
+            if keep is not None:
+                mask &= keep
+            passing = np.flatnonzero(mask & (scores > -np.inf))
+            values = scores[passing]
+            if passing.shape[0] > limit:
+                cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
+                passing = np.concatenate([passing[values > cut], passing[values == cut]])[:limit]
+                values = scores[passing]
+            for i in passing[np.lexsort((passing, -values))]:
+                row = cache.rows[int(i)]
+                if row is not None:
+                    yield row, float(scores[i])
+            return
         if keep is not None:
             scores = np.where(keep, scores, -np.inf).astype(np.float32)
         n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
@@ -465,22 +317,5 @@ class SqliteSearchIndex:
         )
 
 
-def _field(row: _Row | None, key: str) -> Any:
-    """A row's kind (key "") or metadata value, for `_Context.matching`; a free slot has none."""
-    if row is None:
-        return _FREE
-    return row.kind if key == "" else row.metadata.get(key)
-
-
-_FREE = object()
-
-
-def _among(value: Any, values: frozenset[Any]) -> bool:
-    try:
-        return value in values
-    except TypeError:  # an unhashable value: compared one by one, as `search_rules.metadata_matches` does
-        return any(value == v for v in values)
-
-
-def _hit(row: _Row, score: float) -> Hit:
+def _hit(row: Row, score: float) -> Hit:
     return Hit(row.id, row.kind, score, row.text, row.metadata, row.scopes)

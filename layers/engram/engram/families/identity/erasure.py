@@ -220,6 +220,8 @@ class ErasureService(BaseService):
         data["traces"] = dict(self._traces(ctx, objects, words), blobs=self._blobs_left(ctx, blob_keys))
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
+        if self.root.query_vectors is not None:  # queries kept in memory may have named the subject
+            self.root.query_vectors.forget()
         data["finished_at"] = iso(self.clock.now())
         data["status"] = "done"
         data["receipt"] = self.signer().sign(receipt_body(data))

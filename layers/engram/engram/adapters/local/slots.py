@@ -1,0 +1,252 @@
+"""The in-memory copy of one context's index documents that `SqliteSearchIndex` ranks: slots of rows, an
+inverted index for BM25, a vector matrix for exact cosine search, and each slot's filters as arrays (scope tag
+set, validity), so a query's filters are masks and only the rows it returns are touched (issue #26)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from engram.ports import MetaValue, SearchQuery, Vector
+from engram.scopes import matches
+from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
+
+
+@dataclass
+class Row:
+    id: str
+    kind: str
+    text: str
+    scopes: list[str]
+    valid_from: datetime | None
+    valid_until: datetime | None
+    metadata: dict[str, MetaValue]
+
+
+Mask = np.ndarray[tuple[int], np.dtype[np.bool_]]
+
+
+@dataclass
+class Slots:
+    """One context's documents in memory: slot i holds `rows[i]` (None when free), its vector (if any),
+    its length in terms; `postings[term]` maps slots to term frequencies."""
+
+    rows: list[Row | None] = field(default_factory=list)
+    pos: dict[str, int] = field(default_factory=dict)
+    free: list[int] = field(default_factory=list)
+    terms: list[list[str]] = field(default_factory=list)
+    lengths: Vector = field(default_factory=lambda: np.zeros(16, dtype=np.float32))
+    mat: Vector | None = None
+    has_vec: Vector = field(default_factory=lambda: np.zeros(16, dtype=bool))
+    postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
+    total_length: float = 0.0
+    seq: int = 0  # the last change (table `changes`) this copy includes
+    # slot masks of the kind and metadata filters queries use (`matching`), until the next write
+    masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
+    # what `visible` reads of each slot, as arrays (`allowed`): its tag set (an index into `tag_sets`; -1 for a
+    # free slot) and its validity in microseconds since the epoch (open ends at the int64 limits)
+    tags: Vector = field(default_factory=lambda: np.full(16, -1, dtype=np.int32))
+    tag_sets: list[tuple[str, ...]] = field(default_factory=list)
+    tag_ids: dict[tuple[str, ...], int] = field(default_factory=dict)
+    valid_from: Vector = field(default_factory=lambda: np.full(16, _NEVER, dtype=np.int64))
+    valid_until: Vector = field(default_factory=lambda: np.full(16, _NEVER, dtype=np.int64))
+
+    @property
+    def live(self) -> int:
+        return len(self.pos)
+
+    def _grow(self) -> None:
+        cap = self.lengths.shape[0] * 2
+        self.lengths = np.concatenate([self.lengths, np.zeros(cap // 2, dtype=np.float32)])
+        self.has_vec = np.concatenate([self.has_vec, np.zeros(cap // 2, dtype=bool)])
+        self.tags = np.concatenate([self.tags, np.full(cap // 2, -1, dtype=np.int32)])
+        self.valid_from = np.concatenate([self.valid_from, np.full(cap // 2, _NEVER, dtype=np.int64)])
+        self.valid_until = np.concatenate([self.valid_until, np.full(cap // 2, _NEVER, dtype=np.int64)])
+        if self.mat is not None:
+            self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
+
+    def put(self, row: Row, vec: Vector | None) -> None:
+        self.masks.clear()
+        i = self.pos.get(row.id)
+        old = self.rows[i] if i is not None else None
+        if i is not None and old is not None and old.text == row.text:  # same text (vectors added): keep terms
+            self.rows[i] = row
+            self._set_filters(i, row)
+            self._set_vector(i, vec)
+            return
+        self.remove(row.id)
+        if self.free:
+            i = self.free.pop()
+        else:
+            i = len(self.rows)
+            if i == self.lengths.shape[0]:
+                self._grow()
+            self.rows.append(None)
+            self.terms.append([])
+        terms = index_terms(row.text)
+        self.rows[i], self.terms[i], self.pos[row.id] = row, terms, i
+        self.lengths[i] = len(terms)
+        self.total_length += len(terms)
+        counts: dict[str, int] = {}
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
+        for t, n in counts.items():
+            self.postings.setdefault(t, {})[i] = n
+            self.arrays.pop(t, None)
+        self._set_filters(i, row)
+        self._set_vector(i, vec)
+
+    def _set_filters(self, i: int, row: Row) -> None:
+        tags = tuple(row.scopes)
+        tag = self.tag_ids.get(tags)
+        if tag is None:
+            tag = self.tag_ids[tags] = len(self.tag_sets)
+            self.tag_sets.append(tags)
+        self.tags[i] = tag
+        self.valid_from[i] = _micros(row.valid_from, _EARLIEST)
+        self.valid_until[i] = _micros(row.valid_until, _LATEST)
+
+    def set_validity(self, id_: str, valid_until: datetime | None) -> None:
+        i = self.pos.get(id_)
+        row = self.rows[i] if i is not None else None
+        if i is not None and row is not None:
+            row.valid_until = valid_until
+            self.valid_until[i] = _micros(valid_until, _LATEST)
+
+    def allowed(self, q: SearchQuery, now: datetime) -> Mask:
+        """The slots `visible` keeps for `q` but its metadata filters (`matching` has those): valid at the
+        query's instant, scope tags that match its visibility — the same rule, over arrays."""
+        cap = len(self.rows)
+        t = _micros(q.as_of or now, _LATEST)
+        ok: Mask = (self.valid_from[:cap] <= t) & (t < self.valid_until[:cap])
+        seen = np.fromiter((matches(tags, q.visibility) for tags in self.tag_sets), bool, len(self.tag_sets))
+        tags = self.tags[:cap]
+        ok &= tags >= 0
+        if seen.shape[0]:
+            ok &= seen[np.maximum(tags, 0)]
+        return ok
+
+    def _set_vector(self, i: int, vec: Vector | None) -> None:
+        self.has_vec[i] = False
+        if vec is not None:
+            if self.mat is None:
+                self.mat = np.zeros((self.lengths.shape[0], vec.shape[0]), dtype=np.float32)
+            if vec.shape[0] == self.mat.shape[1]:
+                self.mat[i] = vec
+                self.has_vec[i] = True
+
+    def remove(self, id_: str) -> None:
+        self.masks.clear()
+        i = self.pos.pop(id_, None)
+        if i is None:
+            return
+        for t in set(self.terms[i]):
+            posting = self.postings.get(t)
+            if posting is not None:
+                posting.pop(i, None)
+                if not posting:
+                    del self.postings[t]
+            self.arrays.pop(t, None)
+        self.total_length -= float(self.lengths[i])
+        self.rows[i], self.terms[i] = None, []
+        self.lengths[i] = 0
+        self.has_vec[i] = False
+        self.tags[i] = -1
+        self.free.append(i)
+
+    def _posting(self, term: str) -> tuple[Vector, Vector]:
+        found = self.arrays.get(term)
+        if found is None:
+            posting = self.postings.get(term, {})
+            found = (
+                np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
+                np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
+            )
+            self.arrays[term] = found
+        return found
+
+    def bm25(self, terms: Mapping[str, float], match_all: bool) -> Vector:
+        """A score per slot (each term's BM25 times its weight); -inf where the document matches no term
+        (or not every one, with match_all)."""
+        cap = len(self.rows)
+        scores = np.zeros(cap, dtype=np.float32)
+        matched = np.zeros(cap, dtype=np.int32)
+        n = self.live
+        if n == 0 or not terms:
+            return np.full(cap, -np.inf, dtype=np.float32)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[:cap] / (self.total_length / n or 1.0))
+        for t, weight in terms.items():
+            slots, tfs = self._posting(t)
+            if slots.shape[0] == 0:
+                continue
+            idf = weight * bm25_idf(n, slots.shape[0])
+            scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm[slots])
+            matched[slots] += 1
+        need = len(terms) if match_all else 1
+        return np.where(matched >= need, scores, -np.inf).astype(np.float32)
+
+    def matching(self, q: SearchQuery) -> Mask | None:
+        """Which slots a query's kind and metadata-equality filters keep (None: no such filter), so ranking
+        skips the rest at once instead of walking past them (a thread's messages among many threads). Kept
+        per filter until the next write."""
+        if q.kinds is None and not q.metadata:
+            return None
+        cap = len(self.rows)
+        keep = np.ones(cap, dtype=bool)
+        wanted: list[tuple[str, frozenset[Any]]] = []
+        if q.kinds is not None:
+            wanted.append(("", frozenset(q.kinds)))
+        for key, want in q.metadata.items():
+            wanted.append((key, frozenset(want) if isinstance(want, list | tuple) else frozenset([want])))
+        for key, values in wanted:
+            mask = self.masks.get((key, values))
+            if mask is None or mask.shape[0] != cap:
+                if len(self.masks) > 64:
+                    self.masks.clear()
+                mask = np.fromiter((_among(_field(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
+                self.masks[(key, values)] = mask
+            keep &= mask
+        return keep
+
+    def cosine(self, qv: Vector) -> Vector:
+        cap = len(self.rows)
+        if self.mat is None or qv.shape[0] != self.mat.shape[1]:
+            return np.full(cap, -np.inf, dtype=np.float32)
+        scores = self.mat[:cap] @ qv
+        return np.where(self.has_vec[:cap], scores, -np.inf).astype(np.float32)
+
+
+_NEVER = 0
+_EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _micros(t: datetime | None, none: int) -> int:
+    """An instant as whole microseconds since the epoch (exact: what datetimes compare by); `none` for None."""
+    if t is None:
+        return int(none)
+    aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // _MICROSECOND
+
+
+def _field(row: Row | None, key: str) -> Any:
+    """A row's kind (key "") or metadata value, for `Slots.matching`; a free slot has none."""
+    if row is None:
+        return _FREE
+    return row.kind if key == "" else row.metadata.get(key)
+
+
+_FREE = object()
+
+
+def _among(value: Any, values: frozenset[Any]) -> bool:
+    try:
+        return value in values
+    except TypeError:  # an unhashable value: compared one by one, as `search_rules.metadata_matches` does
+        return any(value == v for v in values)
