@@ -56,3 +56,28 @@ def test_the_most_recent_are_kept_and_forget_drops_them() -> None:
     cache.embed(["q1"])
     assert inner.calls[-1] == ["q1"] and len(inner.calls) == 5
     assert cache.model_id == "counting" and cache.dim == 3
+
+
+def test_an_erasure_empties_the_kept_query_vectors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A kept query may have held the subject's words: an erasure ends with none kept."""
+    from engram.families.memory.base import Turn
+    from engram.settings import Settings
+    from engram.wiring import build
+    from tests.contract.conftest import ALICE, two_agents
+    from tests.contract.test_erasure import management
+
+    inner = Counting()
+    e = build(Settings(data_dir=tmp_path, queue_worker=False), embedder=inner)
+    alice, _ = two_agents(e)
+    e.memory.store(alice, Turn("I live in Lisbon.", session_id="s"), [[ALICE]])
+    e.memory.recall(alice, "where does alice live", everything_when_small=False)
+    e.memory.recall(alice, "where does alice live?", everything_when_small=False)
+    asked = len(inner.calls)
+    e.memory.recall(alice, "where does alice live", everything_when_small=False, mode="bm25")
+    assert len(inner.calls) == asked  # kept: not embedded again
+    admin = management(e)
+    e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    e.queue.join()
+    e.memory.recall(alice, "where does alice live", everything_when_small=False, mode="bm25")
+    assert inner.calls[-1] == ["where does alice live"]  # embedded anew (the erasure embeds its own searches)
+    assert inner.calls.count(["where does alice live"]) == 2
