@@ -16,8 +16,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from engram.ports import Embedder, Vector
 
 KEEP = 256  # query vectors kept (1.5 KB each)
@@ -42,6 +40,8 @@ class QueryVectors:
             if kept is not None:
                 self._vectors.move_to_end(text)
                 return kept[None, :].copy()
+        import numpy as np  # here: the authorizer builds a root and never embeds (no numpy in its import)
+
         vectors = np.asarray(self._embedder.embed([text]), dtype=np.float32)
         with self._lock:
             self._vectors[text] = vectors[0].copy()

@@ -31,6 +31,11 @@ class Settings(BaseSettings):
         description="MCP POST answers: plain JSON, an SSE stream, or auto (SSE only when the request asks for "
         "progress with a progressToken; JSON is ~2.5 ms faster)",
     )
+    mcp_fast_path: bool = Field(
+        True,
+        description="Answer a plain stateless tools/call (JSON, handshake-era version) without the SDK's "
+        "per-request session: the same checks and answers, ~0.6 ms sooner (engram.api.mcp_fast)",
+    )
     mcp_output_schemas: bool = Field(
         False,
         description="Advertise each tool's output schema in tools/list (structured results are returned "

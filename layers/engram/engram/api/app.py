@@ -20,6 +20,7 @@ from engram.api.auth import WELL_KNOWN, base_url, principal_for, resource_path
 from engram.api.edge import Edge
 from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
+from engram.api.mcp_fast import FastCall
 from engram.api.rest import mount_rest
 from engram.errors import EngramError, Unauthenticated
 from engram.families import families, find, select
@@ -82,6 +83,9 @@ class Guard:
 
     def __init__(self, endpoint: Endpoint, engram: Engram, forward: Forward | None = None) -> None:
         self.endpoint, self.engram, self.forward = endpoint, engram, forward
+        self.fast = (
+            FastCall(endpoint.server, endpoint.security, endpoint.max_body) if engram.settings.mcp_fast_path else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         json_app, sse_app = self.endpoint.json_app, self.endpoint.sse_app
@@ -126,6 +130,13 @@ class Guard:
         asked = logs or b"io.modelcontextprotocol/logLevel" in body  # a 2026 request asks per request
         wants_stream = b"progressToken" in body or (asked and b'"tools/call"' in body)
         stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and wants_stream)
+        if (
+            not stream
+            and scope["method"] == "POST"
+            and self.fast
+            and await self.fast.answer(scope, body, principal, send)
+        ):
+            return
         await (sse_app if stream else json_app)(scope, replay, send)
 
 
