@@ -161,7 +161,7 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
             doc = IndexDoc(
                 "c", rng.choice(["turn", "chunk"]), doc_id, " ".join(rng.choice(WORDS) for _ in range(4)),
                 vec if rng.random() < 0.8 else None, list(rng.choice(TAGS)), start, None,
-                {"thread": rng.choice(["x", "y"])},
+                {"thread": "z" if rng.random() < 0.03 else rng.choice(["x", "y"])},  # z: few, multiplied alone
             )  # fmt: skip
             index.upsert([doc])
             live[doc_id] = doc
@@ -173,7 +173,7 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
                 "c", vector=qv, mode="vector", k=rng.choice([1, 3, 10, 100]),
                 kinds=rng.choice([None, ["turn"], ["chunk", "turn"]]), visibility=rng.choice(SELECTORS),
                 as_of=rng.choice([None, t0 + timedelta(days=rng.randrange(-6, 6))]),
-                metadata=rng.choice([{}, {"thread": "x"}, {"thread": ["x", "y"]}]),
+                metadata=rng.choice([{}, {"thread": "x"}, {"thread": ["x", "y"]}, {"thread": "z"}]),
             )  # fmt: skip
             now = t0 + timedelta(days=rng.randrange(-6, 6))
             got = [(h.id, h.score) for h in index._vector(q, now, qv, q.k)]

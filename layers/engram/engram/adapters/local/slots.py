@@ -4,7 +4,7 @@ set, validity), so a query's filters are masks and only the rows it returns are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,7 +37,11 @@ class Slots:
 
     rows: list[Row | None] = field(default_factory=list)
     pos: dict[str, int] = field(default_factory=dict)
-    free: list[int] = field(default_factory=list)
+    free: dict[str, list[int]] = field(default_factory=dict)  # free slots of each kind's pages
+    # Slots come in pages, each of one kind: a search of some kinds multiplies only their rows' vectors (a
+    # context's memories, documents and code windows share one matrix; issue #26)
+    pages: list[tuple[int, int, str]] = field(default_factory=list)  # (first slot, end, kind)
+    runs: dict[frozenset[str], list[tuple[int, int]]] = field(default_factory=dict)  # the kinds' pages, merged
     terms: list[list[str]] = field(default_factory=list)
     lengths: Vector = field(default_factory=lambda: np.zeros(16, dtype=np.float32))
     mat: Vector | None = None
@@ -74,20 +78,13 @@ class Slots:
         self.masks.clear()
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
-        if i is not None and old is not None and old.text == row.text:  # same text (vectors added): keep terms
+        if i is not None and old is not None and old.text == row.text and old.kind == row.kind:  # vectors added
             self.rows[i] = row
             self._set_filters(i, row)
             self._set_vector(i, vec)
             return
         self.remove(row.id)
-        if self.free:
-            i = self.free.pop()
-        else:
-            i = len(self.rows)
-            if i == self.lengths.shape[0]:
-                self._grow()
-            self.rows.append(None)
-            self.terms.append([])
+        i = self._slot(row.kind)
         terms = index_terms(row.text)
         self.rows[i], self.terms[i], self.pos[row.id] = row, terms, i
         self.lengths[i] = len(terms)
@@ -100,6 +97,36 @@ class Slots:
             self.arrays.pop(t, None)
         self._set_filters(i, row)
         self._set_vector(i, vec)
+
+    def _slot(self, kind: str) -> int:
+        """A free slot in a page of `kind`; a new page (a quarter of the slots so far, 64 to 4,096) when none."""
+        free = self.free.get(kind)
+        if free:
+            return free.pop()
+        start = len(self.rows)
+        size = max(PAGE, min(MAX_PAGE, start // 4))
+        while self.lengths.shape[0] < start + size:
+            self._grow()
+        self.rows.extend([None] * size)
+        self.terms.extend([] for _ in range(size))
+        self.pages.append((start, start + size, kind))
+        self.runs.clear()
+        self.free[kind] = list(range(start + size - 1, start, -1))  # taken in slot order
+        return start
+
+    def _runs(self, kinds: frozenset[str]) -> list[tuple[int, int]]:
+        """The slot ranges of the pages of `kinds`, adjacent pages merged."""
+        found = self.runs.get(kinds)
+        if found is None:
+            found = []
+            for start, end, kind in self.pages:  # in slot order
+                if kind in kinds:
+                    if found and found[-1][1] == start:
+                        found[-1] = (found[-1][0], end)
+                    else:
+                        found.append((start, end))
+            self.runs[kinds] = found
+        return found
 
     def _set_filters(self, i: int, row: Row) -> None:
         tags = tuple(row.scopes)
@@ -153,11 +180,12 @@ class Slots:
                     del self.postings[t]
             self.arrays.pop(t, None)
         self.total_length -= float(self.lengths[i])
+        kind = row.kind if (row := self.rows[i]) is not None else ""
         self.rows[i], self.terms[i] = None, []
         self.lengths[i] = 0
         self.has_vec[i] = False
         self.tags[i] = -1
-        self.free.append(i)
+        self.free.setdefault(kind, []).append(i)  # its page's kind (a slot holds rows of that kind only)
 
     def _posting(self, term: str) -> tuple[Vector, Vector]:
         found = self.arrays.get(term)
@@ -213,15 +241,29 @@ class Slots:
             keep &= mask
         return keep
 
-    def cosine(self, qv: Vector) -> Vector:
+    def cosine(self, qv: Vector, kinds: Sequence[str] | None = None, keep: Mask | None = None) -> Vector:
+        """Each slot's cosine with `qv` (its vectors are unit length); -inf where it has none, or holds
+        another kind than `kinds` (only those pages are multiplied), or — when `keep` (the query's kind and
+        metadata mask, `matching`) keeps few slots — where `keep` drops it (only its rows are multiplied)."""
         cap = len(self.rows)
         if self.mat is None or qv.shape[0] != self.mat.shape[1]:
             return np.full(cap, -np.inf, dtype=np.float32)
-        scores = self.mat[:cap] @ qv
+        kept = np.flatnonzero(keep[:cap]) if keep is not None else None
+        if kept is not None and kept.shape[0] * SELECTIVE < cap:
+            scores = np.full(cap, -np.inf, dtype=np.float32)
+            scores[kept] = self.mat[kept] @ qv
+        elif kinds is None:
+            scores = self.mat[:cap] @ qv
+        else:
+            scores = np.full(cap, -np.inf, dtype=np.float32)
+            for start, end in self._runs(frozenset(kinds)):
+                scores[start:end] = self.mat[start:end] @ qv
         return np.where(self.has_vec[:cap], scores, -np.inf).astype(np.float32)
 
 
 _NEVER = 0
+PAGE, MAX_PAGE = 64, 4096
+SELECTIVE = 32  # a mask keeping under 1/32 of the slots (a thread among many): multiply its rows alone
 _EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

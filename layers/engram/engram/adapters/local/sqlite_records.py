@@ -194,15 +194,18 @@ class SqliteRecordStore:
     def count(self, context_id: str, kind: str, prefix: str = "", now: datetime | None = None) -> int:
         where = "context_id=? AND kind=? AND id >= ? AND id < ?"
         args = (context_id, kind, prefix, prefix + "\U0010ffff")
-        with self._lock:
-            (plain,) = self._conn.execute(
-                f"SELECT COUNT(*) FROM items WHERE {where} AND expires_at IS NULL", args
+        with self._lock:  # one pass over the index; the expiring ones read again only when there are some
+            total, with_expiry = self._conn.execute(
+                f"SELECT COUNT(*), COUNT(expires_at) FROM items WHERE {where}", args
             ).fetchone()
+            if not with_expiry:
+                return int(total)
             expiring = self._conn.execute(
                 f"SELECT expires_at FROM items WHERE {where} AND expires_at IS NOT NULL", args
             ).fetchall()
         moment = now or datetime.now(UTC)
-        return int(plain) + sum(1 for (at,) in expiring if (t := parse_time(at)) is not None and t > moment)
+        alive = sum(1 for (at,) in expiring if (t := parse_time(at)) is not None and t > moment)
+        return int(total) - int(with_expiry) + alive
 
     def ids(
         self, context_id: str, kind: str, prefix: str = "", limit: int = 1000, now: datetime | None = None

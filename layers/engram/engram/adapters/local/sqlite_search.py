@@ -232,7 +232,8 @@ class SqliteSearchIndex:
         qv = np.asarray(vector, dtype=np.float32)
         with self._lock:
             cache = self._context(q.context_id)
-            return [_hit(r, s) for r, s in self._take(cache, cache.cosine(qv), q, now, limit)]
+            scores = cache.cosine(qv, q.kinds, cache.matching(q))
+            return [_hit(r, s) for r, s in self._take(cache, scores, q, now, limit)]
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._lock:
