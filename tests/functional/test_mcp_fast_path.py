@@ -89,6 +89,13 @@ def answer(http: httpx.Client, url: str, body: Any, headers: dict[str, str]) -> 
 
 
 @pytest.fixture(scope="module")
+def agent(live: Live) -> str:
+    """A key of this module's own (no log level another test set for a shared key streams its calls)."""
+    key, _ = live.engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    return key
+
+
+@pytest.fixture(scope="module")
 def without(live: Live) -> Iterator[str]:
     """A second server on the live server's data, the fast path off: the SDK answers every call."""
     engram = build_local(
@@ -102,22 +109,27 @@ def without(live: Live) -> Iterator[str]:
 def test_the_fast_path_answers_as_the_sdk_does(
     live: Live,
     without: str,
+    agent: str,
     monkeypatch: pytest.MonkeyPatch,
     label: str,
     body: Any,
     headers: dict[str, str],
     fast: bool,
 ) -> None:
-    answered: list[bool] = []
+    answered: list[bool] = []  # True when the fast path sent the answer (recorded before the client has it)
     original = mcp_fast.FastCall.answer
 
-    async def spy(self: mcp_fast.FastCall, *args: Any) -> bool:
-        done = await original(self, *args)
-        answered.append(done)
-        return done
+    async def spy(self: mcp_fast.FastCall, scope: Any, body: bytes, principal: Any, send: Any) -> bool:
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                answered.append(True)
+            await send(message)
+
+        answered.append(False)  # called
+        return await original(self, scope, body, principal, sending)
 
     monkeypatch.setattr(mcp_fast.FastCall, "answer", spy)
-    with httpx.Client(headers={"Authorization": f"Bearer {live.keys.agent}"}, timeout=60) as http:
+    with httpx.Client(headers={"Authorization": f"Bearer {agent}"}, timeout=60) as http:
         theirs = answer(http, without, body, headers)
         assert answered == []  # the other server has no fast path
         ours = answer(http, live.url, body, headers)
