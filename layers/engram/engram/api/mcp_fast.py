@@ -53,10 +53,10 @@ class FastCall:
 
     async def answer(self, scope: Scope, body: bytes, principal: Any, send: Send) -> bool:
         """Answer the request and return True, or return False (nothing sent) for the SDK to answer it."""
-        request = await self._request(scope, body, principal)
-        if request is None:
+        found = await self._request(Request(scope), body, principal)
+        if found is None:
             return False
-        message, version = request
+        request, message, version = found
         entry = self.server.get_request_handler(METHOD)
         if entry is None:
             return False
@@ -71,7 +71,7 @@ class FastCall:
             method=METHOD,
             params=message.params,
             request_id=message.id,
-            request=Request(scope),
+            request=request,
         )
         try:
             result = self._wire(version, await entry.handler(ctx, params))
@@ -88,11 +88,12 @@ class FastCall:
         await send({"type": "http.response.body", "body": payload})
         return True
 
-    async def _request(self, scope: Scope, body: bytes, principal: Any) -> tuple[JSONRPCRequest, str] | None:
-        """The JSON-RPC request and protocol version, when this path may answer it."""
+    async def _request(
+        self, request: Request, body: bytes, principal: Any
+    ) -> tuple[Request, JSONRPCRequest, str] | None:
+        """The HTTP request, its JSON-RPC request and protocol version, when this path may answer it."""
         if len(body) > self.max_body or b'"tools/call"' not in body or self.server.cache_hints.get(METHOD):
             return None  # (a cache hint on tools/call: the SDK's runner adds it to the result)
-        request = Request(scope)
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None  # the 2026 entry
@@ -119,7 +120,7 @@ class FastCall:
             _methods.validate_client_request(METHOD, version, message.params)
         except (KeyError, ValueError):  # an unknown version, no such method at it, or params it refuses
             return None
-        return message, version
+        return request, message, version
 
     def _wire(self, version: str, result: Any) -> dict[str, Any]:
         """The handler's result as the SDK's runner shapes it for a handshake-era connection."""

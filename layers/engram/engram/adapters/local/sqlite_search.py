@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.adapters.local.slots import Row, Slots
+from engram.adapters.local.slots import Mask, Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
@@ -226,14 +226,15 @@ class SqliteSearchIndex:
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> list[Hit]:
         with self._lock:
             cache = self._context(q.context_id)
-            return [_hit(r, s) for r, s in self._take(cache, cache.bm25(weights, q.match_all), q, now, limit)]
+            scores = cache.bm25(weights, q.match_all)
+            return [_hit(r, s) for r, s in self._take(cache, scores, cache.matching(q), q, now, limit)]
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> list[Hit]:
         qv = np.asarray(vector, dtype=np.float32)
         with self._lock:
             cache = self._context(q.context_id)
-            scores = cache.cosine(qv, q.kinds, cache.matching(q))
-            return [_hit(r, s) for r, s in self._take(cache, scores, q, now, limit)]
+            keep = cache.matching(q)
+            return [_hit(r, s) for r, s in self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit)]
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._lock:
@@ -259,12 +260,11 @@ class SqliteSearchIndex:
             return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
 
     def _take(
-        self, cache: Slots, scores: Vector, q: SearchQuery, now: datetime, limit: int
+        self, cache: Slots, scores: Vector, keep: Mask | None, q: SearchQuery, now: datetime, limit: int
     ) -> Iterator[tuple[Row, float]]:
         """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
         a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
-        widens until `limit` pass `visible`."""
-        keep = cache.matching(q)
+        widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`)."""
         if not q.ranges:
             mask = cache.allowed(q, now)
             if keep is not None:
