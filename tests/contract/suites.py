@@ -123,6 +123,19 @@ class RecordStoreContract:
         assert store.ids("c1", "file") == ["other/b", *(f"ws/a{i}" for i in range(5))]  # ws/tmp expired by now
         assert store.ids("c3", "file") == [] and store.ids("c1", "file", "ws/", limit=0) == []
 
+    def test_a_count_asked_again_follows_every_write_between(self, store: RecordStore) -> None:
+        """A count asked twice with writes, purges and a refused transaction between answers as of each."""
+        assert store.count("c1", "file", "ws/") == 0
+        store.transact([Write("c1", "file", "ws/a", {}, "x")], T0)
+        assert store.count("c1", "file", "ws/") == 1 == store.count("c1", "file", "ws/")
+        store.transact([Write("c1", "file", "ws/b", {}, "x"), Write("c1", "file", "ws/c", {}, "x")], T0)
+        assert store.count("c1", "file", "ws/") == 3
+        with pytest.raises(Conflict):
+            store.transact([Write("c1", "file", "ws/d", {}, "x"), Write("c1", "file", "ws/a", {}, "x", 0)], T0)
+        assert store.count("c1", "file", "ws/") == 3
+        assert store.purge("c1", "file", "ws/b")
+        assert store.count("c1", "file", "ws/") == 2 and store.count("c1", "file") == 2
+
     def test_a_check_requires_a_version_and_writes_nothing(self, store: RecordStore) -> None:
         def check(version: int) -> Write:
             return Write("c1", "fence", "f", {}, "x", expected_version=version, check=True)

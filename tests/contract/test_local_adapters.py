@@ -25,6 +25,21 @@ class TestSqliteRecordStore(RecordStoreContract):
     def store(self, tmp_path: Path) -> SqliteRecordStore:
         return SqliteRecordStore(tmp_path / "r.db")
 
+    def test_a_count_follows_what_another_connection_commits(self, store: SqliteRecordStore, tmp_path: Path) -> None:
+        """Counts are kept between writes: another process's commits (another connection) count as writes."""
+        from datetime import UTC, datetime
+
+        from engram.ports import Write
+
+        other = SqliteRecordStore(tmp_path / "r.db")
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        store.transact([Write("c1", "file", "ws/a", {}, "x")], now)
+        assert store.count("c1", "file", "ws/") == 1
+        other.transact([Write("c1", "file", "ws/b", {}, "x")], now)
+        assert store.count("c1", "file", "ws/") == 2
+        assert other.purge("c1", "file", "ws/a")
+        assert store.count("c1", "file", "ws/") == 1
+
 
 class TestFileBlobStore(BlobStoreContract):
     @pytest.fixture

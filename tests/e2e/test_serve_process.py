@@ -68,3 +68,43 @@ async def test_upload_a_pdf_and_get_a_cited_passage(served: tuple[str, str]) -> 
         assert "30 days" in ans.structured_content["answer"]
         cite = ans.structured_content["citations"][0]
         assert cite["document_id"] == doc_id and cite["title"] == "Returns Policy" and cite["page"] == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "setting", "expected"),
+    [
+        (None, None, "glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.arena_max=2", None, "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"),  # kept
+        (None, "0", None),  # ENGRAM_HUGE_PAGES=0: started as it was
+    ],
+)
+def test_the_server_starts_again_with_huge_pages_for_its_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, setting: str | None, expected: str | None
+) -> None:
+    """`engram serve` on Linux replaces itself (same process id) with a start whose malloc asks for transparent
+    huge pages; a user's own tunables are kept; the setting turns it off. The process answers either way."""
+    import httpx
+
+    from engram.devserver import start, stop
+
+    for name, value in (("GLIBC_TUNABLES", given), ("ENGRAM_HUGE_PAGES", setting)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    proc, url = start(tmp_path)
+    try:
+        assert httpx.get(url + "/healthz").status_code == 200
+        # what the process was started with (glibc's loader splits GLIBC_TUNABLES at ':' in place as it reads it)
+        raw = Path(f"/proc/{proc.pid}/environ").read_bytes().replace(b"\0", b":").decode()
+        assert ("glibc.malloc.hugetlb=1" in raw) == (expected is not None)
+        assert given is None or f"GLIBC_TUNABLES={given}" in raw
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_text().split("\0")
+        assert cmdline[1:4] == ["-m", "engram.cli", "serve"]  # the same command, started once more
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+        if expected and thp.exists() and "[never]" not in thp.read_text():
+            rollup = Path(f"/proc/{proc.pid}/smaps_rollup").read_text()
+            huge = next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("AnonHugePages"))
+            assert huge > 0  # kB on huge pages (the model's weights among them)
+    finally:
+        stop(proc)

@@ -134,7 +134,8 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
     """The embedded index filters by masks (scope tag sets, validity in microseconds, kind and metadata):
     after random writes, deletes and validity changes, every query returns exactly what ranking all live
     documents and keeping those `search_rules.visible` keeps would — the same rows, in the same order (ties in
-    slot order)."""
+    slot order). Also when the visibility mask is kept between writes (`Slots.allowed`) and asked for at other
+    instants, right at and either side of where validity starts and ends."""
     from datetime import timedelta
 
     from engram.search_rules import visible
@@ -168,14 +169,14 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
         if step % 20 != 19:
             continue
         qv = np.asarray([rng.random() for _ in range(4)], dtype=np.float32)
-        for _ in range(4):
+        for _ in range(10):  # one selector's mask is kept between writes: instants either side of the bounds
             q = SearchQuery(
                 "c", vector=qv, mode="vector", k=rng.choice([1, 3, 10, 100]),
                 kinds=rng.choice([None, ["turn"], ["chunk", "turn"]]), visibility=rng.choice(SELECTORS),
-                as_of=rng.choice([None, t0 + timedelta(days=rng.randrange(-6, 6))]),
+                as_of=rng.choice([None, t0 + timedelta(days=rng.randrange(-6, 6), microseconds=rng.randrange(-1, 4))]),
                 metadata=rng.choice([{}, {"thread": "x"}, {"thread": ["x", "y"]}, {"thread": "z"}]),
             )  # fmt: skip
-            now = t0 + timedelta(days=rng.randrange(-6, 6))
+            now = t0 + timedelta(days=rng.randrange(-6, 6), microseconds=rng.randrange(-1, 4))
             got = [(h.id, h.score) for h in index._vector(q, now, qv, q.k)]
             slot = index._contexts["c"].pos
             want = sorted(
@@ -190,3 +191,24 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
             )[: q.k]
             assert [i for i, _ in got] == [i for i, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
+
+
+def test_a_kept_visibility_mask_changes_exactly_at_each_validity_bound(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`Slots.allowed` keeps a selector's mask for the instants between the validity bounds either side of
+    the instant it was made for: asked again at each bound, a microsecond before it and after it (no write
+    between), the index keeps what `valid_from <= t < valid_until` keeps."""
+    from datetime import timedelta
+
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    vec = np.asarray([1.0, 0.0], dtype=np.float32)
+    spans = {"a": (None, t0), "b": (t0, t0 + timedelta(days=1)), "c": (t0 + timedelta(hours=5), None)}
+    index.upsert([IndexDoc("c", "turn", i, "wing", vec, ["p"], s, u, {}) for i, (s, u) in spans.items()])
+    bounds = sorted({b for span in spans.values() for b in span if b is not None})
+    instants = [t0 - timedelta(days=1)] + [b + timedelta(microseconds=d) for b in bounds for d in (-1, 0, 1)]
+    for order in (instants, instants[::-1], instants[::2] + instants[1::2]):
+        for t in order:
+            q = SearchQuery("c", vector=vec, mode="vector", k=10, visibility=[["p"]], as_of=t)
+            got = sorted(h.id for h in index._vector(q, t, vec, 10))
+            want = sorted(i for i, (s, u) in spans.items() if (s is None or s <= t) and (u is None or t < u))
+            assert got == want, t

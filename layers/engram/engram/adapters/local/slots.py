@@ -52,6 +52,8 @@ class Slots:
     seq: int = 0  # the last change (table `changes`) this copy includes
     # slot masks of the kind and metadata filters queries use (`matching`), until the next write
     masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
+    # `allowed`'s masks by selector, each with the instants [from, until) it holds for, until the next write
+    visible: dict[Any, tuple[int, int, Mask]] = field(default_factory=dict)
     # what `visible` reads of each slot, as arrays (`allowed`): its tag set (an index into `tag_sets`; -1 for a
     # free slot) and its validity in microseconds since the epoch (open ends at the int64 limits)
     tags: Vector = field(default_factory=lambda: np.full(16, -1, dtype=np.int32))
@@ -76,6 +78,7 @@ class Slots:
 
     def put(self, row: Row, vec: Vector | None) -> None:
         self.masks.clear()
+        self.visible.clear()
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
         if i is not None and old is not None and old.text == row.text and old.kind == row.kind:  # vectors added
@@ -144,18 +147,37 @@ class Slots:
         if i is not None and row is not None:
             row.valid_until = valid_until
             self.valid_until[i] = _micros(valid_until, _LATEST)
+            self.visible.clear()
 
     def allowed(self, q: SearchQuery, now: datetime) -> Mask:
         """The slots `visible` keeps for `q` but its metadata filters (`matching` has those): valid at the
-        query's instant, scope tags that match its visibility — the same rule, over arrays."""
+        query's instant, scope tags that match its visibility — the same rule, over arrays. Kept per selector
+        (read-only) until the next write, for the instants between the validity bounds either side of `t`."""
         cap = len(self.rows)
         t = _micros(q.as_of or now, _LATEST)
-        ok: Mask = (self.valid_from[:cap] <= t) & (t < self.valid_until[:cap])
+        key = None if q.visibility is None else tuple(tuple(clause) for clause in q.visibility)
+        kept = self.visible.get(key)
+        if kept is not None and kept[0] <= t < kept[1] and kept[2].shape[0] == cap:
+            return kept[2]
+        starts, ends = self.valid_from[:cap], self.valid_until[:cap]
+        ok: Mask = (starts <= t) & (t < ends)
         seen = np.fromiter((matches(tags, q.visibility) for tags in self.tag_sets), bool, len(self.tag_sets))
         tags = self.tags[:cap]
         ok &= tags >= 0
         if seen.shape[0]:
             ok &= seen[np.maximum(tags, 0)]
+        # no slot's validity starts or ends in [since, until): the mask holds for every instant there
+        since = max(
+            int(np.max(starts, where=starts <= t, initial=_EARLIEST)),
+            int(np.max(ends, where=ends <= t, initial=_EARLIEST)),
+        )
+        until = min(
+            int(np.min(starts, where=starts > t, initial=_LATEST)), int(np.min(ends, where=ends > t, initial=_LATEST))
+        )
+        ok.flags.writeable = False
+        if len(self.visible) > 64:
+            self.visible.clear()
+        self.visible[key] = (since, until, ok)
         return ok
 
     def _set_vector(self, i: int, vec: Vector | None) -> None:
@@ -169,6 +191,7 @@ class Slots:
 
     def remove(self, id_: str) -> None:
         self.masks.clear()
+        self.visible.clear()
         i = self.pos.pop(id_, None)
         if i is None:
             return
@@ -251,14 +274,13 @@ class Slots:
         kept = np.flatnonzero(keep[:cap]) if keep is not None else None
         if kept is not None and kept.shape[0] * SELECTIVE < cap:
             scores = np.full(cap, -np.inf, dtype=np.float32)
-            scores[kept] = self.mat[kept] @ qv
-        elif kinds is None:
-            scores = self.mat[:cap] @ qv
-        else:
-            scores = np.full(cap, -np.inf, dtype=np.float32)
-            for start, end in self._runs(frozenset(kinds)):
-                scores[start:end] = self.mat[start:end] @ qv
-        return np.where(self.has_vec[:cap], scores, -np.inf).astype(np.float32)
+            scores[kept] = np.where(self.has_vec[kept], self.mat[kept] @ qv, -np.inf)
+            return scores
+        runs = [(0, cap)] if kinds is None else self._runs(frozenset(kinds))
+        scores = np.full(cap, -np.inf, dtype=np.float32)
+        for start, end in runs:  # only where a row has a vector
+            scores[start:end] = np.where(self.has_vec[start:end], self.mat[start:end] @ qv, -np.inf)
+        return scores
 
 
 _NEVER = 0

@@ -51,6 +51,13 @@ class SqliteRecordStore:
         self._conn = connect(path)
         self._lock = threading.Lock()
         self._conn.executescript(_SCHEMA)
+        # counts with nothing expiring, as of a state of the database (`_state`): a read asking again between
+        # writes (`read_code`'s file count) is not counted again
+        self._counts: dict[tuple[str, str, str], tuple[tuple[int, int], int]] = {}
+
+    def _state(self) -> tuple[int, int]:
+        """Changes since: rows this connection changed, and commits by any other connection (another process)."""
+        return self._conn.total_changes, int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _item(self, row: tuple[Any, ...]) -> Item:
         ctx, kind, id_, version, data, actor, created, updated, expires = row
@@ -195,10 +202,17 @@ class SqliteRecordStore:
         where = "context_id=? AND kind=? AND id >= ? AND id < ?"
         args = (context_id, kind, prefix, prefix + "\U0010ffff")
         with self._lock:  # one pass over the index; the expiring ones read again only when there are some
+            state = self._state()
+            kept = self._counts.get((context_id, kind, prefix))
+            if kept is not None and kept[0] == state:
+                return kept[1]
             total, with_expiry = self._conn.execute(
                 f"SELECT COUNT(*), COUNT(expires_at) FROM items WHERE {where}", args
             ).fetchone()
             if not with_expiry:
+                if len(self._counts) > 256:
+                    self._counts.clear()
+                self._counts[(context_id, kind, prefix)] = (state, int(total))
                 return int(total)
             expiring = self._conn.execute(
                 f"SELECT expires_at FROM items WHERE {where} AND expires_at IS NOT NULL", args

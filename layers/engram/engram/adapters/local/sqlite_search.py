@@ -268,7 +268,7 @@ class SqliteSearchIndex:
         if not q.ranges:
             mask = cache.allowed(q, now)
             if keep is not None:
-                mask &= keep
+                mask = mask & keep  # `allowed` is shared: not in place
             passing = np.flatnonzero(mask & (scores > -np.inf))
             values = scores[passing]
             if passing.shape[0] > limit:
