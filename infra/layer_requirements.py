@@ -25,7 +25,7 @@ RUNTIME = {"boto3", "botocore", "s3transfer", "jmespath"}  # in the Lambda Pytho
 UNUSED = {  # pulled in by libraries for code paths Engram's functions never take
     "grpcio", "opensearch-protobufs", "protobuf",  # opensearch-py's gRPC transport
     "hf-xet", "huggingface-hub", "fsspec", "tqdm", "filelock",  # tokenizers' hub downloads
-    "uvicorn",  # the local server
+    "uvicorn", "uvloop",  # the local server
     "click",  # uvicorn's command line (nothing else a function runs imports it)
     "httpx", "httpcore", "h11",  # HTTP clients of the local tools (the MCP SDK's server path uses httpx2)
     "pyyaml",  # huggingface-hub's
