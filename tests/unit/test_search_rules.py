@@ -342,3 +342,17 @@ class _Recording:
     def embed(self, texts: list[str]) -> np.ndarray:
         self.calls.append(list(texts))
         return np.array([[1.0, 0.0] if "titles" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+
+def test_a_hit_is_still_a_frozen_dataclass_with_its_fast_init() -> None:
+    """Hit's own __init__ (one dict update, issue #26) keeps what the dataclass gave: defaults, equality,
+    `replace`, repr, and no assignment after it."""
+    import dataclasses
+
+    h = Hit("a", "turn", 0.5, "text", {"k": 1}, ["s"])
+    assert (h.lexical, h.semantic, h.passages) == (0.0, None, ())
+    assert h == Hit("a", "turn", 0.5, "text", {"k": 1}, ["s"], 0.0, None, ())
+    assert dataclasses.replace(h, score=0.9, semantic=0.2) == h.scored(0.9, 0.0, 0.2) != h
+    assert [f.name for f in dataclasses.fields(h)] == [*dataclasses.asdict(h)] and "score=0.5" in repr(h)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        h.score = 1.0  # type: ignore[misc]

@@ -284,7 +284,7 @@ Closing = tuple[str, str, datetime | None]
 """(context_id, id, valid_until): a document whose validity ends (or reopens, with None)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Hit:
     id: str
     kind: str
@@ -298,6 +298,29 @@ class Hit:
     semantic: float | None = None
     # a search grouped by a metadata key (`SearchQuery.group_by`): the group's other hits, best first
     passages: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        id: str,
+        kind: str,
+        score: float,
+        text: str,
+        metadata: Mapping[str, MetaValue],
+        scopes: Sequence[str] = (),
+        lexical: float = 0.0,
+        semantic: float | None = None,
+        passages: tuple[str, ...] = (),
+    ) -> None:
+        # one update of the instance's dict: a search makes hundreds of hits, and the frozen dataclass's own
+        # __init__ (a guarded setattr a field) took twice as long (issue #26); still frozen after it
+        self.__dict__.update(
+            id=id, kind=kind, score=score, text=text, metadata=metadata, scopes=scopes, lexical=lexical,
+            semantic=semantic, passages=passages,
+        )  # fmt: skip
+
+    def scored(self, score: float, lexical: float, semantic: float | None) -> Hit:
+        """This hit with its scores (`dataclasses.replace` without its per-field walk)."""
+        return Hit(self.id, self.kind, score, self.text, self.metadata, self.scopes, lexical, semantic, self.passages)
 
 
 class SearchIndex(Protocol):

@@ -197,7 +197,10 @@ def smooth(
 def smooth_hits(hits: list[Hit], vectors_of: VectorsOf) -> list[Hit]:
     """`hits` reordered and rescored by `smooth`."""
     rows = {h.id: h for h in hits}
-    return [replace(rows[i], score=s) for i, s in smooth([(h.id, h.score) for h in hits], vectors_of)]
+    return [
+        rows[i].scored(s, rows[i].lexical, rows[i].semantic)
+        for i, s in smooth([(h.id, h.score) for h in hits], vectors_of)
+    ]
 
 
 def lists_of(bm25: BM25Search, vector: VectorSearch) -> Lists:
@@ -445,7 +448,7 @@ def scored(
     for h, lex, sem in reversed(list(zip(hits, lexical, semantic, strict=True))):
         floor = max(floor, noisy_or(lex, sem or 0.0))
         sem_ = None if sem is None else round(sem, 6)
-        out.append(replace(h, score=round(floor, 6), lexical=round(lex, 6), semantic=sem_))
+        out.append(h.scored(round(floor, 6), round(lex, 6), sem_))
     return out[::-1]
 
 
