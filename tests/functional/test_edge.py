@@ -89,3 +89,30 @@ def test_the_server_stays_up_and_well_formed_requests_still_work(live: Live) -> 
     auth = f"Authorization: Bearer {live.keys.agent}\r\n".encode()
     status, answer = raw(live, post("/api/v1/acme/context", json.dumps({"query": "café"}).encode(), auth))
     assert status == 200 and "context" in answer
+
+
+@pytest.mark.parametrize("path", ["/api/v1/acme/facts", "/mcp"])
+def test_a_client_still_sending_its_oversize_body_reads_the_413(live: Live, path: str) -> None:
+    """The 413 goes out as soon as the declared length is over the limit; a client that goes on sending its body
+    after it (as HTTP clients do: they read once they have sent) still reads the answer. The server reads and
+    drops the rest instead of closing on unread data (which resets the connection, answer and all)."""
+    limit = live.engram.settings.max_request_bytes
+    u = urlparse(live.url)
+    auth = f"Authorization: Bearer {live.keys.agent}\r\n".encode()
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall(post(path, b"", auth, length=limit * 4))
+        time.sleep(0.3)  # the 413 is written by now
+        try:
+            for _ in range(16):
+                s.sendall(b"x" * (limit // 4))
+                time.sleep(0.01)
+        except (ConnectionResetError, BrokenPipeError):
+            pytest.fail("the server closed on the unread body")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head = data.partition(b"\r\n\r\n")[0]
+    assert head.startswith(b"HTTP/1.1 413"), data[:200]

@@ -4,7 +4,8 @@
   would otherwise raise and answer 500).
 - A body over `max_bytes` answers 413 before it is read: at once when Content-Length says so (a client
   that declares 40 MiB and sends less is not waited for), as soon as the count passes the limit when
-  the body is chunked.
+  the body is chunked. The connection stays open while the client sends the rest, which the server drops
+  (closing on unread data would reset the connection and lose the answer).
 - A body that is not UTF-8 answers 400: JSON is UTF-8 (RFC 8259), and the parsers behind (the REST
   routes, the MCP SDK) would raise on it past their own error handling.
 - A body whose JSON escapes a lone surrogate (`"\\ud800"`: valid JSON text, not valid Unicode) answers 400

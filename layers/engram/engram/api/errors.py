@@ -20,16 +20,16 @@ def error_body(exc: EngramError) -> dict[str, Any]:
 
 
 def rendered(exc: EngramError, body: dict[str, Any] | None = None) -> tuple[int, Headers, bytes]:
-    """(status, headers, bytes) of a failure: its body (`error_body` unless given), a 401's challenge, a 413's
-    closing of the connection (the unread rest of the body is not waited for)."""
+    """(status, headers, bytes) of a failure: its body (`error_body` unless given), a 401's challenge. A 413 does
+    not close the connection: it is answered before the body is read, and the server (uvicorn over h11) reads and
+    drops the rest as it comes; closing on unread data would reset the connection and lose the answer to a
+    client still sending (most clients read only once they have sent)."""
     payload = json.dumps(body if body is not None else error_body(exc)).encode()
     headers: Headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if isinstance(exc, Unauthenticated):
         headers.append((b"www-authenticate", challenge(exc).encode()))
     if isinstance(exc, RateLimited):
         headers.append((b"retry-after", str(exc.retry_after).encode()))
-    if exc.status == 413:
-        headers.append((b"connection", b"close"))
     return exc.status, headers, payload
 
 
