@@ -49,10 +49,10 @@ HUGE_PAGES = "glibc.malloc.hugetlb=1"
 
 def with_huge_pages(settings: Settings) -> None:
     """Start this same command again (same process id) with glibc's malloc asking for transparent huge pages
-    (`madvise`) for its large blocks, unless it already does or the setting is off. The embedding model's
-    ~42 MB of weights are read through at every query; on 4 KiB pages that misses the TLB all the way
-    (a query embedding 4.9 -> 3.8 ms here, the same vectors; bench/RESULTS.md, issue #26). A libc that is not
-    glibc ignores the variable."""
+    (`madvise`) for its large blocks, unless it already does or the setting is off. The embedding model's ~42 MB
+    of float weights, read through at every query, then sit on 2 MiB pages rather than 4 KiB ones: a query
+    embedding 4.9 -> 3.8 ms here, the same vectors (bench/RESULTS.md, issue #26). A libc that is not glibc
+    ignores the variable."""
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     if settings.huge_pages and sys.platform.startswith("linux") and "glibc.malloc.hugetlb" not in tunables:
         os.environ["GLIBC_TUNABLES"] = f"{tunables}:{HUGE_PAGES}" if tunables else HUGE_PAGES
