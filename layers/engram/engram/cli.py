@@ -458,7 +458,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if argv is None and args.fn in (cmd_serve, cmd_stdio):  # a server process of its own (not a call in process)
-        with_huge_pages(_settings(args))
+        with_huge_pages(Settings())  # the environment's settings (a --stack is read once, after)
     if os.environ.get("ENGRAM_DEBUG"):
         return int(args.fn(args))
     try:
