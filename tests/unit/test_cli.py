@@ -44,3 +44,19 @@ def test_scopes_create_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().out.split() == ["org/acme/team/eng", "org/acme/user/alice"]
     assert main(["scopes", "create", *d, "--context", "acme", "bad path"]) == 2
     assert main(["keys", "create", *d, "--context", "Bad Ctx", "--principal", "agent", "--grant", "org/a"]) == 2
+
+
+def test_a_server_settles_what_it_loaded_to_start() -> None:
+    """`engram serve`/`stdio` move what starting loaded out of the collector's generations (`cli.settle`), so a
+    full collection walks only what came after."""
+    import gc
+
+    from engram.cli import settle
+
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    try:
+        settle()
+        assert gc.get_freeze_count() > 1000  # modules, functions, schemas
+    finally:
+        gc.unfreeze()

@@ -212,3 +212,27 @@ def test_a_kept_visibility_mask_changes_exactly_at_each_validity_bound(tmp_path)
             got = sorted(h.id for h in index._vector(q, t, vec, 10))
             want = sorted(i for i, (s, u) in spans.items() if (s is None or s <= t) and (u is None or t < u))
             assert got == want, t
+
+
+def test_indexed_documents_leave_the_collector_one_object_each(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A full garbage collection stops every caller for as long as it walks the tracked objects. Each indexed
+    document's terms and scope tags are tuples of strings and its metadata a dict of plain values, which the
+    collector stops tracking: only the row itself is walked (written here, or loaded by another process)."""
+    import gc
+
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    vec = np.asarray([1.0, 0.0], dtype=np.float32)
+    docs = [IndexDoc("c", "turn", f"d{i}", f"wing {WORDS[i % len(WORDS)]}", vec, ["org/a", "user/b"], None, None,
+                     {"thread": "x", "n": i}) for i in range(50)]  # fmt: skip
+    index.upsert(docs)
+    index.search(SearchQuery("c", "wing", mode="bm25", k=1), datetime(2026, 1, 1, tzinfo=UTC))
+    loaded = SqliteSearchIndex(tmp_path / "s.db")
+    loaded.search(SearchQuery("c", "wing", mode="bm25", k=1), datetime(2026, 1, 1, tzinfo=UTC))
+    gc.collect()
+    for cache in (index._contexts["c"], loaded._contexts["c"]):
+        assert len(cache.pos) == 50
+        for slot in cache.pos.values():
+            row = cache.rows[slot]
+            assert row is not None and row.scopes == ("org/a", "user/b")
+            assert not gc.is_tracked(cache.terms[slot]) and cache.terms[slot]
+            assert not gc.is_tracked(row.scopes) and not gc.is_tracked(row.metadata)

@@ -21,7 +21,7 @@ class Row:
     id: str
     kind: str
     text: str
-    scopes: list[str]
+    scopes: tuple[str, ...]
     valid_from: datetime | None
     valid_until: datetime | None
     metadata: dict[str, MetaValue]
@@ -42,7 +42,9 @@ class Slots:
     # context's memories, documents and code windows share one matrix; issue #26)
     pages: list[tuple[int, int, str]] = field(default_factory=list)  # (first slot, end, kind)
     runs: dict[frozenset[str], list[tuple[int, int]]] = field(default_factory=dict)  # the kinds' pages, merged
-    terms: list[list[str]] = field(default_factory=list)
+    # each slot's distinct terms (tuples of strings: the garbage collector stops tracking them, so a full
+    # collection does not walk every indexed document's terms; issue #26)
+    terms: list[tuple[str, ...]] = field(default_factory=list)
     lengths: Vector = field(default_factory=lambda: np.zeros(16, dtype=np.float32))
     mat: Vector | None = None
     has_vec: Vector = field(default_factory=lambda: np.zeros(16, dtype=bool))
@@ -89,12 +91,12 @@ class Slots:
         self.remove(row.id)
         i = self._slot(row.kind)
         terms = index_terms(row.text)
-        self.rows[i], self.terms[i], self.pos[row.id] = row, terms, i
-        self.lengths[i] = len(terms)
-        self.total_length += len(terms)
         counts: dict[str, int] = {}
         for t in terms:
             counts[t] = counts.get(t, 0) + 1
+        self.rows[i], self.terms[i], self.pos[row.id] = row, tuple(counts), i
+        self.lengths[i] = len(terms)
+        self.total_length += len(terms)
         for t, n in counts.items():
             self.postings.setdefault(t, {})[i] = n
             self.arrays.pop(t, None)
@@ -111,7 +113,7 @@ class Slots:
         while self.lengths.shape[0] < start + size:
             self._grow()
         self.rows.extend([None] * size)
-        self.terms.extend([] for _ in range(size))
+        self.terms.extend(() for _ in range(size))
         self.pages.append((start, start + size, kind))
         self.runs.clear()
         self.free[kind] = list(range(start + size - 1, start, -1))  # taken in slot order
@@ -195,7 +197,7 @@ class Slots:
         i = self.pos.pop(id_, None)
         if i is None:
             return
-        for t in set(self.terms[i]):
+        for t in self.terms[i]:
             posting = self.postings.get(t)
             if posting is not None:
                 posting.pop(i, None)
@@ -204,7 +206,7 @@ class Slots:
             self.arrays.pop(t, None)
         self.total_length -= float(self.lengths[i])
         kind = row.kind if (row := self.rows[i]) is not None else ""
-        self.rows[i], self.terms[i] = None, []
+        self.rows[i], self.terms[i] = None, ()
         self.lengths[i] = 0
         self.has_vec[i] = False
         self.tags[i] = -1

@@ -128,7 +128,7 @@ class SqliteSearchIndex:
 
     @staticmethod
     def _row_of(d: IndexDoc) -> Row:
-        return Row(d.id, d.kind, d.text, list(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
+        return Row(d.id, d.kind, d.text, tuple(d.scopes), d.valid_from, d.valid_until, dict(d.metadata))
 
     def delete(self, context_id: str, ids: Sequence[str]) -> None:
         def work() -> None:
@@ -172,7 +172,7 @@ class SqliteSearchIndex:
     @staticmethod
     def _parse(r: Sequence[Any]) -> Row:
         id_, kind, text, scopes, vf, vu, meta = r
-        return Row(id_, kind, text, json.loads(scopes), parse_time(vf), parse_time(vu), json.loads(meta))
+        return Row(id_, kind, text, tuple(json.loads(scopes)), parse_time(vf), parse_time(vu), json.loads(meta))
 
     def _refresh_marks(self) -> None:
         """Every loaded context may be behind when another connection committed. Call with the lock held."""
