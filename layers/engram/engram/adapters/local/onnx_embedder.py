@@ -25,8 +25,16 @@ MAX_TOKENS = 256  # the model's max_seq_length
 # padded batch (measured 21 docs/s at ~1k tokens a batch against 13 docs/s for 32 x 256 tokens).
 BATCH_TOKENS = 1024
 BATCH_MAX = 64
-SMALL_TOKENS = 64  # batches up to this many padded tokens run single-threaded
+SMALL_TOKENS = 64  # batches up to this many padded tokens (a query, a turn) run on the query session
 PARALLEL_BATCHES = 4  # from this many batches on, two single-threaded sessions share them
+QUERY_THREADS = 2  # the query session's threads (at most the CPUs this process may run on)
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def default_model_path() -> Path:
@@ -43,9 +51,11 @@ class OnnxMiniLMEmbedder:
         # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors
         self._model, _ = simplify((model_path or default_model_path()).read_bytes())
         self._threads = threads
-        # A query is a few tokens: one thread answers it without waking a thread pool that went to sleep
-        # between requests (measured ~10 ms with the pool, ~6 ms without, inside a serving process).
-        self._small = self._new_session(1)
+        # A query is a few tokens and ~20 MFLOP a token: two threads answer it in ~2/3 of one's time, the same
+        # vectors to the bit. Its pool spins between the graph's operators but stops when a run ends: a pool
+        # left spinning, or put to sleep between operators, made a recall over HTTP slower than one thread
+        # (22 / 10 ms against 10; with the stop 7.4-8.6 ms; bench/RESULTS.md, #26).
+        self._small = self._new_session(min(QUERY_THREADS, usable_cpus()), stop_spinning=True)
         # The sessions for batches are made when the first batch comes (~0.35 s each here): a function
         # that only embeds queries and single turns never pays for them.
         self._sessions: dict[str, ort.InferenceSession] = {}
@@ -55,17 +65,21 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.no_padding()
         self._lock = threading.Lock()  # the tokenizer's settings are shared state
 
-    def _new_session(self, threads: int) -> ort.InferenceSession:
+    def _new_session(self, threads: int, stop_spinning: bool = False) -> ort.InferenceSession:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
         if threads == 1:
             opts.inter_op_num_threads = 1
+        elif stop_spinning:
+            opts.inter_op_num_threads = 1
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+            opts.add_session_config_entry("session.force_spinning_stop", "1")
         return ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
 
     def _session(self, name: str) -> ort.InferenceSession:
         """A batch session, made on first use: `batch` for mid-sized batches (all cores unless `threads`),
-        `pair` a second single-threaded one that runs beside the small one on many batches."""
+        `one` and `pair` two single-threaded ones that run side by side on many batches."""
         with self._sessions_lock:
             if name not in self._sessions:
                 self._sessions[name] = self._new_session(self._threads if name == "batch" else 1)
@@ -110,7 +124,7 @@ class OnnxMiniLMEmbedder:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
             out[idx] = pooled
 
-        if len(batches) >= PARALLEL_BATCHES and (os.cpu_count() or 1) >= 2:
+        if len(batches) >= PARALLEL_BATCHES and usable_cpus() >= 2:
             # Many batches: two single-threaded sessions side by side beat one session on two threads
             # (cranfield, 2 cores: 23.8 against 21-23 documents/s; bench/RESULTS.md).
             pending = iter(batches)
@@ -127,7 +141,7 @@ class OnnxMiniLMEmbedder:
             helper = threading.Thread(target=worker, args=(self._session("pair"),), name="engram-embed")
             helper.start()
             try:
-                worker(self._small)
+                worker(self._session("one"))
             finally:
                 helper.join()
             return out

@@ -1,0 +1,61 @@
+"""The MiniLM embedder's sessions: a query on two threads gives the vector one thread gives, to the bit; batches
+side by side run on single-threaded sessions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engram.adapters.local import onnx_embedder
+from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+
+TEXTS = [
+    "where does alice live?",
+    "What did Caroline research about adoption agencies last May? #17",
+    "x",
+    "",
+    "Die Grenzschicht an einer ebenen Platte bei Überschallströmung, mit Wärmeübergang und Druckgradient.",
+    "The boundary layer on a flat plate in supersonic flow, with heat transfer and a pressure gradient along it. " * 2,
+]
+
+
+@pytest.fixture(scope="module")
+def two() -> OnnxMiniLMEmbedder:
+    if onnx_embedder.usable_cpus() < 2:
+        pytest.fail("this test needs two CPUs (the query session then runs on two threads)")
+    return OnnxMiniLMEmbedder()
+
+
+def test_the_query_session_runs_on_two_threads_when_two_cpus_are_usable(two: OnnxMiniLMEmbedder) -> None:
+    opts = two._small.get_session_options()
+    assert opts.intra_op_num_threads == 2
+    assert opts.inter_op_num_threads == 1
+
+
+def test_two_threads_give_one_threads_vectors_to_the_bit(
+    two: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(onnx_embedder, "QUERY_THREADS", 1)
+    one = OnnxMiniLMEmbedder()
+    assert one._small.get_session_options().intra_op_num_threads == 1
+    for text in TEXTS:
+        got, want = np.asarray(two.embed([text])), np.asarray(one.embed([text]))
+        assert got.shape == (1, 384)
+        assert got.tobytes() == want.tobytes(), text
+    small_batch = TEXTS[:3]  # a few short texts: one padded batch on the query session
+    assert np.asarray(two.embed(small_batch)).tobytes() == np.asarray(one.embed(small_batch)).tobytes()
+
+
+def test_one_cpu_keeps_the_query_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(onnx_embedder, "usable_cpus", lambda: 1)
+    assert OnnxMiniLMEmbedder()._small.get_session_options().intra_op_num_threads == 1
+
+
+def test_many_batches_run_on_two_single_threaded_sessions_not_the_query_one(two: OnnxMiniLMEmbedder) -> None:
+    texts = [f"passage {i}: " + "supersonic flow over a flat plate " * (1 + i % 40) for i in range(60)]
+    together = np.asarray(two.embed(texts))
+    used = {name: s.get_session_options().intra_op_num_threads for name, s in two._sessions.items()}
+    assert used == {"one": 1, "pair": 1}
+    alone = np.asarray([two.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)  # batched with padding: the same vectors
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
