@@ -39,6 +39,7 @@ TARGETS = {  # p50 over HTTP, ms (issue #26)
     "conversation_append": 15.0,
     "context_get": 2.0,
 }
+P99_TARGETS = {"memory_recall": 20.0}  # the issue's one p99
 
 
 def load(data_dir: Path) -> tuple[str, list[str], list[str]]:
@@ -115,9 +116,12 @@ def run(samples: int = SAMPLES) -> dict[str, Any]:
 
 
 def table(out: dict[str, Any], floor: float) -> str:
-    lines = ["| call | floor p50 | p50 | p99 | target p50 | |", "|---|---|---|---|---|---|"]
+    lines = ["| call | floor p50 | p50 | p99 | target p50 | target p99 | |", "|---|---|---|---|---|---|---|"]
     for name, target in TARGETS.items():
-        r = out[name]
+        r, p99 = out[name], P99_TARGETS.get(name)
         met = "" if target is None else ("met" if r["p50_ms"] <= target else "**not met**")
-        lines.append(f"| `{name}` | {floor} | {r['p50_ms']} | {r['p99_ms']} | {target or '—'} | {met} |")
+        if p99 is not None and r["p99_ms"] > p99:
+            met = "**p99 not met**" if met == "met" else f"{met}, **p99 not met**"
+        row = f"| `{name}` | {floor} | {r['p50_ms']} | {r['p99_ms']} | {target or '—'} | {p99 or '—'} | {met} |"
+        lines.append(row)
     return "\n".join(lines)

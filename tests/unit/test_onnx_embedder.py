@@ -3,6 +3,8 @@ side by side run on single-threaded sessions."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -55,7 +57,25 @@ def test_many_batches_run_on_two_single_threaded_sessions_not_the_query_one(two:
     texts = [f"passage {i}: " + "supersonic flow over a flat plate " * (1 + i % 40) for i in range(60)]
     together = np.asarray(two.embed(texts))
     used = {name: s.get_session_options().intra_op_num_threads for name, s in two._sessions.items()}
-    assert used == {"one": 1, "pair": 1}
+    assert used["one"] == used["pair"] == 1
+    assert "batch" not in used
     alone = np.asarray([two.embed([t])[0] for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-5)  # batched with padding: the same vectors
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_text_that_comes_while_a_query_runs_goes_to_a_single_threaded_session(two: OnnxMiniLMEmbedder) -> None:
+    want = [np.asarray(two.embed([t])).tobytes() for t in TEXTS]
+    fresh = OnnxMiniLMEmbedder()
+    fresh._small_running = 1  # as if another query were on the two-threaded session now
+    assert [np.asarray(fresh.embed([t])).tobytes() for t in TEXTS] == want
+    assert fresh._sessions["one"].get_session_options().intra_op_num_threads == 1
+    assert fresh._small_running == 1  # its own runs went elsewhere and took nothing from the count
+
+
+def test_many_threads_at_once_get_the_vectors_one_caller_gets(two: OnnxMiniLMEmbedder) -> None:
+    want = {t: np.asarray(two.embed([t])).tobytes() for t in TEXTS}
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda t: (t, np.asarray(two.embed([t])).tobytes()), TEXTS * 20))
+    assert all(vector == want[text] for text, vector in got)
+    assert two._small_running == 0  # every run on the query session counted out

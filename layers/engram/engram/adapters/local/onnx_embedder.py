@@ -54,8 +54,13 @@ class OnnxMiniLMEmbedder:
         # A query is a few tokens and ~20 MFLOP a token: two threads answer it in ~2/3 of one's time, the same
         # vectors to the bit. Its pool spins between the graph's operators but stops when a run ends: a pool
         # left spinning, or put to sleep between operators, made a recall over HTTP slower than one thread
-        # (22 / 10 ms against 10; with the stop 7.4-8.6 ms; bench/RESULTS.md, #26).
-        self._small = self._new_session(min(QUERY_THREADS, usable_cpus()), stop_spinning=True)
+        # (22 / 10 ms against 10; with the stop 7.4-8.6 ms; bench/RESULTS.md, #26). While one is running,
+        # another small text goes to a single-threaded session instead: two pools contending for two cores
+        # lost a fifth of the calls a second at four clients.
+        query_threads = min(QUERY_THREADS, usable_cpus())
+        self._small = self._new_session(query_threads, stop_spinning=True)
+        self._small_shared = query_threads == 1  # a single-threaded query session takes concurrent runs as they come
+        self._small_running = 0  # runs on the query session now (under self._lock)
         # The sessions for batches are made when the first batch comes (~0.35 s each here): a function
         # that only embeds queries and single turns never pays for them.
         self._sessions: dict[str, ort.InferenceSession] = {}
@@ -147,5 +152,18 @@ class OnnxMiniLMEmbedder:
             return out
         for idx in batches:
             width = len(encoded[idx[-1]].ids)
-            run(self._small if len(idx) * width <= SMALL_TOKENS else self._session("batch"), idx)
+            if len(idx) * width > SMALL_TOKENS:
+                run(self._session("batch"), idx)
+                continue
+            with self._lock:
+                alone = self._small_shared or self._small_running == 0
+                self._small_running += alone
+            if not alone:
+                run(self._session("one"), idx)
+                continue
+            try:
+                run(self._small, idx)
+            finally:
+                with self._lock:
+                    self._small_running -= 1
         return out
