@@ -60,3 +60,46 @@ def test_a_server_settles_what_it_loaded_to_start() -> None:
         assert gc.get_freeze_count() > 1000  # modules, functions, schemas
     finally:
         gc.unfreeze()
+
+
+IDLE_AFTER_A_PRODUCT = """
+import resource, sys, time
+from engram.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+import numpy as np
+m, q = np.ones((20000, 384), np.float32), np.ones(384, np.float32)
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+spent = []
+for _ in range(3):
+    m @ q  # large enough for OpenBLAS to share it between its threads
+    before = cpu()
+    time.sleep(0.06)
+    spent.append(cpu() - before)
+print(min(spent) * 1000)
+"""
+
+
+@pytest.mark.parametrize(("given", "spins"), [(None, False), ("30", True)])
+def test_numpys_blas_threads_sleep_after_a_product(given: str | None, spins: bool) -> None:
+    """`engram` (serve, stdio, every command) starts OpenBLAS with a short thread timeout: after a product it
+    shared out, its helper threads sleep at once instead of spinning a core for ~0.1 s; a value the environment
+    sets is kept (30: they spin, the CPU time shows it)."""
+    import os
+    import subprocess
+    import sys
+
+    from engram.adapters.local.onnx_embedder import usable_cpus
+
+    assert usable_cpus() >= 2, "OpenBLAS shares a product only with two CPUs or more"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_NUM_THREADS")}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    done = subprocess.run([sys.executable, "-c", IDLE_AFTER_A_PRODUCT], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    idle_cpu_ms = float(done.stdout.split()[-1])
+    assert (idle_cpu_ms > 30) == spins, idle_cpu_ms  # of 60 ms asleep: a spinning helper burns ~all of it

@@ -45,6 +45,16 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
+BLAS_THREAD_TIMEOUT = "4"  # OpenBLAS's helper threads wait 2^4 cycles for more work, then sleep
+
+
+def quiet_blas_threads() -> None:
+    """numpy's OpenBLAS shares a large product between threads (the cosine over stored vectors: 0.46 ms on two,
+    0.88 on one), then keeps its helpers spinning for 2^28 cycles, ~0.1 s: a core burnt after every search, under
+    the next call's query embedding and parsing. Here they sleep at once and are woken for the next product
+    (`memory_recall` over HTTP 10.6 -> 9.9 ms, p99 24.9 -> 23.3, in the same minutes; bench/RESULTS.md, #26).
+    OpenBLAS reads it when numpy loads, so this runs first; a value the environment sets is kept."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
 
 
 def with_huge_pages(settings: Settings) -> None:
@@ -469,6 +479,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_blas_threads()
     args = parser().parse_args(argv)
     if argv is None and args.fn in (cmd_serve, cmd_stdio):  # a server process of its own (not a call in process)
         with_huge_pages(Settings())  # the environment's settings (a --stack is read once, after)
