@@ -79,3 +79,24 @@ def test_many_threads_at_once_get_the_vectors_one_caller_gets(two: OnnxMiniLMEmb
         got = list(pool.map(lambda t: (t, np.asarray(two.embed([t])).tobytes()), TEXTS * 20))
     assert all(vector == want[text] for text, vector in got)
     assert two._small_running == 0  # every run on the query session counted out
+
+
+def test_no_session_keeps_a_core_spinning_after_a_run(two: OnnxMiniLMEmbedder) -> None:
+    """Every pool stops spinning when its run ends (a batch session's spun ~25 ms after each, unless told)."""
+    import resource
+    import time
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    batch = ["supersonic flow over a flat plate with heat transfer " * 6] * 8  # ~500 padded tokens: `batch`
+    for texts in (batch, ["where does alice live"]):
+        spent = []
+        for _ in range(3):
+            two.embed(texts)
+            before = cpu()
+            time.sleep(0.06)
+            spent.append(cpu() - before)
+        assert min(spent) < 0.01, (len(texts), spent)
+    assert "batch" in two._sessions

@@ -58,7 +58,7 @@ class OnnxMiniLMEmbedder:
         # another small text goes to a single-threaded session instead: two pools contending for two cores
         # lost a fifth of the calls a second at four clients.
         query_threads = min(QUERY_THREADS, usable_cpus())
-        self._small = self._new_session(query_threads, stop_spinning=True)
+        self._small = self._new_session(query_threads)
         self._small_shared = query_threads == 1  # a single-threaded query session takes concurrent runs as they come
         self._small_running = 0  # runs on the query session now (under self._lock)
         # The sessions for batches are made when the first batch comes (~0.35 s each here): a function
@@ -70,16 +70,14 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.no_padding()
         self._lock = threading.Lock()  # the tokenizer's settings are shared state
 
-    def _new_session(self, threads: int, stop_spinning: bool = False) -> ort.InferenceSession:
+    def _new_session(self, threads: int) -> ort.InferenceSession:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
-        if threads == 1:
-            opts.inter_op_num_threads = 1
-        elif stop_spinning:
-            opts.inter_op_num_threads = 1
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
-            opts.add_session_config_entry("session.force_spinning_stop", "1")
+        opts.inter_op_num_threads = 1  # the graph is one chain: nothing to run side by side
+        # A pool spins between operators and, unless told, ~25 ms after a run: a core burnt under the next call.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
         return ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
 
     def _session(self, name: str) -> ort.InferenceSession:
