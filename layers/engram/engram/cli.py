@@ -45,15 +45,17 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
-BLAS_THREAD_TIMEOUT = "4"  # OpenBLAS's helper threads wait 2^4 cycles for more work, then sleep
+BLAS_THREAD_TIMEOUT = "24"  # OpenBLAS's helper threads wait 2^24 cycles (~8 ms here) for more work, then sleep
 
 
 def quiet_blas_threads() -> None:
     """numpy's OpenBLAS shares a large product between threads (the cosine over stored vectors: 0.46 ms on two,
-    0.88 on one), then keeps its helpers spinning for 2^28 cycles, ~0.1 s: a core burnt after every search, under
-    the next call's query embedding and parsing. Here they sleep at once and are woken for the next product
-    (`memory_recall` over HTTP 10.6 -> 9.9 ms, p99 24.9 -> 23.3, in the same minutes; bench/RESULTS.md, #26).
-    OpenBLAS reads it when numpy loads, so this runs first; a value the environment sets is kept."""
+    0.88 on one), then keeps its helpers spinning for 2^28 cycles, ~0.12 s here: a core burnt after every search,
+    under the next call's query embedding on two threads. 2^24 (~8 ms) keeps them awake for a burst of reads
+    (`read_code` every ~3 ms: 3.36 ms as with 2^28; 2^4, asleep at once, 3.82 — a wake per product) and asleep
+    for most of a recall's embedding (`memory_recall` 10.58 -> 9.74 ms; 9.38 with 2^4). Interleaved on one data
+    folder, 1,800 calls each (bench/RESULTS.md, #26). OpenBLAS reads it when numpy loads, so this runs first; a
+    value the environment sets is kept."""
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
 
 
