@@ -55,8 +55,8 @@ class OnnxMiniLMEmbedder:
         # vectors to the bit. Its pool spins between the graph's operators but stops when a run ends: a pool
         # left spinning, or put to sleep between operators, made a recall over HTTP slower than one thread
         # (22 / 10 ms against 10; with the stop 7.4-8.6 ms; bench/RESULTS.md, #26). While one is running,
-        # another small text goes to a single-threaded session instead: two pools contending for two cores
-        # lost a fifth of the calls a second at four clients.
+        # another small text goes to a single-threaded session instead: two runs at once on the two-threaded
+        # pool lost a fifth of the calls a second at four clients.
         query_threads = min(QUERY_THREADS, usable_cpus())
         self._small = self._new_session(query_threads)
         self._small_shared = query_threads == 1  # a single-threaded query session takes concurrent runs as they come
