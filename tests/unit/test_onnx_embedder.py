@@ -67,10 +67,10 @@ def test_many_batches_run_on_two_single_threaded_sessions_not_the_query_one(two:
 def test_a_text_that_comes_while_a_query_runs_goes_to_a_single_threaded_session(two: OnnxMiniLMEmbedder) -> None:
     want = [np.asarray(two.embed([t])).tobytes() for t in TEXTS]
     fresh = OnnxMiniLMEmbedder()
-    fresh._small_running = 1  # as if another query were on the two-threaded session now
+    assert fresh._small_busy.acquire(blocking=False)  # as if another query were on the two-threaded session now
     assert [np.asarray(fresh.embed([t])).tobytes() for t in TEXTS] == want
     assert fresh._sessions["one"].get_session_options().intra_op_num_threads == 1
-    assert fresh._small_running == 1  # its own runs went elsewhere and took nothing from the count
+    assert fresh._small_busy.locked()  # its own runs went elsewhere and left the session to the other
 
 
 def test_many_threads_at_once_get_the_vectors_one_caller_gets(two: OnnxMiniLMEmbedder) -> None:
@@ -78,7 +78,7 @@ def test_many_threads_at_once_get_the_vectors_one_caller_gets(two: OnnxMiniLMEmb
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda t: (t, np.asarray(two.embed([t])).tobytes()), TEXTS * 20))
     assert all(vector == want[text] for text, vector in got)
-    assert two._small_running == 0  # every run on the query session counted out
+    assert not two._small_busy.locked()  # every run on the query session let it go
 
 
 def test_no_session_keeps_a_core_spinning_after_a_run(two: OnnxMiniLMEmbedder) -> None:

@@ -60,7 +60,7 @@ class OnnxMiniLMEmbedder:
         query_threads = min(QUERY_THREADS, usable_cpus())
         self._small = self._new_session(query_threads)
         self._small_shared = query_threads == 1  # a single-threaded query session takes concurrent runs as they come
-        self._small_running = 0  # runs on the query session now (under self._lock)
+        self._small_busy = threading.Lock()  # held while a run is on a two-threaded query session
         # The sessions for batches are made when the first batch comes (~0.35 s each here): a function
         # that only embeds queries and single turns never pays for them.
         self._sessions: dict[str, ort.InferenceSession] = {}
@@ -153,15 +153,13 @@ class OnnxMiniLMEmbedder:
             if len(idx) * width > SMALL_TOKENS:
                 run(self._session("batch"), idx)
                 continue
-            with self._lock:
-                alone = self._small_shared or self._small_running == 0
-                self._small_running += alone
-            if not alone:
-                run(self._session("one"), idx)
-                continue
-            try:
+            if self._small_shared:
                 run(self._small, idx)
-            finally:
-                with self._lock:
-                    self._small_running -= 1
+            elif self._small_busy.acquire(blocking=False):
+                try:
+                    run(self._small, idx)
+                finally:
+                    self._small_busy.release()
+            else:
+                run(self._session("one"), idx)
         return out
