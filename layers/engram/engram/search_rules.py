@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engram.lazy import module
@@ -48,6 +49,14 @@ SMOOTH_TAU = 0.03
 SMOOTH_ALPHA = 0.3
 
 
+def best_first(scored: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """(id, score) pairs by descending score, ties by id: the order of `sorted(key=(-score, id))`, from two sorts
+    with C-level keys (ids are unique, so the first compares ids alone; the second is stable)."""
+    ranked = sorted(scored, key=itemgetter(0))
+    ranked.sort(key=itemgetter(1), reverse=True)
+    return ranked
+
+
 def _normalise(scored: Sequence[tuple[str, float]]) -> dict[str, float]:
     if not scored:
         return {}
@@ -69,8 +78,9 @@ def fuse(
     Inputs are (id, raw score) lists, best first. Output is best first, ties broken by id.
     """
     nb, nv = _normalise(bm25), _normalise(vector)
-    fused = {i: (1 - vector_weight) * nb.get(i, 0.0) + vector_weight * nv.get(i, 0.0) for i in nb.keys() | nv.keys()}
-    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+    keep = 1 - vector_weight
+    fused = {i: keep * nb.get(i, 0.0) + vector_weight * nv.get(i, 0.0) for i in nb.keys() | nv.keys()}
+    return best_first(fused.items())
 
 
 def combine(
@@ -185,13 +195,16 @@ def smooth(
     f0 = (scores - lo) / (hi - lo)
     v = np.array([vectors[top[j][0]] for j in have], dtype=np.float64)
     v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-    w = np.exp((v @ v.T - 1.0) / SMOOTH_TAU)
+    w = v @ v.T  # the same operations as exp((v @ v.T - 1) / tau), in place
+    w -= 1.0
+    w /= SMOOTH_TAU
+    np.exp(w, out=w)
     np.fill_diagonal(w, 0.0)
     w /= np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     f = f0.copy()
     f[have] = (1 - alpha) * f0[have] + alpha * (w @ f0[have])
-    rescored = [(i, lo + float(x) * (hi - lo)) for (i, _), x in zip(top, f, strict=True)]
-    return sorted(rescored, key=lambda kv: (-kv[1], kv[0])) + rest
+    span = hi - lo
+    return best_first([(i, lo + x * span) for (i, _), x in zip(top, f.tolist(), strict=True)]) + rest
 
 
 def smooth_hits(hits: list[Hit], vectors_of: VectorsOf) -> list[Hit]:
@@ -459,7 +472,7 @@ def rrf(*lists: Sequence[tuple[str, float]], k: int | None = None) -> list[tuple
     for ranked in lists:
         for rank, (i, _) in enumerate(ranked):
             fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank + 1)
-    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+    return best_first(fused.items())
 
 
 def valid_at(valid_from: datetime | None, valid_until: datetime | None, t: datetime) -> bool:

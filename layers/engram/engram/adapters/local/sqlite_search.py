@@ -227,14 +227,14 @@ class SqliteSearchIndex:
         with self._lock:
             cache = self._context(q.context_id)
             scores = cache.bm25(weights, q.match_all)
-            return [_hit(r, s) for r, s in self._take(cache, scores, cache.matching(q), q, now, limit)]
+            return _hits(self._take(cache, scores, cache.matching(q), q, now, limit))
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> list[Hit]:
         qv = np.asarray(vector, dtype=np.float32)
         with self._lock:
             cache = self._context(q.context_id)
             keep = cache.matching(q)
-            return [_hit(r, s) for r, s in self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit)]
+            return _hits(self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._lock:
@@ -275,10 +275,12 @@ class SqliteSearchIndex:
                 cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
                 passing = np.concatenate([passing[values > cut], passing[values == cut]])[:limit]
                 values = scores[passing]
-            for i in passing[np.lexsort((passing, -values))]:
-                row = cache.rows[int(i)]
+            best = passing[np.lexsort((passing, -values))]
+            rows = cache.rows  # plain ints and floats (the float32 scores' exact values): no numpy scalar a row
+            for i, score in zip(best.tolist(), scores[best].tolist(), strict=True):
+                row = rows[i]
                 if row is not None:
-                    yield row, float(scores[i])
+                    yield row, score
             return
         if keep is not None:
             scores = np.where(keep, scores, -np.inf).astype(np.float32)
@@ -318,5 +320,5 @@ class SqliteSearchIndex:
         )
 
 
-def _hit(row: Row, score: float) -> Hit:
-    return Hit(row.id, row.kind, score, row.text, row.metadata, row.scopes)
+def _hits(ranked: Iterator[tuple[Row, float]]) -> list[Hit]:
+    return [Hit(row.id, row.kind, score, row.text, row.metadata, row.scopes) for row, score in ranked]
