@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from engram.ports import Hit, SearchQuery
-from engram.search_rules import Rules, fuse, hybrid, merge_hits, rrf, smooth, using
+from engram.search_rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth, using
 from engram.terms import query_terms
 
 # The designs the bench measures beside the default (bench/protocol.py): every refinement, and all but feedback
@@ -24,6 +24,15 @@ def test_fuse_keeps_entries_of_one_list_only() -> None:
 
 def test_rrf_orders_by_reciprocal_rank() -> None:
     assert [i for i, _ in rrf([("a", 1), ("b", 1)], [("b", 1), ("a", 1)])] == ["a", "b"]  # tie breaks by id
+
+
+def test_best_first_is_descending_score_then_id_as_the_tuple_sort_was() -> None:
+    rng = np.random.default_rng(25)
+    for _ in range(300):  # many ties (a handful of values, both zeros), ids in shuffled order
+        n = int(rng.integers(0, 40))
+        values = [0.0, -0.0, 0.25, 1.0, 1 / 3, float(np.float32(0.1))]
+        pairs = [(f"id{int(i):03d}", values[int(rng.integers(0, len(values)))]) for i in rng.permutation(n)]
+        assert best_first(pairs) == sorted(pairs, key=lambda kv: (-kv[1], kv[0]))
 
 
 def test_query_terms_drop_stop_words_and_duplicates() -> None:
