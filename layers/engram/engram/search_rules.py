@@ -50,8 +50,8 @@ SMOOTH_ALPHA = 0.3
 
 
 def best_first(scored: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
-    """(id, score) pairs by descending score, ties by id: the order of `sorted(key=(-score, id))`, from two sorts
-    with C-level keys (ids are unique, so the first compares ids alone; the second is stable)."""
+    """(id, score) pairs by descending score, ties by id: the order of `sorted(key=(-score, id))`, from two stable
+    sorts with C-level keys (the second keeps the first's id order among equal scores)."""
     ranked = sorted(scored, key=itemgetter(0))
     ranked.sort(key=itemgetter(1), reverse=True)
     return ranked
@@ -78,8 +78,8 @@ def fuse(
     Inputs are (id, raw score) lists, best first. Output is best first, ties broken by id.
     """
     nb, nv = _normalise(bm25), _normalise(vector)
-    keep = 1 - vector_weight
-    fused = {i: keep * nb.get(i, 0.0) + vector_weight * nv.get(i, 0.0) for i in nb.keys() | nv.keys()}
+    bm25_weight = 1 - vector_weight
+    fused = {i: bm25_weight * nb.get(i, 0.0) + vector_weight * nv.get(i, 0.0) for i in nb.keys() | nv.keys()}
     return best_first(fused.items())
 
 
