@@ -52,10 +52,10 @@ def quiet_blas_threads() -> None:
     """numpy's OpenBLAS shares a large product between threads (the cosine over stored vectors: 0.46 ms on two,
     0.88 on one), then keeps its helpers spinning for 2^28 cycles, ~0.12 s here: a core burnt after every search,
     under the next call's query embedding on two threads. 2^24 (~8 ms) keeps them awake for a burst of reads
-    (`read_code` every ~3 ms: 3.36 ms as with 2^28; 2^4, asleep at once, 3.82 — a wake per product) and asleep
-    for most of a recall's embedding (`memory_recall` 10.58 -> 9.74 ms; 9.38 with 2^4). Interleaved on one data
-    folder, 1,800 calls each (bench/RESULTS.md, #26). OpenBLAS reads it when numpy loads, so this runs first; a
-    value the environment sets is kept."""
+    (`read_code` every ~3 ms: 2.97 ms; 2^20 3.28, 2^4 3.42 — a wake per product) and asleep for part of a recall's
+    embedding (`memory_recall` 9.31 ms; 8.84 with 2^20 or 2^4, 9.08 on one thread). Interleaved on one data folder
+    of 10,000 memories and 1,945 files, all embedded (bench/RESULTS.md, #26, fifteenth session). OpenBLAS reads it
+    when numpy loads, so this runs first; a value the environment sets is kept."""
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
 
 

@@ -192,7 +192,8 @@ def smooth(
     have = [j for j, (i, _) in enumerate(top) if i in vectors]
     if len(have) < 2:
         return fused
-    f0 = (scores - lo) / (hi - lo)
+    span = hi - lo
+    f0 = (scores - lo) / span
     v = np.array([vectors[top[j][0]] for j in have], dtype=np.float64)
     v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     w = v @ v.T  # the same operations as exp((v @ v.T - 1) / tau), in place
@@ -203,7 +204,6 @@ def smooth(
     w /= np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
     f = f0.copy()
     f[have] = (1 - alpha) * f0[have] + alpha * (w @ f0[have])
-    span = hi - lo
     return best_first([(i, lo + x * span) for (i, _), x in zip(top, f.tolist(), strict=True)]) + rest
 
 
