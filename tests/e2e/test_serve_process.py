@@ -109,3 +109,15 @@ def test_the_server_starts_again_with_huge_pages_for_its_weights(
             assert huge > 0  # kB on huge pages (the model's weights among them)
     finally:
         stop(proc)
+
+
+def test_a_long_url_that_arrives_in_pieces_is_answered_by_the_served_app(served: tuple[str, str]) -> None:
+    """`engram serve` gives its HTTP parser the same room for a request head as the tests' servers."""
+    import json
+
+    from tests.functional.test_edge import long_url_in_pieces
+
+    url, key = served
+    status, body = long_url_in_pieces(url, key)
+    assert status == 400, body[:200]
+    assert json.loads(body)["error"]["code"] == "invalid_input"

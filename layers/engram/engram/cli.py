@@ -87,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engram.api.app import create_app
+    from engram.api.edge import MAX_HEAD_BYTES
     from engram.wiring import build
 
     settings = _settings(args)
@@ -99,7 +100,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvloop's event loop when installed (~0.25 ms off every call here); h11 parses HTTP whatever else is installed:
     # it trims header values (an `Mcp-Name` with spaces around it), and requests httptools refuses with a plain-text
     # 400 reach the app, which answers them in the seed's error shape (tests/e2e: conformance, fuzz)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, http="h11")
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
     return 0
 
 

@@ -81,8 +81,13 @@ def in_thread(app: Any, port: int | None = None, timeout: float = 30) -> Iterato
 
     import uvicorn
 
+    from engram.api.edge import MAX_HEAD_BYTES
+
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", h11_max_incomplete_event_size=MAX_HEAD_BYTES
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + timeout
