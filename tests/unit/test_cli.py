@@ -47,11 +47,11 @@ def test_scopes_create_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_a_server_settles_what_it_loaded_to_start() -> None:
-    """`engram serve`/`stdio` move what starting loaded out of the collector's generations (`cli.settle`), so a
+    """`engram serve`/`stdio` move what starting loaded out of the collector's generations (`process.settle`), so a
     full collection walks only what came after."""
     import gc
 
-    from engram.cli import settle
+    from engram.process import settle
 
     gc.unfreeze()
     assert gc.get_freeze_count() == 0

@@ -169,3 +169,19 @@ def test_each_family_is_its_own_package_above_the_kernel() -> None:
             others = {i.split(".")[2] for i in imported if i.startswith("engram.families.") and len(i.split(".")) > 2}
             assert others <= set(NAMES), f"{module} imports {others - set(NAMES)}"
             assert own in NAMES
+
+
+def test_the_package_keeps_the_house_limits() -> None:
+    """Issue #24: no file in the package over 500 lines (where one grows past it, a part moves to its own
+    module), and at most five `type: ignore`, each naming its error code and saying why after it."""
+    long = {_module(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, f"over 500 lines: {long}"
+    ignores = [
+        (_module(p), line)
+        for p in PACKAGE.rglob("*.py")
+        for line in p.read_text().splitlines()
+        if "type: ignore" in line
+    ]
+    assert len(ignores) <= 5, ignores
+    for module, line in ignores:
+        assert re.search(r"type: ignore\[[a-z-]+\]  # \S", line), f"{module}: {line.strip()}"

@@ -133,12 +133,12 @@ SELECTORS = [None, [["org"]], [["org/a"]], [["org/b"]], [["org/a", "org/b"]], [[
 def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
     """The embedded index filters by masks (scope tag sets, validity in microseconds, kind and metadata):
     after random writes, deletes and validity changes, every query returns exactly what ranking all live
-    documents and keeping those `search_rules.visible` keeps would — the same rows, in the same order (ties in
+    documents and keeping those `filters.visible` keeps would — the same rows, in the same order (ties in
     slot order). Also when the visibility mask is kept between writes (`Slots.allowed`) and asked for at other
     instants, right at and either side of where validity starts and ends."""
     from datetime import timedelta
 
-    from engram.search_rules import visible
+    from engram.filters import visible
 
     rng = random.Random(seed)
     index = SqliteSearchIndex(tmp_path / "s.db")

@@ -7,13 +7,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engram.lazy import module
-from engram.ports import Embedder, Hit, MetaValue, SearchQuery, Vector
-from engram.scopes import matches
+from engram.ports import Embedder, Hit, SearchQuery, Vector
 from engram.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
@@ -473,58 +471,3 @@ def rrf(*lists: Sequence[tuple[str, float]], k: int | None = None) -> list[tuple
         for rank, (i, _) in enumerate(ranked):
             fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank + 1)
     return best_first(fused.items())
-
-
-def valid_at(valid_from: datetime | None, valid_until: datetime | None, t: datetime) -> bool:
-    """Valid-time rule: valid_from <= t < valid_until (open ends where None)."""
-    return (valid_from is None or valid_from <= t) and (valid_until is None or t < valid_until)
-
-
-def metadata_matches(metadata: Mapping[str, MetaValue], wanted: Mapping[str, MetaValue | Sequence[MetaValue]]) -> bool:
-    for key, want in wanted.items():
-        have = metadata.get(key)
-        if isinstance(want, list | tuple):
-            if have not in want:
-                return False
-        elif have != want:
-            return False
-    return True
-
-
-def in_ranges(
-    metadata: Mapping[str, MetaValue], ranges: Mapping[str, tuple[MetaValue | None, MetaValue | None]]
-) -> bool:
-    for key, (lo, hi) in ranges.items():
-        have = metadata.get(key)
-        if have is None:
-            return False
-        try:
-            value: Any = have  # compared as it is; values of different types are out of range (TypeError)
-            if (lo is not None and value < lo) or (hi is not None and value > hi):
-                return False
-        except TypeError:
-            return False
-    return True
-
-
-def visible(
-    doc_scopes: Sequence[str],
-    valid_from: datetime | None,
-    valid_until: datetime | None,
-    metadata: Mapping[str, MetaValue],
-    query: SearchQuery,
-    now: datetime,
-    seen: dict[tuple[str, ...], bool] | None = None,
-) -> bool:
-    """Every non-text filter of a SearchQuery, in one place. `seen`: the scope match of each tag set met so far
-    in this query (one query's candidates mostly share a few tag sets: issue #26's profile)."""
-    if not valid_at(valid_from, valid_until, query.as_of or now):
-        return False
-    if seen is None:
-        scoped = matches(doc_scopes, query.visibility)
-    else:
-        tags = tuple(doc_scopes)
-        if tags not in seen:
-            seen[tags] = matches(tags, query.visibility)
-        scoped = seen[tags]
-    return scoped and metadata_matches(metadata, query.metadata) and in_ranges(metadata, query.ranges)

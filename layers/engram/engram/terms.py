@@ -126,3 +126,10 @@ def query_terms(text: str) -> list[str]:
 def approx_tokens(text: str) -> int:
     """Token estimate used for budgets: ~4 characters a token (the usual English rule of thumb)."""
     return max(1, (len(text) + 3) // 4)
+
+
+def matching_terms(query: str, text: str) -> list[str]:
+    """The query's words (stop words aside) whose stem the text holds."""
+    have = term_set(text)
+    words = [w for w in WORD.findall(query.lower()) if w not in STOP_WORDS]
+    return list(dict.fromkeys(w for w in words if stem(w) in have))

@@ -4,7 +4,7 @@ cosine) for vectors, in one index shared by every context (`context_id` is a fil
 input). Hybrid results are fused in Python by `engram.search_rules`, exactly as the embedded adapter
 does, so both rank alike.
 
-Filters follow `engram.search_rules.visible`: scope coverage (a tag equals the path or lies below
+Filters follow `engram.filters.visible`: scope coverage (a tag equals the path or lies below
 it), validity at `as_of`, metadata equality and ranges. Scores follow the port: BM25 as OpenSearch
 computes it, cosine similarity for vectors (lucene reports (1 + cos) / 2; it is converted back).
 

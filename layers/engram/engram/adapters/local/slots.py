@@ -314,5 +314,5 @@ _FREE = object()
 def _among(value: Any, values: frozenset[Any]) -> bool:
     try:
         return value in values
-    except TypeError:  # an unhashable value: compared one by one, as `search_rules.metadata_matches` does
+    except TypeError:  # an unhashable value: compared one by one, as `filters.metadata_matches` does
         return any(value == v for v in values)

@@ -21,9 +21,9 @@ import numpy as np
 from engram.adapters.local.slots import Mask, Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
+from engram.filters import visible
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import search as run_search
-from engram.search_rules import visible
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (

@@ -87,8 +87,8 @@ class Reading(MemoryBase):
 
     def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
         """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
+        from engram.filters import valid_at
         from engram.scopes import can_see
-        from engram.search_rules import valid_at
 
         hits: list[Hit] = []
         for kind in kinds:

@@ -36,6 +36,7 @@ from engram.families.workspace.shapes import (
     SEP,
     SYNC_EMBED_WINDOWS,
     bounded,
+    chunk_docs,
     clean_path,
     windows,
 )
@@ -53,7 +54,6 @@ from engram.ports import (
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
-from engram.terms import STOP_WORDS, WORD, stem, term_set
 from engram.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.workspace")
@@ -412,31 +412,6 @@ class WorkspaceService(BaseService):
 
     # -- the index --------------------------------------------------------------------------
 
-    def _chunk_docs(self, item: Item, text: str) -> list[IndexDoc]:
-        d = item.data
-        out = []
-        for n, (line, body) in enumerate(windows(text)):
-            meta: dict[str, str | int | float | bool] = {
-                "path": d["path"],
-                "file_id": item.id,
-                "line": line,
-                "language": d["language"] or "",
-            }
-            out.append(
-                IndexDoc(
-                    item.context_id,
-                    CHUNK,
-                    f"{item.id}#{n}",
-                    f"{d['path']}\n{body}",
-                    None,
-                    d["scopes"],
-                    None,
-                    None,
-                    meta,
-                )
-            )
-        return out
-
     def _reindex(
         self,
         ctx: str,
@@ -450,7 +425,7 @@ class WorkspaceService(BaseService):
         vectors left to a job); windows a shorter version no longer has are taken out."""
         docs: list[IndexDoc] = []
         for item in items:
-            docs += self._chunk_docs(item, texts.get(item.id) or self.content(item))
+            docs += chunk_docs(item, texts.get(item.id) or self.content(item))
         if embed and self.embedder is not None and docs:
             with embedding_errors():
                 vectors = self.embedder.embed([d.text for d in docs])
@@ -505,13 +480,6 @@ class WorkspaceService(BaseService):
         lens = self.identity.read_lens(caller, None)
         q = SearchQuery(caller.context_id, query, vector, "bm25" if vector is None else mode, k, kinds, lens)
         return self.index.search(q, self.clock.now())
-
-    @staticmethod
-    def matching_terms(query: str, text: str) -> list[str]:
-        """The query's words (stop words aside) whose stem the text holds."""
-        have = term_set(text)
-        words = [w for w in WORD.findall(query.lower()) if w not in STOP_WORDS]
-        return list(dict.fromkeys(w for w in words if stem(w) in have))
 
 
 __all__ = ["NewFile", "WorkspaceService"]

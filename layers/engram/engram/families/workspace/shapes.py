@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from engram.errors import InvalidInput
+from engram.ports import IndexDoc, Item
 
 FILE, DEP, CHUNK = "wfile", "wdep", "wchunk"
 SAFETY_NET = timedelta(seconds=30)
@@ -81,3 +82,30 @@ def parse_window(text: str) -> timedelta:
 
 def first(values: Iterable[str]) -> str | None:
     return next(iter(values), None)
+
+
+def chunk_docs(item: Item, text: str) -> list[IndexDoc]:
+    """A file's windows as index documents: the path heads each window's text (a path's words find its file)."""
+    d = item.data
+    out = []
+    for n, (line, body) in enumerate(windows(text)):
+        meta: dict[str, str | int | float | bool] = {
+            "path": d["path"],
+            "file_id": item.id,
+            "line": line,
+            "language": d["language"] or "",
+        }
+        out.append(
+            IndexDoc(
+                item.context_id,
+                CHUNK,
+                f"{item.id}#{n}",
+                f"{d['path']}\n{body}",
+                None,
+                d["scopes"],
+                None,
+                None,
+                meta,
+            )
+        )
+    return out

@@ -21,6 +21,7 @@ from engram.families.workspace.shapes import CHUNK, FILE, clean_path, parse_wind
 from engram.observability import Call, calls
 from engram.ports import Item, SearchQuery, scan
 from engram.scopes import can_see
+from engram.terms import matching_terms
 
 BACKUP = re.compile(r"^(?P<path>.+)\.backup\.(?P<ts>\d{9,12})$")
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; Bedrock's model when configured says its own
@@ -168,7 +169,7 @@ class CodeViews:
             )
         results.sort(key=lambda r: (-r["combined_score"], r["path"]))
         for r in results[: a.max_results]:  # the words only of what is returned
-            r["matching_terms"] = self.ws.matching_terms(a.query, text_of.get(r["path"], ""))
+            r["matching_terms"] = matching_terms(a.query, text_of.get(r["path"], ""))
         return {
             "query": a.query,
             "total_results": min(len(results), a.max_results),
