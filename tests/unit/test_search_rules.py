@@ -365,3 +365,49 @@ def test_a_hit_is_still_a_frozen_dataclass_with_its_fast_init() -> None:
     assert [f.name for f in dataclasses.fields(h)] == [*dataclasses.asdict(h)] and "score=0.5" in repr(h)
     with pytest.raises(dataclasses.FrozenInstanceError):
         h.score = 1.0  # type: ignore[misc]
+
+
+def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
+    """Issue #26: an adapter's candidate lists as `Ranked` (ids and scores, a hit made when read). Every rule
+    set returns the same hits from them as from plain lists; the default makes only the k it returns (plus the
+    first of each list where a rule set keeps what both put first)."""
+    from engram.ports import Ranked
+    from engram.search_rules import DEFAULT
+
+    rng = np.random.default_rng(26)
+    ids = [f"d{i:03d}" for i in range(200)]
+    vectors = {i: _unit(*rng.normal(size=6)) for i in ids}
+    bm = [_hit(i, float(s)) for i, s in zip(ids[:150], sorted(rng.random(150) * 9, reverse=True), strict=True)]
+    vec = [_hit(i, float(s)) for i, s in zip(ids[50:], sorted(rng.random(150), reverse=True), strict=True)]
+    made: list[str] = []
+
+    def ranked(hits: list[Hit]) -> Ranked:
+        def make(n: int) -> Hit:
+            made.append(hits[n].id)
+            return hits[n]
+
+        return Ranked([h.id for h in hits], [h.score for h in hits], make)
+
+    q = SearchQuery("c", "q", _unit(*rng.normal(size=6)), "hybrid", k=10)
+    for rules in (DEFAULT, RRF20, SMOOTHED, FULL):
+        with using(rules):
+            plain = hybrid(
+                q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
+            )
+            made.clear()
+            lazy = hybrid(
+                q,
+                lambda w, n: [],
+                lambda v, n: [],
+                lambda got: {i: vectors[i] for i in got},
+                lambda w, v, n: (ranked(bm), ranked(vec)),
+            )
+        assert [(h.id, h.score, h.text) for h in lazy] == [(h.id, h.score, h.text) for h in plain], rules.name
+        if rules is DEFAULT:
+            assert sorted(made) == sorted(h.id for h in lazy)  # ten of 300 candidates
+    lazy_list = ranked(bm)
+    made.clear()
+    assert lazy_list[-1].id == bm[-1].id and [h.id for h in lazy_list[2:4]] == [bm[2].id, bm[3].id]
+    assert lazy_list[2] is lazy_list[2] and made == [bm[-1].id, bm[2].id, bm[3].id]  # each made once
+    with pytest.raises(IndexError):
+        lazy_list[150]

@@ -11,7 +11,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from engram.lazy import module
-from engram.ports import Embedder, Hit, SearchQuery, Vector
+from engram.ports import Embedder, Hit, SearchQuery, Vector, ranked_ids, ranked_pairs
 from engram.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
@@ -105,33 +105,49 @@ def merge_hits(
     """Hybrid results from the two ranked lists, fused by `combine` (and reranked, if asked). With
     `group_by`, one hit per group: the groups fused by their ranks in each list (a group ranks where its
     best hit does), each shown by the hit of its own that fuses best, with the rest as its `passages`."""
-    rows = {h.id: h for h in bm25} | {h.id: h for h in vector}
-    fused = combine([(h.id, h.score) for h in bm25], [(h.id, h.score) for h in vector], rules)
+    row = _finder(bm25, vector)
+    fused = combine(ranked_pairs(bm25), ranked_pairs(vector), rules)
     passages: dict[str, tuple[str, ...]] = {}
     if group_by is not None:
         members: dict[str, list[str]] = {}
         for i, _ in fused:
-            members.setdefault(group_of(rows[i], group_by), []).append(i)
+            members.setdefault(group_of(row(i), group_by), []).append(i)
         by_group = combine(
-            [(group_of(h, group_by), h.score) for h in grouped(list(bm25), group_by)],
-            [(group_of(h, group_by), h.score) for h in grouped(list(vector), group_by)],
+            [(group_of(h, group_by), h.score) for h in grouped(bm25, group_by)],
+            [(group_of(h, group_by), h.score) for h in grouped(vector, group_by)],
             rules,
         )
         fused = [(members[g][0], s) for g, s in by_group]
         passages = {m[0]: tuple(m[1:]) for m in members.values()}
     if rerank is not None:
         fused = rerank(fused)
-    return [
-        Hit(i, rows[i].kind, s, rows[i].text, rows[i].metadata, rows[i].scopes, passages=passages.get(i, ()))
-        for i, s in fused[:k]
-    ]
+    out = []
+    for i, s in fused[:k]:
+        h = row(i)
+        out.append(Hit(i, h.kind, s, h.text, h.metadata, h.scopes, passages=passages.get(i, ())))
+    return out
 
 
-BM25Search = Callable[[Mapping[str, float], int], list[Hit]]
+def _finder(*lists: Sequence[Hit]) -> Callable[[str], Hit]:
+    """The hit of an id among `lists` (the last list's, when several have it: the same passage), made only
+    when asked for (`Ranked`)."""
+    where: dict[str, tuple[Sequence[Hit], int]] = {}
+    for hits in lists:
+        for n, i in enumerate(ranked_ids(hits)):
+            where[i] = (hits, n)
+
+    def find(i: str) -> Hit:
+        hits, n = where[i]
+        return hits[n]
+
+    return find
+
+
+BM25Search = Callable[[Mapping[str, float], int], Sequence[Hit]]
 """(stem -> weight, how many) -> BM25 hits of an adapter, every filter applied."""
-VectorSearch = Callable[[Vector, int], list[Hit]]
+VectorSearch = Callable[[Vector, int], Sequence[Hit]]
 """(query vector, how many) -> vector hits of an adapter, every filter applied."""
-Lists = Callable[[Mapping[str, float], "Vector | None", int], tuple[list[Hit], list[Hit]]]
+Lists = Callable[[Mapping[str, float], "Vector | None", int], tuple[Sequence[Hit], Sequence[Hit]]]
 """(stems, query vector or None, how many) -> (BM25 hits, vector hits): both lists of a round at once, for
 an adapter that can ask for them in one request. Without it, `lists_of` asks its two searches in turn."""
 VectorsOf = Callable[[Sequence[str]], dict[str, Vector]]
@@ -205,20 +221,17 @@ def smooth(
     return best_first([(i, lo + x * span) for (i, _), x in zip(top, f.tolist(), strict=True)]) + rest
 
 
-def smooth_hits(hits: list[Hit], vectors_of: VectorsOf) -> list[Hit]:
+def smooth_hits(hits: Sequence[Hit], vectors_of: VectorsOf) -> list[Hit]:
     """`hits` reordered and rescored by `smooth`."""
-    rows = {h.id: h for h in hits}
-    return [
-        rows[i].scored(s, rows[i].lexical, rows[i].semantic)
-        for i, s in smooth([(h.id, h.score) for h in hits], vectors_of)
-    ]
+    row = _finder(hits)
+    return [row(i).scored(s, row(i).lexical, row(i).semantic) for i, s in smooth(ranked_pairs(hits), vectors_of)]
 
 
 def lists_of(bm25: BM25Search, vector: VectorSearch) -> Lists:
     """Both lists of a round from an adapter's two searches, one after the other; an empty query asks
     neither (no stems: no BM25 search; no vector: no vector search)."""
 
-    def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
+    def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[Sequence[Hit], Sequence[Hit]]:
         return (bm25(weights, n) if weights else []), (vector(v, n) if v is not None else [])
 
     return both
@@ -265,10 +278,10 @@ def group_of(hit: Hit, key: str | None) -> str:
     return f"{key}={value}" if value not in (None, "") else f"id={hit.id}"
 
 
-def grouped(hits: list[Hit], key: str | None) -> list[Hit]:
+def grouped(hits: Sequence[Hit], key: str | None) -> list[Hit]:
     """`hits`, one a group (the first), each with the rest of its group as `passages` (in list order)."""
     if key is None:
-        return hits
+        return list(hits)
     members: dict[str, list[Hit]] = {}
     for h in hits:
         members.setdefault(group_of(h, key), []).append(h)
@@ -293,8 +306,8 @@ def hybrid(
     group = query.group_by
     bm, vec = lists(weights, query.vector, pool)
     if query.match_all:  # keyword precision: only what every term matches
-        keep = {h.id for h in bm}
-        vec = [h for h in vec if h.id in keep]
+        keep = set(ranked_ids(bm))
+        vec = [vec[n] for n, i in enumerate(ranked_ids(vec)) if i in keep]
     elif rules.feedback and query.vector is not None and len(bm) > FEEDBACK_DOCS:
         # Feedback needs a collection to learn from: with no more keyword matches than feedback documents
         # (a handful of documents), the "best documents" are simply all of them, and the second round

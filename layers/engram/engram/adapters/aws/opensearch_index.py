@@ -396,7 +396,7 @@ class OpenSearchIndex:
         def vector(v: Vector, n: int) -> list[Hit]:
             return self._hits(ask([vector_body(query, now, v, n, keep)])[0], True, keep)
 
-        def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[list[Hit], list[Hit]]:
+        def both(weights: Mapping[str, float], v: Vector | None, n: int) -> tuple[Sequence[Hit], Sequence[Hit]]:
             if weights and v is not None:
                 bodies = [bm25_body(query, now, weights, n, keep), vector_body(query, now, v, n, keep)]
                 bm_answer, vec_answer = ask(bodies)

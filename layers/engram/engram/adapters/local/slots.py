@@ -16,7 +16,7 @@ from engram.scopes import matches
 from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     id: str
     kind: str

@@ -22,7 +22,7 @@ from engram.adapters.local.slots import Mask, Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
 from engram.filters import visible
-from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
+from engram.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
 from engram.search_rules import search as run_search
 
 _SCHEMA = """
@@ -223,13 +223,13 @@ class SqliteSearchIndex:
         self._stale.discard(context_id)
         return cache
 
-    def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> list[Hit]:
+    def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
         with self._lock:
             cache = self._context(q.context_id)
             scores = cache.bm25(weights, q.match_all)
             return _hits(self._take(cache, scores, cache.matching(q), q, now, limit))
 
-    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> list[Hit]:
+    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         qv = np.asarray(vector, dtype=np.float32)
         with self._lock:
             cache = self._context(q.context_id)
@@ -241,11 +241,14 @@ class SqliteSearchIndex:
             cache = self._context(context_id)
             if cache.mat is None:
                 return {}
-            found = [(i, s) for i in ids if (s := cache.pos.get(i)) is not None and cache.has_vec[s]]
-            if not found:
+            pos = cache.pos
+            known = [(i, s) for i in ids if (s := pos.get(i)) is not None]
+            if not known:
                 return {}
-            rows = cache.mat[np.fromiter((s for _, s in found), dtype=np.int64, count=len(found))]  # one copy
-            return {i: rows[n] for n, (i, _) in enumerate(found)}
+            slots = np.fromiter((s for _, s in known), dtype=np.int64, count=len(known))
+            has = cache.has_vec[slots]
+            rows = cache.mat[slots[has]]  # one copy
+            return dict(zip((i for (i, _), h in zip(known, has.tolist(), strict=True) if h), rows, strict=True))
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         with self._lock:
@@ -320,5 +323,16 @@ class SqliteSearchIndex:
         )
 
 
-def _hits(ranked: Iterator[tuple[Row, float]]) -> list[Hit]:
-    return [Hit(row.id, row.kind, score, row.text, row.metadata, row.scopes) for row, score in ranked]
+def _hits(ranked: Iterator[tuple[Row, float]]) -> Ranked:
+    """The rows as a `Ranked` list: a hit is made only for the rows a search returns."""
+    rows: list[Row] = []
+    scores: list[float] = []
+    for row, score in ranked:
+        rows.append(row)
+        scores.append(score)
+
+    def make(n: int) -> Hit:
+        row = rows[n]
+        return Hit(row.id, row.kind, scores[n], row.text, row.metadata, row.scopes)
+
+    return Ranked([row.id for row in rows], scores, make)
