@@ -64,6 +64,33 @@ class TestSqliteSearchIndex(SearchIndexContract):
         hits = again.search(SearchQuery("c1", vector=_vec(1, 0), mode="vector", k=1), self.NOW)
         assert [h.id for h in hits] == ["d1"]
 
+    def test_each_search_sees_what_another_process_committed_before_it(
+        self, index: SqliteSearchIndex, tmp_path: Path
+    ) -> None:
+        """A search looks for other processes' commits once (its reads share that look) and sees every one made
+        before it began, in every mode: written, replaced, deleted by another connection to the file."""
+        from engram.ports import IndexDoc, SearchMode, SearchQuery
+        from tests.contract.suites import _vec
+
+        other = SqliteSearchIndex(tmp_path / "s.db")
+
+        def doc(id_: str, text: str, *v: float) -> IndexDoc:
+            return IndexDoc("c1", "chunk", id_, text, _vec(*v), ("org/a",))
+
+        def found(mode: SearchMode) -> list[str]:
+            q = SearchQuery("c1", "flutter wing", _vec(1, 0), mode, 5)
+            return sorted(h.id for h in index.search(q, self.NOW))
+
+        index.upsert([doc("mine", "wing flutter at speed", 1, 0.2)])
+        assert found("hybrid") == ["mine"]  # loaded
+        other.upsert([doc("theirs", "flutter of a wing", 1, 0.1)])
+        modes: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")
+        assert all(found(m) == ["mine", "theirs"] for m in modes)
+        other.upsert([doc("theirs", "a boundary layer", 0, 1)])
+        assert found("bm25") == ["mine"] and found("hybrid") == ["mine", "theirs"]  # replaced: no keyword match
+        other.delete("c1", ["theirs"])
+        assert all(found(m) == ["mine"] for m in modes)
+
 
 class TestStoreQueue(QueueContract):
     @pytest.fixture

@@ -353,6 +353,14 @@ class Ranked(Sequence[Hit]):
             made = self._made[n] = self._make(n)
         return made
 
+    def __iter__(self) -> Iterator[Hit]:
+        made, make = self._made, self._make
+        for n in range(len(self.ids)):
+            hit = made.get(n)
+            if hit is None:
+                hit = made[n] = make(n)
+            yield hit
+
     def pairs(self) -> list[tuple[str, float]]:
         return list(zip(self.ids, self.scores, strict=True))
 

@@ -47,6 +47,7 @@ class SqliteSearchIndex:
     def __init__(self, path: Path | str) -> None:
         self._conn = connect(path)
         self._lock = threading.RLock()
+        self._searching = threading.local()  # `checked`: this thread's search has looked for others' commits
         self._conn.executescript(_SCHEMA)
         self._contexts: dict[str, Slots] = {}
         self._data_version = self._pragma_data_version()
@@ -214,7 +215,8 @@ class SqliteSearchIndex:
     def _context(self, context_id: str) -> Slots:
         """The context's documents in memory, loaded from SQLite on first use and brought up to date with
         other processes' writes. Call with the lock held."""
-        self._refresh_marks()
+        if not getattr(self._searching, "checked", False):
+            self._refresh_marks()
         cache = self._contexts.get(context_id)
         if cache is None:
             cache = self._contexts[context_id] = self._load(context_id)
@@ -313,6 +315,17 @@ class SqliteSearchIndex:
             start, window = end, window * 4
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
+        """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its
+        reads (its two lists, the vectors it smooths with, its term counts: seven, ~0.1 ms of a recall)."""
+        with self._lock:
+            self._refresh_marks()
+        self._searching.checked = True
+        try:
+            return self._search(query, now)
+        finally:
+            self._searching.checked = False
+
+    def _search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         return run_search(
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
