@@ -348,18 +348,16 @@ class Ranked(Sequence[Hit]):
         n = j + len(self.ids) if j < 0 else j
         if not 0 <= n < len(self.ids):
             raise IndexError(j)
+        return self._at(n)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return map(self._at, range(len(self.ids)))
+
+    def _at(self, n: int) -> Hit:
         made = self._made.get(n)
         if made is None:
             made = self._made[n] = self._make(n)
         return made
-
-    def __iter__(self) -> Iterator[Hit]:
-        made, make = self._made, self._make
-        for n in range(len(self.ids)):
-            hit = made.get(n)
-            if hit is None:
-                hit = made[n] = make(n)
-            yield hit
 
     def pairs(self) -> list[tuple[str, float]]:
         return list(zip(self.ids, self.scores, strict=True))
@@ -371,7 +369,8 @@ def ranked_pairs(hits: Sequence[Hit]) -> list[tuple[str, float]]:
 
 
 def ranked_ids(hits: Sequence[Hit]) -> list[str]:
-    return list(hits.ids) if isinstance(hits, Ranked) else [h.id for h in hits]
+    """The ids of the hits, in order, without making the hits of a `Ranked` list."""
+    return hits.ids if isinstance(hits, Ranked) else [h.id for h in hits]
 
 
 class SearchIndex(Protocol):
