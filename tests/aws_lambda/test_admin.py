@@ -45,7 +45,10 @@ def test_bootstrap_creates_the_index_and_a_working_management_key(
     assert "org/acme/team" in build_identity(Settings()).registered("acme-prod")
 
 
-def test_stack_outputs_become_settings() -> None:
+@pytest.mark.parametrize(
+    ("provider", "embedder"), [("local", "minilm"), ("local-int8", "minilm-int8"), ("bedrock", "bedrock")]
+)
+def test_stack_outputs_become_settings(provider: str, embedder: str) -> None:
     client = boto3.client("cloudformation", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     outputs = {
         "TableName": "engram-staging",
@@ -53,7 +56,7 @@ def test_stack_outputs_become_settings() -> None:
         "QueueUrl": "https://sqs.us-east-1.amazonaws.com/1/jobs",
         "OpenSearchUrl": "https://abc.us-east-1.aoss.amazonaws.com",
         "OpenSearchService": "aoss",
-        "EmbeddingProvider": "local",
+        "EmbeddingProvider": provider,
         "McpUrl": "https://a1.execute-api.us-east-1.amazonaws.com/mcp",
     }
     stub = Stubber(client)
@@ -87,7 +90,7 @@ def test_stack_outputs_become_settings() -> None:
         "queue_url": "https://sqs.us-east-1.amazonaws.com/1/jobs",
         "opensearch_url": "https://abc.us-east-1.aoss.amazonaws.com",
         "opensearch_service": "aoss",
-        "embedder": "minilm",
+        "embedder": embedder,
         "mcp_url": "https://a1.execute-api.us-east-1.amazonaws.com/mcp",
     }
     Settings(**{k: v for k, v in found.items() if k != "mcp_url"})  # every key is a setting

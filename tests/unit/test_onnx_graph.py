@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -10,6 +11,8 @@ import pytest
 
 from engram.adapters.local.onnx_embedder import default_model_path
 from engram.adapters.local.onnx_graph import _encode_varint, _fields, _Graph, _Node, _varint, simplify
+from engram.settings import Settings
+from engram.wiring import default_embedder
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,7 @@ def _run(model: bytes, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def test_the_rewritten_graph_gives_the_same_hidden_states(original: bytes) -> None:
     simplified, counts = simplify(original)
-    assert counts == {"nan_guards": 6, "gelu": 6}  # one of each per layer of MiniLM-L6
+    assert counts == {"nan_guards": 6, "gelu": 6, "int8_matmuls": 0}  # one of each per layer of MiniLM-L6
     assert len(simplified) < len(original)
     rng = np.random.default_rng(7)
     ids = rng.integers(1000, 30000, size=(3, 40)).astype(np.int64)
@@ -43,8 +46,48 @@ def test_the_rewritten_graph_gives_the_same_hidden_states(original: bytes) -> No
 def test_a_graph_without_the_patterns_comes_back_as_it_was(original: bytes) -> None:
     once, _ = simplify(original)
     twice, counts = simplify(once)
-    assert counts == {"nan_guards": 0, "gelu": 0}
+    assert counts == {"nan_guards": 0, "gelu": 0, "int8_matmuls": 0}
     assert twice == once
+
+
+def test_int8_activations_multiply_the_same_weights_in_integers(original: bytes) -> None:
+    exact, _ = simplify(original)
+    quantised, counts = simplify(original, int8_activations=True)
+    assert counts == {"nan_guards": 6, "gelu": 6, "int8_matmuls": 36}  # q, k, v, out, two feed-forward; 6 layers
+    assert b"DynamicQuantizeMatMul" in quantised and b"DynamicQuantizeMatMul" not in exact
+    assert len(quantised) < len(exact)  # the Casts and Muls that dequantised the weights are gone; no new weights
+    rng = np.random.default_rng(11)
+    ids = rng.integers(1000, 30000, size=(4, 48)).astype(np.int64)
+    ids[:, 0], mask = 101, np.ones_like(ids)
+    mask[3, 20:] = 0
+    want, got = _run(exact, ids, mask), _run(quantised, ids, mask)
+    assert got.shape == want.shape and np.isfinite(got).all()
+    assert not np.allclose(got, want, atol=1e-4)  # not the exact graph: activations are quantised
+    m = mask[..., None]
+    pooled_want, pooled_got = (want * m).sum(1) / m.sum(1), (got * m).sum(1) / m.sum(1)
+    cosines = (
+        (pooled_want * pooled_got).sum(1) / np.linalg.norm(pooled_want, axis=1) / np.linalg.norm(pooled_got, axis=1)
+    )
+    assert cosines.min() > 0.97, cosines  # the same sentence vectors but for quantisation noise
+
+
+def test_only_int8_weights_dequantised_per_column_are_rewritten() -> None:
+    def graph(weight_type: int, scale_dims: list[int]) -> _Graph:
+        nodes = [
+            _Node("Cast", inputs=["w_q"], outputs=["w_f"]),
+            _Node("Mul", inputs=["w_f", "w_scale"], outputs=["w"]),
+            _Node("MatMul", inputs=["x", "w"], outputs=["y"]),
+        ]
+        return _Graph(nodes, {}, {"w_q": (weight_type, [384, 1536]), "w_scale": (1, scale_dims)})
+
+    g = graph(3, [1, 1536])
+    assert g.quantize_activations() == 1
+    kept = [n for n in g.nodes if id(n) not in g.dropped]
+    assert [(n.op, n.domain, n.inputs) for n in kept] == [
+        ("DynamicQuantizeMatMul", "com.microsoft", ["x", "w_q", "w_scale"])
+    ]
+    assert graph(1, [1, 1536]).quantize_activations() == 0  # float weights: nothing to multiply in integers
+    assert graph(3, [384, 1]).quantize_activations() == 0  # a scale per row is not what the operator takes
 
 
 def test_protobuf_varints_round_trip() -> None:
@@ -107,3 +150,15 @@ def test_a_rewired_node_keeps_its_attributes() -> None:
     again = _Node.parse(memoryview(node.encode()))
     assert (again.op, again.inputs, again.outputs) == ("Transpose", ["p"], ["o"])
     assert again.rest == [_len_field(5, attribute)]
+
+
+def test_the_setting_picks_int8_activations_and_keeps_the_vectors_comparable(tmp_path: Path) -> None:
+    exact = default_embedder(Settings(data_dir=tmp_path, embedder="minilm"))
+    fast = default_embedder(Settings(data_dir=tmp_path, embedder="minilm-int8"))
+    assert exact is not None and fast is not None and fast is not exact
+    assert fast.model_id == exact.model_id + "-int8-activations"
+    texts = ["Alice moved to Lisbon in March.", "The boundary layer thickens downstream of the shock."]
+    a, b = exact.embed(texts), fast.embed(texts)
+    np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert ((a * b).sum(axis=1) > 0.97).all()
+    assert not np.allclose(a, b, atol=1e-5)

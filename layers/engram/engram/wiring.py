@@ -138,11 +138,12 @@ def default_embedder(settings: Settings) -> Embedder | None:
         from engram.adapters.aws.bedrock_embedder import BedrockEmbedder
 
         return BedrockEmbedder(settings.bedrock_embedding_model_id, region=settings.aws_region)
-    if "minilm" not in _EMBEDDERS:  # one model per process: loading it costs ~0.3 s
+    name = settings.embedder
+    if name not in _EMBEDDERS:  # one model per process: loading it costs ~0.3 s
         from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
-        _EMBEDDERS["minilm"] = OnnxMiniLMEmbedder()
-    return _EMBEDDERS["minilm"]
+        _EMBEDDERS[name] = OnnxMiniLMEmbedder(int8_activations=name == "minilm-int8")
+    return _EMBEDDERS[name]
 
 
 def build_generator(settings: Settings) -> Generator | None:

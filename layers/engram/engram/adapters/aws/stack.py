@@ -21,6 +21,7 @@ def stack_settings(client: Any, stack: str) -> dict[str, Any]:
     if missing:
         raise ValueError(f"stack {stack} has no output {', '.join(missing)}: is it an Engram stack?")
     settings: dict[str, Any] = {"backend": "aws", **{OUTPUTS[k]: outputs[k] for k in OUTPUTS}}
-    settings["embedder"] = "bedrock" if outputs.get("EmbeddingProvider") == "bedrock" else "minilm"
+    provider = outputs.get("EmbeddingProvider")
+    settings["embedder"] = {"bedrock": "bedrock", "local-int8": "minilm-int8"}.get(provider or "", "minilm")
     settings["mcp_url"] = outputs.get("McpUrl", "")
     return settings

@@ -47,9 +47,12 @@ class OnnxMiniLMEmbedder:
     model_id = "all-MiniLM-L6-v2-onnx-int8"
     dim = 384
 
-    def __init__(self, model_path: Path | None = None, threads: int = 0) -> None:
-        # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors
-        self._model, _ = simplify((model_path or default_model_path()).read_bytes())
+    def __init__(self, model_path: Path | None = None, threads: int = 0, int8_activations: bool = False) -> None:
+        # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors; with
+        # `int8_activations` its products also multiplied in integers (faster, vectors within cosine ~0.99)
+        self._model, _ = simplify((model_path or default_model_path()).read_bytes(), int8_activations)
+        if int8_activations:
+            self.model_id = OnnxMiniLMEmbedder.model_id + "-int8-activations"
         self._threads = threads
         # A query is a few tokens and ~20 MFLOP a token: two threads answer it in ~2/3 of one's time, the same
         # vectors to the bit. Its pool spins between the graph's operators but stops when a run ends: a pool
