@@ -140,19 +140,15 @@ def _tensor_type(raw: memoryview) -> tuple[str, int, list[int]]:
 
 def _scalar(raw: memoryview) -> tuple[str, float] | None:
     """(name, value) of a float tensor with one element, else None."""
-    name, dtype, dims, value = "", 0, [], None
-    for number, _, v, _ in _fields(raw):
-        if number == TENSOR_NAME and isinstance(v, memoryview):
-            name = bytes(v).decode()
-        elif number == TENSOR_TYPE and isinstance(v, int):
-            dtype = v
-        elif number == TENSOR_DIMS:
-            dims.append(v)
-        elif number in (TENSOR_RAW, TENSOR_FLOATS) and isinstance(v, memoryview) and len(v) == 4:
-            value = struct.unpack("<f", v)[0]  # raw bytes, or one float packed or not
-    if dtype != FLOAT or value is None or any(d != 1 for d in dims if isinstance(d, int)):
+    name, dtype, dims = _tensor_type(raw)
+    values = [  # raw bytes, or one float packed or not
+        v
+        for n, _, v, _ in _fields(raw)
+        if n in (TENSOR_RAW, TENSOR_FLOATS) and isinstance(v, memoryview) and len(v) == 4
+    ]
+    if dtype != FLOAT or not values or any(d != 1 for d in dims):
         return None
-    return name, value
+    return name, struct.unpack("<f", values[-1])[0]
 
 
 class _Graph:
