@@ -53,6 +53,21 @@ def test_jobs_run_in_order_a_failing_one_is_retried_then_kept_failed_with_its_er
     assert q.pending() == []
 
 
+def test_busy_reads_past_a_page_of_failed_jobs_to_the_one_still_waiting(store: SqliteRecordStore) -> None:
+    clock = FixedClock(T0)
+    q = StoreQueue(store, clock, worker=False)
+    q.register("boom", lambda p: (_ for _ in ()).throw(RuntimeError("no")))
+    q.register("ok", lambda p: None)
+    for _ in range(20):  # more failed jobs than busy() reads a page
+        q.submit("boom", {})
+    drain(q, clock)
+    assert len(q.failed()) == 20 and not q.busy()
+    q.submit("ok", {})
+    assert q.busy() and len(q.pending()) == 1
+    assert q.run_once() and not q.busy()
+    assert q.join(timeout=1)
+
+
 def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry(store: SqliteRecordStore) -> None:
     q = StoreQueue(store, worker=False)
     q.register("ok", lambda p: None)
