@@ -200,8 +200,8 @@ class StoreQueue(Handlers):
         return [i for i in scan(self.records, JOBS, "job") if i.data["status"] != "failed"]
 
     def busy(self) -> bool:
-        """Whether any job is not finished: the first page only, while jobs are waiting (a join polls this
-        every 20 ms; reading all of 1,400 queued jobs each time took half a core from the worker)."""
+        """Whether any job is not finished, read a page of 16 at a time up to the first such job (a join polls
+        this every 20 ms; reading all of 1,400 queued jobs each time took half a core from the worker)."""
         return any(i.data["status"] != "failed" for i in scan(self.records, JOBS, "job", page_size=16))
 
     def failed(self) -> list[Item]:
