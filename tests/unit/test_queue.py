@@ -68,6 +68,29 @@ def test_busy_reads_past_a_page_of_failed_jobs_to_the_one_still_waiting(store: S
     assert q.join(timeout=1)
 
 
+def test_a_batch_gathers_its_jobs_past_passable_ones_and_stops_at_any_other(store: SqliteRecordStore) -> None:
+    q = StoreQueue(store, worker=False)
+    order: list[str] = []
+    q.register("embed", lambda p: order.append(f"embed {p['n']}"), batch=lambda ps: order.append(f"embed {ps}"))
+    q.register("graph", lambda p: order.append(f"graph {p['n']}"), passable=True)
+    q.register("erase", lambda p: order.append("erase"))
+    for n in range(3):  # each write: its embedding job, then its graph job
+        q.submit("embed", {"n": n})
+        q.submit("graph", {"n": n})
+    q.submit("erase", {})
+    q.submit("embed", {"n": 3})
+    while q.run_once():
+        pass
+    assert order == [
+        "embed [{'n': 0}, {'n': 1}, {'n': 2}]",  # one batch, past the graph jobs between them ...
+        "graph 0",  # ... which then run in their own order
+        "graph 1",
+        "graph 2",
+        "erase",  # never passed: the embedding after it waits for it
+        "embed 3",
+    ]
+
+
 def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry(store: SqliteRecordStore) -> None:
     q = StoreQueue(store, worker=False)
     q.register("ok", lambda p: None)

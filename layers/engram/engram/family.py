@@ -43,6 +43,7 @@ class Job:
     service: str  # the attribute of the family's Services that runs it
     method: str
     batch: str | None = None  # a method taking every waiting payload of the job at once
+    passable: bool = False  # a batch of another job may pass it (engram.queue.Queue.register)
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,15 @@ MAX_ATTEMPTS = 5
 
 
 class Queue(Protocol):
-    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None) -> None:
+    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None, passable: bool = False) -> None:
         """Handle jobs called `name`. A failing handler should record its own failure; the queue retries it
         and finally keeps it as failed.
 
         With `batch`, jobs of that name waiting together are handed over at once (up to BATCH_JOBS, in
         submission order), so a handler can share work between them (one embedding call for many
-        documents)."""
+        documents). With `passable`, a batch of another name may gather its jobs from behind these (they
+        commute with any other job: each write's graph job sits between its embedding job and the next
+        write's, and would otherwise cut every batch to one document)."""
         ...
 
     def job(self, name: str, payload: Payload, now: datetime, delay: timedelta | None = None) -> Write:
@@ -81,11 +83,14 @@ class Handlers:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
         self._batches: dict[str, BatchHandler] = {}
+        self._passable: set[str] = set()
 
-    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None) -> None:
+    def register(self, name: str, handler: Handler, batch: BatchHandler | None = None, passable: bool = False) -> None:
         self._handlers[name] = handler
         if batch is not None:
             self._batches[name] = batch
+        if passable:
+            self._passable.add(name)
 
     def batches(self, name: str) -> bool:
         return name in self._batches
@@ -220,7 +225,8 @@ class StoreQueue(Handlers):
         return True
 
     def _claim(self) -> tuple[str, list[Item]] | None:
-        """The first claimable job, and the claimable ones of the same name right behind it (a batch)."""
+        """The first claimable job, and the claimable ones of the same name right behind it (a batch), passing
+        over jobs of passable names."""
         now = self.clock.now()
         name: str | None = None
         claimed: list[Item] = []
@@ -229,7 +235,11 @@ class StoreQueue(Handlers):
                 continue
             if name is None:
                 name = item.data["name"]
-            elif item.data["name"] != name or not self.batches(name) or len(claimed) >= BATCH_JOBS:
+            elif not self.batches(name) or len(claimed) >= BATCH_JOBS:
+                break
+            elif item.data["name"] != name:
+                if item.data["name"] in self._passable:
+                    continue  # left for the next claim, in its order among its own name
                 break
             if item.data["name"] not in self._handlers:
                 continue  # another process's job (a handler this one lacks)

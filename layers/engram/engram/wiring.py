@@ -97,6 +97,7 @@ class Engram:
                     name,
                     self._runner(fam, job.service, job.method),
                     batch=self._runner(fam, job.service, job.batch) if job.batch else None,
+                    passable=job.passable,
                 )
 
     def _runner(self, fam: Family, service: str, method: str) -> Callable[[Any], None]:

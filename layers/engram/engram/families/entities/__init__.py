@@ -42,7 +42,7 @@ FAMILY = Family(
     "entities",
     EntitiesServices,
     function="EntitiesFunction",
-    jobs={INDEX_JOB: Job("entities", "_index_job"), GRAPH_JOB: Job("graph", "_job")},
+    jobs={INDEX_JOB: Job("entities", "_index_job"), GRAPH_JOB: Job("graph", "_job", passable=True)},
     kinds={
         "entity": Kind("entities", "scoped", indexed=True),
         "relation": Kind("entities", "scoped"),
