@@ -88,15 +88,13 @@ def function_layers() -> dict[str, list[str]]:
 
 def function_environment(function: str) -> dict[str, str]:
     """The function's environment as template.yaml sets it (Globals, then its own), the endpoints pointed
-    nowhere (ENV): a condition takes its first branch (a domain), a parameter its default, a map its entry."""
+    nowhere (ENV): a condition takes its first branch (the local model, a domain), a parameter its default."""
     loaded = template()
     parameters = loaded.get("Parameters", {})
     own = loaded["Resources"][function.capitalize() + "Function"]["Properties"].get("Environment", {})
     variables = {**loaded["Globals"]["Function"]["Environment"]["Variables"], **own.get("Variables", {})}
 
     def value(v: Any) -> Any:
-        if isinstance(v, list) and v[0] in loaded.get("Mappings", {}):  # !FindInMap [map, key, name]
-            return loaded["Mappings"][v[0]][value(v[1])][v[2]]
         if isinstance(v, list):  # !If [condition, then, else]
             return value(v[1])
         if isinstance(v, str) and v in parameters:  # !Ref Parameter

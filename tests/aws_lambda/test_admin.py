@@ -46,13 +46,7 @@ def test_bootstrap_creates_the_index_and_a_working_management_key(
 
 
 @pytest.mark.parametrize(
-    ("provider", "embedder"),
-    [
-        ("local", "minilm"),
-        ("local-exact", "minilm-exact"),
-        ("local-int8", "minilm-int8"),
-        ("bedrock", "bedrock"),
-    ],
+    ("provider", "embedder"), [("local", "minilm"), ("local-int8", "minilm-int8"), ("bedrock", "bedrock")]
 )
 def test_stack_outputs_become_settings(provider: str, embedder: str) -> None:
     client = boto3.client("cloudformation", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")

@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder, default_model_path
+from engram.adapters.local.onnx_embedder import default_model_path
 from engram.adapters.local.onnx_graph import _encode_varint, _fields, _Graph, _Node, _varint, simplify
 from engram.settings import Settings
 from engram.wiring import default_embedder
@@ -153,7 +153,7 @@ def test_a_rewired_node_keeps_its_attributes() -> None:
 
 
 def test_the_setting_picks_int8_activations_and_keeps_the_vectors_comparable(tmp_path: Path) -> None:
-    exact = default_embedder(Settings(data_dir=tmp_path, embedder="minilm-exact"))
+    exact = default_embedder(Settings(data_dir=tmp_path, embedder="minilm"))
     fast = default_embedder(Settings(data_dir=tmp_path, embedder="minilm-int8"))
     assert exact is not None and fast is not None and fast is not exact
     assert fast.model_id == exact.model_id + "-int8-activations"
@@ -162,21 +162,3 @@ def test_the_setting_picks_int8_activations_and_keeps_the_vectors_comparable(tmp
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert ((a * b).sum(axis=1) > 0.97).all()
     assert not np.allclose(a, b, atol=1e-5)
-
-
-def test_the_default_multiplies_an_ingest_in_integers_and_a_single_text_exactly(tmp_path: Path) -> None:
-    exact = default_embedder(Settings(data_dir=tmp_path, embedder="minilm-exact"))
-    default = default_embedder(Settings(data_dir=tmp_path))
-    assert exact is not None and default is not None and default is not exact
-    assert default.model_id == exact.model_id + "-int8-batches"
-    # long enough for the batch sessions (over SMALL_TOKENS padded tokens), alone and together
-    texts = [f"Passage {i}: the boundary layer thickens downstream of the shock at Mach {i}. " * 6 for i in range(5)]
-    together, alone = default.embed(texts), np.vstack([default.embed([t]) for t in texts])
-    np.testing.assert_array_equal(alone, np.vstack([exact.embed([t]) for t in texts]))  # a query: the exact graph
-    assert not np.allclose(together, exact.embed(texts), atol=1e-5)  # an ingest: multiplied in integers ...
-    assert ((together * alone).sum(axis=1) > 0.97).all()  # ... its vectors comparable with a query's
-    assert isinstance(default, OnnxMiniLMEmbedder)
-    short = "Where does Alice live?"
-    with default._small_busy:  # a query already on the query session: this one runs beside it, still exact
-        beside = default.embed([short])
-    np.testing.assert_array_equal(beside, exact.embed([short]))

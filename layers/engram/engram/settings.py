@@ -49,13 +49,11 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")
-    embedder: Literal["minilm", "minilm-exact", "minilm-int8", "bedrock", "none"] = Field(
+    embedder: Literal["minilm", "minilm-int8", "bedrock", "none"] = Field(
         "minilm",
-        description="minilm: all-MiniLM-L6-v2 on ONNX Runtime, int8 activations for the batches of an ingest "
-        "(~38 % more documents embedded a second) and the exact graph for a single text (a query, a memory); "
-        "minilm-exact: the exact graph for everything; minilm-int8: int8 activations for everything (a query ~2 ms "
-        "sooner); vectors of the three within cosine ~0.99, rankings within noise (bench/RESULTS.md, #25); "
-        "bedrock: Titan; none: keyword search only",
+        description="minilm: all-MiniLM-L6-v2 on ONNX Runtime; minilm-int8: the same weights with int8 activations "
+        "(38 % more documents embedded a second, a query ~2 ms sooner; vectors within cosine ~0.99, "
+        "rankings within noise but not the same: bench/RESULTS.md, #25); bedrock: Titan; none: keyword search only",
     )
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     generator: Literal["none", "bedrock"] = "none"

@@ -141,10 +141,9 @@ def default_embedder(settings: Settings) -> Embedder | None:
         return BedrockEmbedder(settings.bedrock_embedding_model_id, region=settings.aws_region)
     name = settings.embedder
     if name not in _EMBEDDERS:  # one model per process: loading it costs ~0.3 s
-        from engram.adapters.local.onnx_embedder import Int8, OnnxMiniLMEmbedder
+        from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 
-        int8: dict[str, Int8] = {"minilm-exact": "never", "minilm-int8": "always"}
-        _EMBEDDERS[name] = OnnxMiniLMEmbedder(int8_activations=int8.get(name, "batches"))
+        _EMBEDDERS[name] = OnnxMiniLMEmbedder(int8_activations=name == "minilm-int8")
     return _EMBEDDERS[name]
 
 

@@ -22,7 +22,6 @@ def stack_settings(client: Any, stack: str) -> dict[str, Any]:
         raise ValueError(f"stack {stack} has no output {', '.join(missing)}: is it an Engram stack?")
     settings: dict[str, Any] = {"backend": "aws", **{OUTPUTS[k]: outputs[k] for k in OUTPUTS}}
     provider = outputs.get("EmbeddingProvider")
-    embedders = {"bedrock": "bedrock", "local-int8": "minilm-int8", "local-exact": "minilm-exact"}
-    settings["embedder"] = embedders.get(provider or "", "minilm")
+    settings["embedder"] = {"bedrock": "bedrock", "local-int8": "minilm-int8"}.get(provider or "", "minilm")
     settings["mcp_url"] = outputs.get("McpUrl", "")
     return settings

@@ -11,7 +11,6 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import onnxruntime as ort
@@ -31,10 +30,6 @@ PARALLEL_BATCHES = 4  # from this many batches on, two single-threaded sessions 
 QUERY_THREADS = 2  # the query session's threads (at most the CPUs this process may run on)
 
 
-Int8 = Literal["never", "batches", "always"]  # which runs multiply int8 activations (above)
-MODEL_SUFFIX: dict[Int8, str] = {"never": "", "batches": "-int8-batches", "always": "-int8-activations"}
-
-
 def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -52,18 +47,12 @@ class OnnxMiniLMEmbedder:
     model_id = "all-MiniLM-L6-v2-onnx-int8"
     dim = 384
 
-    def __init__(self, model_path: Path | None = None, threads: int = 0, int8_activations: Int8 = "batches") -> None:
-        # The exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors. With int8
-        # activations its products also multiply in integers: ~38 % more documents embedded a second, vectors
-        # within cosine ~0.99. "batches" (the default) does that for the batches of a call of several texts (an
-        # ingest) and keeps a single text (a query, a memory) on the exact graph: rankings within noise of the
-        # exact graph on every dev collection, where int8 queries cost CISI 0.006 (bench/RESULTS.md, #25).
-        raw = (model_path or default_model_path()).read_bytes()
-        exact = simplify(raw)[0] if int8_activations != "always" else b""
-        quantised = simplify(raw, int8_activations=True)[0] if int8_activations != "never" else exact
-        self._model = quantised if int8_activations == "always" else exact  # single texts
-        self._batch_model = quantised  # batches of several texts
-        self.model_id = OnnxMiniLMEmbedder.model_id + MODEL_SUFFIX[int8_activations]
+    def __init__(self, model_path: Path | None = None, threads: int = 0, int8_activations: bool = False) -> None:
+        # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors; with
+        # `int8_activations` its products also multiplied in integers (faster, vectors within cosine ~0.99)
+        self._model, _ = simplify((model_path or default_model_path()).read_bytes(), int8_activations)
+        if int8_activations:
+            self.model_id = OnnxMiniLMEmbedder.model_id + "-int8-activations"
         self._threads = threads
         # A query is a few tokens and ~20 MFLOP a token: two threads answer it in ~2/3 of one's time, the same
         # vectors to the bit. Its pool spins between the graph's operators but stops when a run ends: a pool
@@ -84,7 +73,7 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.no_padding()
         self._lock = threading.Lock()  # the tokenizer's settings are shared state
 
-    def _new_session(self, threads: int, model: bytes | None = None) -> ort.InferenceSession:
+    def _new_session(self, threads: int) -> ort.InferenceSession:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
@@ -92,19 +81,14 @@ class OnnxMiniLMEmbedder:
         # A pool spins between operators and, unless told, ~25 ms after a run: a core burnt under the next call.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
         opts.add_session_config_entry("session.force_spinning_stop", "1")
-        return ort.InferenceSession(model or self._model, opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
 
     def _session(self, name: str) -> ort.InferenceSession:
-        """A session made on first use: `batch` for mid-sized batches (all cores unless `threads`), `one` and
-        `pair` two single-threaded ones that run side by side on many batches; `single` (all cores) and
-        `single-one` run a single text too long for the query session, or beside a run on it."""
-        batch = name in ("batch", "one", "pair")
-        if self._batch_model is self._model and not batch:  # one graph for everything: no second copy
-            name, batch = {"single": "batch", "single-one": "one"}[name], True
+        """A batch session, made on first use: `batch` for mid-sized batches (all cores unless `threads`),
+        `one` and `pair` two single-threaded ones that run side by side on many batches."""
         with self._sessions_lock:
             if name not in self._sessions:
-                threads = self._threads if name in ("batch", "single") else 1
-                self._sessions[name] = self._new_session(threads, self._batch_model if batch else self._model)
+                self._sessions[name] = self._new_session(self._threads if name == "batch" else 1)
             return self._sessions[name]
 
     def count_tokens(self, text: str) -> int:
@@ -167,11 +151,10 @@ class OnnxMiniLMEmbedder:
             finally:
                 helper.join()
             return out
-        several = len(texts) > 1
         for idx in batches:
             width = len(encoded[idx[-1]].ids)
             if len(idx) * width > SMALL_TOKENS:
-                run(self._session("batch" if several else "single"), idx)
+                run(self._session("batch"), idx)
                 continue
             if self._small_shared:
                 run(self._small, idx)
@@ -181,5 +164,5 @@ class OnnxMiniLMEmbedder:
                 finally:
                     self._small_busy.release()
             else:
-                run(self._session("single-one"), idx)
+                run(self._session("one"), idx)
         return out

@@ -10,8 +10,8 @@ The exported graph carries patterns ONNX Runtime's own optimiser does not fuse o
 Together ~12 % more documents/s on cranfield (bench/RESULTS.md); the embeddings equal the original
 graph's to float rounding (a test compares them).
 
-One more rewrite, not exact, for an ingest's batches (`OnnxMiniLMEmbedder`'s int8 activations): each matrix
-product with int8 weights dequantised to float (`MatMul(x, Mul(Cast(w), scale))`) becomes the `com.microsoft`
+One more rewrite, not exact, only when asked (`ENGRAM_EMBEDDER=minilm-int8`): each matrix product with int8
+weights dequantised to float (`MatMul(x, Mul(Cast(w), scale))`) becomes the `com.microsoft`
 DynamicQuantizeMatMul of the same int8 weights, which quantises the activations too and multiplies in
 integers: 38 % more documents embedded a second, a query ~2 ms sooner, vectors within cosine ~0.99 of the
 exact graph's (#25's measurements in bench/RESULTS.md).
