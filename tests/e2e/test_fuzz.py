@@ -345,7 +345,10 @@ def _judge_mcp(answer: httpx.Response, tool: str, args: Any) -> str:
 def _judge_rest(answer: httpx.Response, op: Operation, args: Any) -> None:
     where = f"{op.method} {op.path} with {json.dumps(args, allow_nan=True)[:300]}"
     assert answer.status_code < 500, f"{where}: HTTP {answer.status_code} {answer.text[:500]}"
-    answer.json()  # an answer, in JSON
+    try:
+        answer.json()  # an answer, in JSON
+    except ValueError:
+        raise AssertionError(f"{where}: HTTP {answer.status_code}, not JSON: {answer.text[:300]!r}") from None
 
 
 OPS = select()

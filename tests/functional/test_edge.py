@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import socket
 import time
+import uuid
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
 from tests.conftest import Live
@@ -142,3 +144,62 @@ def test_a_long_url_that_arrives_in_pieces_is_answered_by_the_app(live: Live) ->
     status, body = long_url_in_pieces(live.url, live.keys.agent)
     assert status == 400, body[:200]
     assert json.loads(body)["error"]["code"] == "invalid_input"
+
+
+NOT_FOUND = {"status": 404, "code": "not_found", "message": "no route takes this path", "details": {}}
+
+
+def test_a_path_no_route_takes_answers_in_engrams_shape_and_never_redirects(live: Live) -> None:
+    """Starlette answered a path its routes missed by a slash with a 307 and an empty body, and sent the client on
+    to another operation's route (`PATCH /documents/%2F` to `/documents`; the fuzzer found it), and a path no
+    route takes with FastAPI's `{"detail": ...}`: now both answer in the seed's error shape, in place."""
+    headers = {"Authorization": f"Bearer {live.keys.agent}", "Content-Type": "application/json"}
+    with httpx.Client(base_url=live.url, headers=headers, follow_redirects=False) as http:
+        for method, path in [
+            ("PATCH", "/api/v1/acme/documents/%2F"),
+            ("GET", "/api/v1/acme/documents/%2F"),
+            ("DELETE", "/api/v1/acme/records/%2f"),
+            ("GET", "/api/v1/acme/documents//"),
+            ("GET", "/api/v1/acme/no-such-route"),
+            ("POST", "/mcp/no-such-family"),
+            ("GET", "/nothing/"),
+        ]:
+            answer = http.request(method, path, content=b"{}" if method in ("PATCH", "POST") else None)
+            assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
+            assert answer.json() == {"error": NOT_FOUND}, (method, path)
+        answer = http.put("/api/v1/acme/facts", content=b"{}")
+        assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+        assert answer.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_an_encoded_slash_never_reaches_another_resource(live: Live) -> None:
+    """The router reads the decoded path, so `/documents/{id}%2Fchunks` was document `id`'s chunks. No id holds
+    a slash: a path with an encoded one is not found."""
+    headers = {"Authorization": f"Bearer {live.keys.agent}", "Content-Type": "application/json"}
+    with httpx.Client(base_url=live.url + "/api/v1/acme", headers=headers, follow_redirects=False) as http:
+        text = f"Edge probe {uuid.uuid4().hex}: an encoded slash is in no id."  # shares no word with other tests'
+        made = http.post("/documents/ingest", json={"text": text, "title": "edge probe"})
+        assert made.status_code == 200, made.text
+        doc = made.json()["id"]
+        assert http.get(f"/documents/{doc}/chunks").status_code == 200
+        for path in (f"/documents/{doc}%2Fchunks", f"/documents/{doc}%2fchunks", f"/documents/{doc}%2F"):
+            answer = http.get(path)
+            assert answer.status_code == 404 and answer.json() == {"error": NOT_FOUND}, (path, answer.text)
+
+
+def test_a_trailing_slash_is_answered_by_the_route_without_it(live: Live) -> None:
+    """`/mcp/` and `/api/v1/acme/facts/` are what a client configured by hand often says: answered in place
+    (Starlette redirected them before, and a client that did not follow got an empty body)."""
+    headers = {"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream"}
+    fact = {"content": f"Zorblat {uuid.uuid4().hex} keeps a kayak."}  # shares no word with other tests' memories
+    stored = httpx.post(live.url + "/api/v1/acme/facts/", json=fact, headers=headers)
+    assert stored.status_code == 200 and stored.json()["turn_id"], stored.text
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "memory_recall", "arguments": {"query": "Who keeps a kayak?"}}}  # fmt: skip
+    answer = httpx.post(live.url + "/mcp/", json=call, headers=headers)
+    assert answer.status_code == 200, answer.text
+    body = answer.text
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        body = [line[5:] for line in body.splitlines() if line.startswith("data:")][-1]
+    result = json.loads(body)
+    assert result["id"] == 7 and not result["result"].get("isError"), result

@@ -47,6 +47,11 @@ class NotFound(EngramError):
     code = "not_found"
 
 
+class MethodNotAllowed(EngramError):
+    status = 405
+    code = "method_not_allowed"
+
+
 class Conflict(EngramError):
     status = 409
     code = "conflict"

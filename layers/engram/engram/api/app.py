@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
@@ -21,8 +22,8 @@ from engram.api.edge import Edge
 from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.mcp_fast import FastCall
-from engram.api.rest import mount_rest
-from engram.errors import EngramError, Unauthenticated
+from engram.api.rest import error_response, mount_rest
+from engram.errors import EngramError, MethodNotAllowed, NotFound, Unauthenticated
 from engram.families import families, find, select
 from engram.identity import ROLES, Principal
 from engram.observability import metrics
@@ -172,6 +173,24 @@ class Endpoint:
                 self.json_app = self.sse_app = None
 
 
+async def no_route(request: Request, exc: Exception) -> Response:
+    """What the router answers by itself (a path no route takes, a method its path does not) in Engram's error
+    shape, never FastAPI's `detail`. No redirects (`redirect_slashes` is off; the edge drops a trailing slash):
+    Starlette redirected `PATCH /documents/%2F` to `/documents`, another operation's route."""
+    assert isinstance(exc, HTTPException)
+    error = (
+        NotFound("no route takes this path")
+        if exc.status_code == 404
+        else MethodNotAllowed(f"this path does not take {request.method}")
+        if exc.status_code == 405
+        else EngramError(str(exc.detail), code="http_error")
+    )
+    error.status = exc.status_code
+    answer = error_response(error)
+    answer.headers.update(exc.headers or {})  # a 405's Allow
+    return answer
+
+
 def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
     """The app serving every operation `ENGRAM_MCP_TOOLS` selects.
 
@@ -211,11 +230,19 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
     try:
         from fastapi_offline import FastAPIOffline
     except ImportError:
-        app = FastAPI(title="Engram", version=__version__, lifespan=lifespan, description=description)
+        app = FastAPI(
+            title="Engram", version=__version__, lifespan=lifespan, description=description, redirect_slashes=False
+        )
     else:
         app = FastAPIOffline(
-            title="Engram", version=__version__, lifespan=lifespan, description=description, static_url=DOCS_ASSETS
+            title="Engram",
+            version=__version__,
+            lifespan=lifespan,
+            description=description,
+            static_url=DOCS_ASSETS,
+            redirect_slashes=False,
         )
+    app.add_exception_handler(HTTPException, no_route)
     for path, endpoint in endpoints.items():
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
         app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]  # an ASGI app: Starlette routes it as one

@@ -8,6 +8,9 @@
   (closing on unread data would reset the connection and lose the answer).
 - A body that is not UTF-8 answers 400: JSON is UTF-8 (RFC 8259), and the parsers behind (the REST
   routes, the MCP SDK) would raise on it past their own error handling.
+- A path holding an encoded slash (`%2F`) answers 404: no id, context or route holds one, and the router, which
+  reads the decoded path, would take `/documents/a%2Fchunks` for document `a`'s chunks. One trailing slash is
+  dropped (`/mcp/`, `/api/v1/acme/memories/`): the route without it answers, with no redirect.
 - A body whose JSON escapes a lone surrogate (`"\\ud800"`: valid JSON text, not valid Unicode) answers 400
   naming the field, on MCP routes as a JSON-RPC error -32602 (the SDK's parser would say only "parse
   error"). Operations check their arguments again (`engram.limits`), for the transports without this edge.
@@ -25,7 +28,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.api.errors import send_error
-from engram.errors import EngramError, InvalidInput, PayloadTooLarge
+from engram.errors import EngramError, InvalidInput, NotFound, PayloadTooLarge
 from engram.limits import lone_surrogates, where
 
 _WITH_BODY = ("POST", "PUT", "PATCH")
@@ -55,6 +58,18 @@ async def refuse(send: Send, exc: EngramError, jsonrpc: bool = False) -> None:
     await send_error(send, exc, body)
 
 
+def routed(scope: Scope) -> Scope:
+    """The request as the routes see it: not found when its path holds an encoded slash, one trailing slash
+    dropped."""
+    path: str = scope["path"]
+    raw: bytes = scope.get("raw_path") or path.encode()
+    if b"%2f" in raw.lower():
+        raise NotFound("no route takes this path")
+    if len(path) > 1 and path.endswith("/") and raw.endswith(b"/"):
+        return {**scope, "path": path[:-1], "raw_path": raw[:-1]}
+    return scope
+
+
 class Edge:
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -64,6 +79,7 @@ class Edge:
             await self.app(scope, receive, send)
             return
         try:
+            scope = routed(scope)
             body = await self._check(scope, receive)
         except EngramError as exc:
             await refuse(send, exc, jsonrpc=str(scope.get("path", "")).startswith("/mcp"))
