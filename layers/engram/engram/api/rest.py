@@ -179,6 +179,39 @@ def bearer_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its OpenAPI document
 
 
+# Every failure a route may answer, in the one error shape (`engram.api.errors`): a quota's 429 carries
+# Retry-After; 503 is a store that failed (the message carries a trace id).
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["status", "code", "message"],
+            "properties": {
+                "status": {"type": "integer", "description": "the HTTP status"},
+                "code": {"type": "string", "description": "e.g. invalid_input, not_found, rate_limited"},
+                "message": {"type": "string"},
+                "details": {"type": "object", "description": "e.g. the field at fault, retry_after"},
+            },
+        }
+    },
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"description": description, "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+    for status, description in [
+        (400, "invalid arguments"),
+        (401, "no key, or a key that is not valid here"),
+        (403, "the key's role or scopes do not allow it"),
+        (404, "not found, or not visible to the key"),
+        (409, "a conflict: a version or a unique value"),
+        (413, "the request body is over the limit"),
+        (429, "a quota or rate limit: retry after Retry-After seconds"),
+        (503, "a store failed: retry"),
+    ]
+}
+
+
 def mount_rest(app: FastAPI, engram: Engram, ops: list[AnyOperation]) -> None:
     bearer_openapi(app)
     for op in ops:
@@ -192,5 +225,5 @@ def mount_rest(app: FastAPI, engram: Engram, ops: list[AnyOperation]) -> None:
                 tags=[op.family],
                 response_model=op.output or TextOutput,
                 openapi_extra=_openapi(op, path),
-                responses={400: {}, 401: {}, 403: {}, 404: {}, 409: {}, 413: {}},
+                responses=ERROR_RESPONSES,
             )
