@@ -81,6 +81,33 @@ def test_writes_over_quota_get_429_exactly_at_the_limit_and_nothing_is_written(l
     assert got["writes_per_day"] == {"limit": 3, "used": 3}
 
 
+def test_a_call_that_only_reads_counts_no_write_and_passes_a_spent_write_quota(live: Live) -> None:
+    """knowledge_collections both lists and creates. Its list and stats are reads: a key out of writes and stored
+    bytes still lists (the fuzzer set a zero quota, and the list was refused as a write), and listing uses up
+    none of its writes."""
+    ctx, agent, key_id, manager = fresh_context(live)
+    url = f"{live.url}/api/v1/{ctx}/knowledge/collections"
+    made = httpx.post(url, json={"action": "create", "name": "kept"}, headers=h(agent))
+    assert made.status_code == 200, made.text
+    set_ = httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json={"key_id": key_id, "writes_per_day": 1},
+                      headers=h(manager))  # fmt: skip
+    assert set_.status_code == 200, set_.text
+    for _ in range(3):
+        listed = httpx.post(url, json={"action": "list"}, headers=h(agent))
+        assert listed.status_code == 200 and "kept" in listed.text, listed.text
+        stats = httpx.post(url, json={"action": "stats", "name": "kept"}, headers=h(agent))
+        assert stats.status_code == 200, stats.text
+    got = httpx.get(f"{live.url}/api/v1/{ctx}/quotas", params={"key_id": key_id}, headers=h(manager)).json()
+    assert got["writes_per_day"] == {"limit": 1, "used": 0}
+    assert httpx.post(url, json={"action": "create", "name": "one"}, headers=h(agent)).status_code == 200
+    refused = httpx.post(url, json={"action": "create", "name": "two"}, headers=h(agent))
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "quota_exceeded"
+    zero = httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json={"key_id": key_id, "stored_bytes": 0},
+                      headers=h(manager))  # fmt: skip
+    assert zero.status_code == 200, zero.text
+    assert httpx.post(url, json={"action": "list"}, headers=h(agent)).status_code == 200
+
+
 async def test_over_quota_on_mcp_is_a_tool_error_with_the_same_code_and_time(live: Live) -> None:
     ctx, agent, _, manager = fresh_context(live)
     assert httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json={"requests_per_minute": 4}, headers=h(manager)).is_success

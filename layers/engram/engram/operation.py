@@ -96,10 +96,17 @@ class Operation(Generic[S, I]):
     # Arguments whose presence means the call is another seed's dialect, to which `mcp_limits` do not apply
     # (hybrid_search: Agrama's arguments; Vectros' MCP caps are Vectros' own).
     mcp_limits_unless: tuple[str, ...] = ()
+    # Of an operation that may write, the calls that only read (knowledge_collections' list and stats): write
+    # quotas (writes a day, stored bytes) neither count nor refuse them.
+    reads_when: Callable[[I], bool] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    def writes(self, args: I) -> bool:
+        """Whether a call may write: what write quotas count."""
+        return not self.read_only and not (self.reads_when is not None and self.reads_when(args))
 
     def parse(self, arguments: dict[str, Any]) -> I:
         """The arguments of a call, from whatever transport brought them: what no argument may hold refused

@@ -44,7 +44,7 @@ async def run(
             with metering(cost):
                 caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
                 entered.append(caller)
-                ticket = engram.quotas.admit(caller.context_id, principal.key_id, not op.read_only, lambda: _size(args))
+                ticket = engram.quotas.admit(caller.context_id, principal.key_id, op.writes(args), lambda: _size(args))
                 try:
                     result = op.run(engram.family_services(op.family), caller, args, progress)
                 except BaseException:

@@ -49,6 +49,7 @@ declare(
         "POST",
         "/knowledge/collections",
         _collections,
+        reads_when=lambda a: a.action in ("list", "stats"),
     )
 )
 
