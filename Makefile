@@ -7,7 +7,7 @@ SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam
 ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test conformance check lint format typecheck pytest bench clean sam-build sam-validate \
+.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate \
 	actionlint \
 	layer-requirements template-routes
 
@@ -48,6 +48,14 @@ typecheck:
 
 pytest:
 	$(RUN) pytest -ra $(PYTEST_ARGS)
+
+FUZZ_EXAMPLES ?= 300
+FUZZ_SEED ?= $(shell date +%s)
+fuzz: sync  ## both fuzzers, longer than make test and from a new seed (FUZZ_SEED=N replays a run; ~1 h at 300)
+	@echo "fuzz seed $(FUZZ_SEED), $(FUZZ_EXAMPLES) examples a tool (replay: make fuzz FUZZ_SEED=$(FUZZ_SEED))"
+	ENGRAM_FUZZ_SEED=$(FUZZ_SEED) ENGRAM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
+		ENGRAM_REST_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 10 )) \
+		$(RUN) pytest -ra tests/e2e/test_fuzz.py tests/e2e/test_rest_fuzz.py
 
 bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
 	$(RUN) python -m bench.run $(BENCH)

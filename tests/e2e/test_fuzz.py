@@ -1,11 +1,12 @@
 """Every tool, fuzzed over MCP and REST against `engram serve` (issue #22): so that the next family cannot reopen
 the classes #22 closed.
 
-Hypothesis (seeded: `derandomize`, bounded: FUZZ_EXAMPLES per tool) generates each tool's arguments from its
-own input schema — the schema the server validates with — and mixes in hostile values: lone surrogates, NUL,
-bidi overrides, megabyte strings, deep nesting, huge and non-finite numbers, wrong types, unknown arguments,
-paths and URLs, and, where a JSON Schema is taken, `$ref`s to files and URLs and catastrophic patterns. Each
-call goes both ways, as a raw JSON-RPC `tools/call` on /mcp and as the tool's REST route.
+Hypothesis (bounded: FUZZ_EXAMPLES per tool; seeded: `derandomize` in `make test`, the seed ENGRAM_FUZZ_SEED
+names in `make fuzz`, so that a longer run explores cases CI never sends and any failure replays) generates each
+tool's arguments from its own input schema — the schema the server validates with — and mixes in hostile values:
+lone surrogates, NUL, bidi overrides, megabyte strings, deep nesting, huge and non-finite numbers, wrong types,
+unknown arguments, paths and URLs, and, where a JSON Schema is taken, `$ref`s to files and URLs and catastrophic
+patterns. Each call goes both ways, as a raw JSON-RPC `tools/call` on /mcp and as the tool's REST route.
 
 Throughout:
 - no answer is a 5xx, a JSON-RPC -32603, or an error whose status is 5xx;
@@ -28,7 +29,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from engram.devserver import cli, start, stop
@@ -39,6 +40,7 @@ from tests.fixtures.listener import loopback_listener
 pytestmark = pytest.mark.e2e
 
 FUZZ_EXAMPLES = int(os.environ.get("ENGRAM_FUZZ_EXAMPLES", "25"))
+FUZZ_SEED = os.environ.get("ENGRAM_FUZZ_SEED")  # unset: derandomize (the same cases every run)
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
 SETUP, FUZZ = "org/acme/user/setup", "org/acme/user/fuzz"
@@ -356,7 +358,7 @@ OPS = select()
 
 @pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
 def test_fuzz_every_tool_over_mcp_and_rest(target: Target, op: Operation) -> None:
-    @settings(max_examples=FUZZ_EXAMPLES, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=FUZZ_EXAMPLES, derandomize=FUZZ_SEED is None, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(args=arguments(op, target.listener))
     def fuzz(args: Any) -> None:
@@ -364,7 +366,7 @@ def test_fuzz_every_tool_over_mcp_and_rest(target: Target, op: Operation) -> Non
         target.outcomes[outcome] = target.outcomes.get(outcome, 0) + 1
         _judge_rest(_rest(target, op, args), op, args)
 
-    fuzz()
+    (fuzz if FUZZ_SEED is None else seed(int(FUZZ_SEED))(fuzz))()
     assert target.reached == [], f"{op.name} made the server reach out: {target.reached}"
 
 

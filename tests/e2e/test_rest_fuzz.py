@@ -1,5 +1,6 @@
 """Schemathesis against the OpenAPI document of a served process: every REST operation, generated and
-edge-case arguments (bounded and seeded: the same cases every run), with a management key in its context.
+edge-case arguments (bounded and seeded: the same cases every run in `make test`; `make fuzz` sends more, from a
+new seed), with a management key in its context.
 No answer may be a server error, every answer's status and body (an error's too) are as the spec declares them,
 and the server logs no traceback."""
 
@@ -17,6 +18,7 @@ from engram.devserver import cli, serve
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = int(os.environ.get("ENGRAM_REST_FUZZ_EXAMPLES", "5"))  # an operation's cases a phase
 
 
 def test_no_server_error_on_any_rest_operation(tmp_path: Path) -> None:
@@ -36,9 +38,9 @@ def test_no_server_error_on_any_rest_operation(tmp_path: Path) -> None:
                 "--checks",  # no server error; every status and every body (errors too) as the spec declares
                 "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance",
                 "--max-examples",
-                "5",
+                str(EXAMPLES),
                 "--seed",
-                "1",
+                os.environ.get("ENGRAM_FUZZ_SEED", "1"),
                 "--header",
                 f"Authorization: Bearer {key}",
                 "--include-path-regex",
@@ -49,7 +51,7 @@ def test_no_server_error_on_any_rest_operation(tmp_path: Path) -> None:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=max(600, 120 * EXAMPLES),
         )
     summary = run.stdout[-6000:]
     assert run.returncode == 0, summary
