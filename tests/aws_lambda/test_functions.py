@@ -59,6 +59,13 @@ def test_gateway_initialize_and_lists_every_tool(stack: Stack) -> None:
     assert {t["name"] for t in memory_only} == {n for op in select(family="memory") for n in op.names}
 
 
+def test_health_answers_get_and_head_without_a_key(stack: Stack) -> None:
+    for method in ("GET", "HEAD"):
+        answer = stack.api.request(method, "/healthz")
+        assert answer.status == 200, (method, answer.status, answer.body)
+    assert stack.api.request("GET", "/healthz").json()["status"] == "ok"
+
+
 def test_the_recorded_initialize_event_as_api_gateway_sends_it(stack: Stack) -> None:
     event = event_file("mcp_initialize.json", KEY=stack.keys.agent)
     authorizer = event_file("authorizer_request.json", KEY=stack.keys.agent)

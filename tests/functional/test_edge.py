@@ -203,3 +203,13 @@ def test_a_trailing_slash_is_answered_by_the_route_without_it(live: Live) -> Non
         body = [line[5:] for line in body.splitlines() if line.startswith("data:")][-1]
     result = json.loads(body)
     assert result["id"] == 7 and not result["result"].get("isError"), result
+
+
+def test_health_answers_head_with_no_body(live: Live) -> None:
+    """A load balancer's or uptime monitor's probe may be a HEAD: it was a 405. Now the GET's status and headers,
+    no body, and the connection stays usable for the next request."""
+    with httpx.Client(base_url=live.url) as http:
+        head = http.head("/healthz")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == "application/json"
+        assert http.get("/healthz").json()["status"] == "ok"  # the same connection, after the HEAD

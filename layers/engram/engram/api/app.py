@@ -249,7 +249,7 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
     mount_rest(app, engram, select(tool_filter))
     app.add_middleware(Edge, max_bytes=settings.max_request_bytes)
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: load balancers' probes
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
