@@ -54,8 +54,8 @@ FUZZ_SEED ?= $(shell date +%s)
 fuzz: sync  ## both fuzzers, longer than make test and from a new seed (FUZZ_SEED=N replays a run; ~1 h at 300)
 	@echo "fuzz seed $(FUZZ_SEED), $(FUZZ_EXAMPLES) examples a tool (replay: make fuzz FUZZ_SEED=$(FUZZ_SEED))"
 	ENGRAM_FUZZ_SEED=$(FUZZ_SEED) ENGRAM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
-		ENGRAM_REST_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 10 )) \
-		$(RUN) pytest -ra tests/e2e/test_fuzz.py tests/e2e/test_rest_fuzz.py
+		ENGRAM_REST_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 10 )) ENGRAM_LAMBDA_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 5 )) \
+		$(RUN) pytest -ra tests/e2e/test_fuzz.py tests/e2e/test_rest_fuzz.py tests/aws_lambda/test_fuzz.py
 
 bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
 	$(RUN) python -m bench.run $(BENCH)

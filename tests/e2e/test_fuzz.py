@@ -18,33 +18,27 @@ and afterwards every object written before the fuzzing (another scope's, one of 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from engram.devserver import cli, start, stop
 from engram.families import select
 from engram.operation import AnyOperation as Operation
+from tests.fixtures.hostile import MCP_HEADERS, arguments, judge_mcp, judge_rest, mcp_call, rest_call, seeded
 from tests.fixtures.listener import loopback_listener
 
 pytestmark = pytest.mark.e2e
 
 FUZZ_EXAMPLES = int(os.environ.get("ENGRAM_FUZZ_EXAMPLES", "25"))
-FUZZ_SEED = os.environ.get("ENGRAM_FUZZ_SEED")  # unset: derandomize (the same cases every run)
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
 SETUP, FUZZ = "org/acme/user/setup", "org/acme/user/fuzz"
-MEGABYTE = "A" * (1 << 20)
 
 
 # -- the server and what it must keep ------------------------------------------------------------------------
@@ -64,10 +58,8 @@ class Target:
 
 
 def _mcp(target: Target, key: str, tool: str, arguments: Any) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-    raw = json.dumps(body, allow_nan=True)  # ASCII: a lone surrogate travels as its escape, NaN as itself
     headers = {"Authorization": f"Bearer {key}", **MCP_HEADERS}
-    return httpx.post(target.url + "/mcp", content=raw.encode(), headers=headers, timeout=120)
+    return httpx.post(target.url + "/mcp", content=mcp_call(tool, arguments), headers=headers, timeout=120)
 
 
 def _setup_call(target: Target, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -160,153 +152,15 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             stop(proc)
 
 
-# -- arguments from each tool's schema, with hostile values mixed in -----------------------------------------
-
-HOSTILE_STRINGS = [
-    "\ud800", "a\udfffb", "x\x00y", "\u202eevil\u202c", "\u2066isolate", "\ufeffbom", "e\u0301" * 50,
-    "\U0001f600" * 10, MEGABYTE, "é" * 300_000, "../../etc/passwd", "/etc/passwd", "file:///etc/passwd",
-    "C:\\Windows\\win.ini", "%00", "{{7*7}}", "'; DROP TABLE items; --", "a" * 40 + "!", " ", "",
-    "\n\r\t", "org/acme/user/alice", "org/../../x", "Person:bob", "sk-not-a-key",
-    # within most length limits, for the services' own parsing (extraction rules, tokenisers, chunkers)
-    "My name is " + "A" * 3000, "I work at " + "Acme " * 600, "Actually, " * 300 + "I moved to Paris.",
-    "(" * 2000, "\\" * 2000, "x@" * 1500, "\x00" * 2000, "\u202e" * 1000 + "abc", "a" * 3000 + "!",
-    "I am " * 700, "My wife is " * 300 + "Carol.", "# " * 1000, "```" * 800, ". " * 1500,
-]  # fmt: skip
-HOSTILE_NUMBERS = [2**63, -(2**63) - 1, 2**64, 10**30, 1e308, -1e308, float("nan"), float("inf"), -0.0, -1, 0, 10**9]
-
-
-def _deep(n: int, leaf: Any = 0) -> Any:
-    out = leaf
-    for i in range(n):
-        out = [out] if i % 2 else {"d": out}
-    return out
-
-
-HOSTILE_VALUES: list[Any] = [*HOSTILE_STRINGS, *HOSTILE_NUMBERS, _deep(100), _deep(33, "\ud800"), [None] * 5000,
-                             {"k" * 1000: "v"}, {"\ud800": 1}, True, None, [], {}]  # fmt: skip
-
-
-def hostile_schemas(listener: str) -> list[Any]:
-    return [
-        {"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}},
-        {"type": "object", "properties": {"a": {"$ref": f"{listener}/ref.json"}}},
-        {"$id": f"{listener}/root.json", "type": "object", "properties": {"a": {"$ref": "other.json"}}},
-        {"type": "object", "properties": {"a": {"$dynamicRef": f"{listener}/d.json#x"}}},
-        {"$schema": f"{listener}/meta.json", "type": "object"},
-        {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}},
-        {"type": "object", "patternProperties": {"^(x+x+)+y$": {}}},
-        {"type": "object", "properties": {"a": {"pattern": "(a)\\1"}}},
-        {"type": "object", "$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}},
-        {
-            "type": "object",
-            "$defs": {"n": {"allOf": [{"items": {"$ref": "#/$defs/n"}}] * 2}},
-            "properties": {"x": {"$ref": "#/$defs/n"}},
-        },
-        {"type": "object", "properties": {"a": {"enum": list(range(5000))}}},
-        {"type": "object", "properties": {"a": {"type": 5}}},
-    ]
-
-
-JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=False,
-                        allow_infinity=False), st.text(max_size=12))  # fmt: skip
-JSON = st.recursive(JSON_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                    st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)  # fmt: skip
-
-
-def _sometimes_hostile(valid: st.SearchStrategy[Any], extra: list[Any] | None = None) -> st.SearchStrategy[Any]:
-    """One value in eight hostile (a schema-taking field: one in three), so that many calls get past validation
-    and reach the services with something hostile inside."""
-    if extra:
-        return st.integers(0, 2).flatmap(lambda n: st.sampled_from(extra) if n == 0 else valid)
-    return st.integers(0, 7).flatmap(lambda n: st.sampled_from(HOSTILE_VALUES) if n == 0 else valid)
-
-
-def from_schema(node: Any, defs: dict[str, Any], extra: list[Any], depth: int = 0) -> st.SearchStrategy[Any]:
-    """A strategy for values of the JSON Schema `node` (pydantic's dialect), a third of them hostile."""
-    if not isinstance(node, dict) or depth > 6:
-        return JSON
-    if "$ref" in node:
-        return from_schema(defs[node["$ref"].rsplit("/", 1)[-1]], defs, extra, depth + 1)
-    if "anyOf" in node or "oneOf" in node:
-        return st.one_of([from_schema(n, defs, extra, depth + 1) for n in node.get("anyOf") or node["oneOf"]])
-    if "enum" in node:
-        return _sometimes_hostile(st.sampled_from(node["enum"]))
-    if "const" in node:
-        return st.just(node["const"])
-    kind = node.get("type")
-    if isinstance(kind, list):
-        return st.one_of([from_schema({**node, "type": k}, defs, extra, depth) for k in kind])
-    valid: st.SearchStrategy[Any]
-    if kind == "string":
-        low = int(node.get("minLength", 0))
-        valid = st.text(min_size=low, max_size=max(low, min(int(node.get("maxLength", 40)), 40)))
-    elif kind == "integer":
-        valid = st.integers(int(node.get("minimum", -(10**6))), int(node.get("maximum", 10**6)))
-    elif kind == "number":
-        valid = st.floats(node.get("minimum", -1e6), node.get("maximum", 1e6), allow_nan=False)
-    elif kind == "boolean":
-        valid = st.booleans()
-    elif kind == "null":
-        valid = st.none()
-    elif kind == "array":
-        items = from_schema(node.get("items", {}), defs, extra, depth + 1)
-        valid = st.lists(items, min_size=int(node.get("minItems", 0)), max_size=max(int(node.get("minItems", 0)), 3))
-    elif kind == "object" and node.get("properties"):
-        valid = _object(node, defs, extra, depth)
-    else:
-        valid = JSON
-    return _sometimes_hostile(valid, extra if kind == "object" and depth == 1 else None)
-
-
-def _object(node: dict[str, Any], defs: dict[str, Any], extra: list[Any], depth: int) -> st.SearchStrategy[Any]:
-    props: dict[str, Any] = node["properties"]
-    required = set(node.get("required", []))
-    fields = {k: from_schema(v, defs, extra, depth + 1) for k, v in props.items() if k != "context_id"}
-    optional = {k: s for k, s in fields.items() if k not in required}
-
-    @st.composite
-    def build(draw: st.DrawFn) -> dict[str, Any]:
-        out = {k: draw(fields[k]) for k in fields if k in required}
-        for k in draw(st.lists(st.sampled_from(sorted(optional)), unique=True)) if optional else []:
-            out[k] = draw(optional[k])
-        if draw(st.integers(0, 19)) == 0:
-            out[draw(st.sampled_from(["unknown", "__proto__", "\ud800", "context_id"]))] = draw(JSON)
-        return out
-
-    return build()
-
-
-def arguments(op: Operation, listener: str) -> st.SearchStrategy[Any]:
-    schema = op.input.model_json_schema(by_alias=True)
-    extra = hostile_schemas(listener) if "jsonSchema" in schema.get("properties", {}) else []
-    built = from_schema({k: v for k, v in schema.items() if k != "$defs"}, schema.get("$defs", {}), extra)
-    return st.integers(0, 24).flatmap(lambda n: st.sampled_from(HOSTILE_VALUES) if n == 0 else built)
-
-
 # -- sending and judging ---------------------------------------------------------------------------------------
 
 
-def _quote(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, allow_nan=True)
-    return quote(text.encode("utf-8", "surrogatepass"), safe="")
-
-
 def _rest(target: Target, op: Operation, args: Any) -> httpx.Response:
-    args = dict(args) if isinstance(args, dict) else {"value": args}
-    path = op.path
-    for name in [p[1:-1] for p in path.split("/") if p.startswith("{")]:
-        path = path.replace(f"{{{name}}}", _quote(args.pop(name, "x")) or "x")
-    url = f"{target.url}/api/v1/acme{path}"
+    method, path, body = rest_call(op, args)
     headers = {"Authorization": f"Bearer {target.fuzz_key}", "Content-Type": "application/json"}
-    body: bytes | None = None
-    if op.method in ("GET", "DELETE"):
-        query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in args.items())
-        url += "?" + query if query else ""
-    else:
-        body = json.dumps(args, allow_nan=True).encode()
-    if len(url) > 60_000:  # what httpx will not send: as it is, with the standard library's client
-        return _long_url(target, op.method, url[len(target.url) :], headers, body)
-    return httpx.request(op.method, url, content=body, headers=headers, timeout=120)
+    if len(path) > 60_000:  # what httpx will not send: as it is, with the standard library's client
+        return _long_url(target, method, path, headers, body)
+    return httpx.request(method, target.url + path, content=body, headers=headers, timeout=120)
 
 
 def _long_url(target: Target, method: str, path: str, headers: dict[str, str], body: bytes | None) -> httpx.Response:
@@ -326,47 +180,21 @@ def _long_url(target: Target, method: str, path: str, headers: dict[str, str], b
     return httpx.Response(status, content=body or b"{}")
 
 
-def _judge_mcp(answer: httpx.Response, tool: str, args: Any) -> str:
-    where = f"{tool} over MCP with {json.dumps(args, allow_nan=True)[:300]}"
-    assert answer.status_code < 500, f"{where}: HTTP {answer.status_code} {answer.text[:500]}"
-    body = answer.json()
-    error = body.get("error")
-    if error is not None:
-        assert error["code"] != -32603, f"{where}: {error}"
-        status = (error.get("data") or {}).get("status") if isinstance(error.get("data"), dict) else None
-        assert status is None or status < 500, f"{where}: {error}"
-        return "refused" if error["code"] == -32602 else "failed"
-    result = body["result"]
-    if result.get("isError"):
-        status = ((result.get("structuredContent") or {}).get("error") or {}).get("status", 400)
-        assert status < 500, f"{where}: {result}"
-        return "failed"
-    return "answered"
-
-
-def _judge_rest(answer: httpx.Response, op: Operation, args: Any) -> None:
-    where = f"{op.method} {op.path} with {json.dumps(args, allow_nan=True)[:300]}"
-    assert answer.status_code < 500, f"{where}: HTTP {answer.status_code} {answer.text[:500]}"
-    try:
-        answer.json()  # an answer, in JSON
-    except ValueError:
-        raise AssertionError(f"{where}: HTTP {answer.status_code}, not JSON: {answer.text[:300]!r}") from None
-
-
 OPS = select()
 
 
 @pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
 def test_fuzz_every_tool_over_mcp_and_rest(target: Target, op: Operation) -> None:
-    @settings(max_examples=FUZZ_EXAMPLES, derandomize=FUZZ_SEED is None, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @seeded(FUZZ_EXAMPLES)
     @given(args=arguments(op, target.listener))
     def fuzz(args: Any) -> None:
-        outcome = _judge_mcp(_mcp(target, target.fuzz_key, op.name, args), op.name, args)
+        answer = _mcp(target, target.fuzz_key, op.name, args)
+        outcome = judge_mcp(answer.status_code, answer.text, op.name, args)
         target.outcomes[outcome] = target.outcomes.get(outcome, 0) + 1
-        _judge_rest(_rest(target, op, args), op, args)
+        answer = _rest(target, op, args)
+        judge_rest(answer.status_code, answer.text, op, args)
 
-    (fuzz if FUZZ_SEED is None else seed(int(FUZZ_SEED))(fuzz))()
+    fuzz()
     assert target.reached == [], f"{op.name} made the server reach out: {target.reached}"
 
 
