@@ -169,3 +169,16 @@ def test_a_broken_pdf_is_reported_by_name_without_pypdf_chatter(caplog: pytest.L
     with pytest.raises(InvalidInput, match=r"broken\.pdf: cannot be read as application/pdf"):
         parse(b"\x00\x01garbage", PDF, "broken.pdf")
     assert [r.getMessage() for r in caplog.records if r.name.startswith("pypdf")] == []
+
+
+@pytest.mark.parametrize("strategy", ["paragraph", "sentence", "fixed", "semantic"])
+def test_text_with_nothing_to_split_at_still_makes_chunks_of_a_chunks_size(strategy: str) -> None:
+    """A megabyte of one word (or a base64 blob) was one chunk of 262,144 tokens: too big for a DynamoDB item,
+    and the model reads 256 of them. Now every chunk is at most twice the limit, and nothing is lost."""
+    word = "A" * 1_000_000
+    got = chunk([Block(word, "", None)], strategy, 256, 32)
+    assert len(got) > 900 and max(c.tokens for c in got) <= 512 and "".join(c.text for c in got) == word
+    blob = " ".join(f"{i:04d}" + "x" * 1500 for i in range(200))  # words too long for a window of 192 words
+    got = chunk([Block(blob, "", None)], strategy, 256, 32)
+    assert len(got) > 200 and max(c.tokens for c in got) <= 512
+    assert {w[:4] for c in got for w in c.text.split() if w[:4].isdigit()} == {f"{i:04d}" for i in range(200)}

@@ -88,6 +88,20 @@ def _pack(units: Sequence[str], max_tokens: int, overlap: int, target: int | Non
     return out
 
 
+def _bounded(parts: list[str], max_tokens: int) -> list[str]:
+    """Text without spaces to split at (a base64 blob, a megabyte of one word) still makes chunks of a chunk's
+    size: a part over twice the limit is cut into pieces of it (what a store holds in one item, what the
+    model reads, are bounded whatever the text)."""
+    width = max_tokens * 4  # approx_tokens' characters a token
+    out: list[str] = []
+    for part in parts:
+        if approx_tokens(part) <= 2 * max_tokens:
+            out.append(part)
+        else:
+            out += [part[i : i + width] for i in range(0, len(part), width)]
+    return out
+
+
 def chunk(
     blocks: Sequence[Block],
     strategy: Strategy = "paragraph",
@@ -107,7 +121,7 @@ def chunk(
         else:
             paras = [" ".join(p.split()) for p in _PARAGRAPH.split(block.text) if p.strip()]
             parts = _pack(paras, max_tokens, overlap)
-        texts += [(p, block) for p in parts if p.strip()]
+        texts += [(p, block) for p in _bounded(parts, max_tokens) if p.strip()]
     return [Chunk(t, b.section, i, b.page, approx_tokens(t)) for i, (t, b) in enumerate(texts)]
 
 
