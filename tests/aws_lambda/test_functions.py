@@ -258,6 +258,24 @@ def test_the_recorded_rest_event(stack: Stack) -> None:
     assert any(a["key"] == "location" for a in json.loads(answer["body"])["attributes"])
 
 
+def test_a_long_pdf_uploads_and_is_indexed_through_the_functions(stack: Stack) -> None:
+    """90 chunks: more than one DynamoDB transaction takes (it was a 400 `too_many_writes`)."""
+    import base64
+
+    pages = [[f"The gearbox{i} manual. " + "Oil the bearings weekly. " * 40] for i in range(90)]
+    pdf = make_pdf(pages)
+    up = call(stack, "document_upload", {"bytes_base64": base64.b64encode(pdf).decode(), "filename": "long.pdf"},
+              stack.keys.management)["structuredContent"]  # fmt: skip
+    assert up["chunks_created"] >= 90, up
+    answers = stack.drain()
+    assert answers and all(a["batchItemFailures"] == [] for a in answers)
+    got = call(stack, "document_get", {"id": up["id"]}, stack.keys.agent)["structuredContent"]
+    assert got["status"] == "indexed"
+    found = call(stack, "knowledge_search", {"query": "gearbox89 manual", "mode": "bm25", "k": 1},
+                 stack.keys.agent)["structuredContent"]  # fmt: skip
+    assert found["results"][0]["document_id"] == up["id"] and "gearbox89" in json.dumps(found["results"][0])
+
+
 def test_upload_is_searchable_at_once_and_embedded_by_the_worker(stack: Stack) -> None:
     import base64
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from engram.families.workspace.views import CodeViews
 
 EMBED_JOB = "documents.embed"
+STAGED_JOB = "documents.staged_chunks"  # the net of chunks written ahead of their commit (`staging`)
 
 
 class KnowledgeServices(Services):
@@ -54,6 +55,7 @@ FAMILY = Family(
     jobs={
         BLOB_CREATED_JOB: Job("documents", "_blob_created_job"),
         EMBED_JOB: Job("documents", "_embed_job", batch="_embed_jobs"),
+        STAGED_JOB: Job("documents", "_staged_job"),
     },
     kinds={
         "document": Kind("knowledge", "scoped"),

@@ -35,6 +35,7 @@ from engram.families.knowledge.embedding import Embedding
 from engram.families.knowledge.folders import Containers
 from engram.families.knowledge.parsing import TEXT, detect, parse
 from engram.families.knowledge.search import Answers
+from engram.families.knowledge.staging import Staged, Staging
 from engram.families.records import lookups
 from engram.families.records.schemas import Schema
 from engram.identity import Caller, Principal
@@ -45,7 +46,7 @@ from engram.unit_of_work import UnitOfWork
 __all__ = ["MAX_DOCUMENT_BYTES", "DocumentService", "NewDocument"]
 
 
-class DocumentService(Embedding, Answers, Containers):
+class DocumentService(Embedding, Staging, Answers, Containers):
     """Documents in, cited passages out: ingest and change here; the rest in its parts (`base`)."""
 
     # -- ingest ---------------------------------------------------------------------------
@@ -118,6 +119,8 @@ class DocumentService(Embedding, Answers, Containers):
         }
         self.blobs.put(blob_key, new.data, mime)  # a new name: nothing refers to it before the commit
         chunk_data = [self._chunk_data(doc_id, c) for c in chunks]
+        chunk_writes = [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
+        staged: Staged | None = None
         for attempt in range(_RETRIES):
             writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
             writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))
@@ -133,10 +136,12 @@ class DocumentService(Embedding, Answers, Containers):
             writes.append(self._fence(ctx, "collection", collection, caller.actor, reopen=coll is None))
             if new.folder_id is not None:
                 writes.append(self._fence(ctx, "folder", new.folder_id, caller.actor))
-            writes += [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
             if schema is not None:  # its lookup fields, queryable by document_query like a record's
                 keys = lookups.entries(schema, new.payload or {}, str(data["created_at"]), new.external_id, doc_id)
                 writes += lookups.changes(ctx, LOOKUP, caller.actor, set(), keys, "document", doc_id)
+            if staged is None and self._needs_staging(len(chunk_writes), len(writes) + 2):
+                staged = self._stage(ctx, doc_id, f"{doc_id}#", chunk_writes, now)
+            writes += chunk_writes if staged is None else []
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
             try:  # commit, then the chunks searchable by keyword at once, then the embedding and graph jobs
@@ -149,14 +154,17 @@ class DocumentService(Embedding, Answers, Containers):
                 found = self._duplicate(ctx, visibility, hash_key, digest, ext_key)
                 if found is not None or attempt == _RETRIES - 1:
                     self.blobs.delete(blob_key)
+                    self._lost(staged)
                     if found is not None:
                         return found
                     raise
                 continue
             except BaseException:
                 self.blobs.delete(blob_key)
+                self._lost(staged)
                 raise
             break
+        self._committed(staged)
         return self._ingest_result(data, 1, deduplicated=False)
 
     def _searchable_now(self, ctx: str, data: dict[str, Any], chunks: list[dict[str, Any]], _: list[Item]) -> None:
@@ -359,12 +367,15 @@ class DocumentService(Embedding, Answers, Containers):
             chunk_data = [self._chunk_data(doc_id, c) for c in new_chunks]
             # names of this write alone: a concurrent writer of the same version never shares them
             new_blob = f"{ctx}/{doc_id}/{new_id('v')}"
+            # a version's chunk ids; chunks too many for the commit's transaction are written ahead of it, so
+            # under ids of this write alone (a concurrent writer of the same version never shares them)
+            ahead = self._needs_staging(len(new_chunks), 4)  # the document, a folder's fence, two jobs
             data |= {
                 "blob_key": new_blob,
                 "content_hash": "blake3:" + blake3.blake3(raw).hexdigest(),
                 "mime_type": TEXT,
                 "chunks": len(new_chunks),
-                "chunk_prefix": f"{doc_id}#v{version}.",
+                "chunk_prefix": f"{doc_id}#v{version}." + (new_id("s")[-10:] + "." if ahead else ""),
                 "total_tokens": sum(c.tokens for c in new_chunks),
                 "bytes": len(raw),
                 "status": "queued",
@@ -375,7 +386,11 @@ class DocumentService(Embedding, Answers, Containers):
         writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
         if data.get("folder_id") and data.get("folder_id") != item.data.get("folder_id"):
             writes.append(self._fence(ctx, "folder", data["folder_id"], caller.actor))
-        writes += [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data or []]
+        chunk_writes = [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data or []]
+        staged = None
+        if chunk_writes and data["chunk_prefix"] != f"{doc_id}#v{version}.":
+            staged = self._stage(ctx, doc_id, data["chunk_prefix"], chunk_writes, now)
+        writes += chunk_writes if staged is None else []
         job = self.queue.job(
             EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
         )
@@ -392,7 +407,9 @@ class DocumentService(Embedding, Answers, Containers):
         except BaseException:
             if new_blob is not None:
                 self.blobs.delete(new_blob)  # the loser leaves no trace
+            self._lost(staged)
             raise
+        self._committed(staged)
         return self.get(caller, doc_id)
 
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:

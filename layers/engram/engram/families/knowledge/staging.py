@@ -1,0 +1,81 @@
+"""A document whose chunks do not fit in one transaction (DynamoDB takes 50 writes; a 20-page PDF makes more
+chunks than that): its chunks are written before the commit, in transactions of their own, under names only
+this write uses (DESIGN §9, "nothing visible before the commit": no document names them until the commit).
+
+A safety net committed first removes them unless a document came to name them: the writer withdraws it once
+its commit is in, and removes them itself when it loses the commit; after a crash the net runs when due
+(later than any writer can still be writing: a Lambda runs 15 minutes at most)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from engram.families.knowledge import STAGED_JOB
+from engram.families.knowledge.base import DocumentsBase
+from engram.ports import Write
+
+STAGED_NET = timedelta(minutes=20)
+
+
+@dataclass
+class Staged:
+    """Chunks written ahead of a commit, and the net that removes them if no commit names them."""
+
+    context_id: str
+    document_id: str
+    prefix: str
+    count: int
+    net: Write
+
+
+class Staging(DocumentsBase):
+    def _needs_staging(self, chunks: int, others: int) -> bool:
+        """Whether `chunks` chunk writes and the commit's `others` writes would not fit in one transaction."""
+        return chunks + others > self.records.max_writes
+
+    def _stage(self, ctx: str, doc_id: str, prefix: str, chunk_writes: Sequence[Write], now: datetime) -> Staged:
+        """Write `chunk_writes` (ids `prefix` + position, a prefix of this write alone) ahead of the commit,
+        their net committed first."""
+        payload = {"context_id": ctx, "document_id": doc_id, "prefix": prefix, "count": len(chunk_writes)}
+        net = self.queue.job(STAGED_JOB, payload, now, delay=STAGED_NET)
+        self.records.transact([net], now)
+        self.queue.started([net])
+        staged = Staged(ctx, doc_id, prefix, len(chunk_writes), net)
+        step = self.records.max_writes
+        try:
+            for start in range(0, len(chunk_writes), step):
+                self.records.transact(chunk_writes[start : start + step], now)
+        except BaseException:
+            self._lost(staged)
+            raise
+        return staged
+
+    def _committed(self, staged: Staged | None) -> None:
+        """The commit naming the staged chunks is in: their net is withdrawn."""
+        if staged is not None:
+            self.queue.done(staged.net)
+
+    def _lost(self, staged: Staged | None) -> None:
+        """The commit failed: the staged chunks go (unless it came through after all: a commit whose answer
+        was lost), then their net."""
+        if staged is not None:
+            self._staged_job(staged.net.data["payload"])
+            self.queue.done(staged.net)
+
+    def _unstage(self, ctx: str, prefix: str, count: int) -> None:
+        for position in range(count):
+            self.records.purge(ctx, "chunk", f"{prefix}{position:05d}")
+
+    def _staged_job(self, payload: dict[str, Any]) -> None:
+        """The net of staged chunks, due: they go unless a version of their document names them (then the
+        write that replaces that version retires them, as any chunks)."""
+        ctx, doc_id, prefix = payload["context_id"], payload["document_id"], payload["prefix"]
+        item = self.records.get(ctx, "document", doc_id)
+        if item is not None and item.data.get("chunk_prefix") == prefix:
+            return
+        if any(h.data.get("chunk_prefix") == prefix for h in self.records.history(ctx, "document", doc_id)):
+            return  # committed, then replaced: retired by the write that replaced it
+        self._unstage(ctx, prefix, int(payload["count"]))
