@@ -5,6 +5,7 @@ endpoint, REST routes, keys, the worker's SQS batches."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,35 @@ def test_the_schedule_resends_a_job_whose_message_was_lost(stack: Stack) -> None
     assert all(a["batchItemFailures"] == [] for a in stack.drain())
     assert call(stack, "document_get", {"id": up["id"]}, stack.keys.agent)["structuredContent"]["status"] == "indexed"
     assert [j.id for j in scan(records, JOBS, "job") if j.id == job.id] == []  # done: its record is gone
+
+
+def test_a_write_whose_job_message_cannot_be_sent_is_done_and_recovered(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQS failing after the commit made the upload answer 503 after its document was committed, and the
+    writer then deleted the file the committed document names. Now the write answers, its file stays, and the
+    schedule's recovery sends the job from its record."""
+    from engram.families.knowledge.documents import NewDocument
+    from engram.identity import ANY
+
+    e = stack.engram
+    _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
+    caller = e.identity.enter(p, "acme", ANY, "t")
+    sqs = e.queue._sqs  # type: ignore[attr-defined]
+    send = sqs.send_message
+
+    def down(**kwargs: object) -> object:
+        raise ConnectionError("SQS is unreachable")
+
+    monkeypatch.setattr(sqs, "send_message", down)
+    doc = e.documents.ingest(caller, NewDocument(b"The sluice gate needs new hinges.", "Sluice"))
+    monkeypatch.setattr(sqs, "send_message", send)
+    item = e.records.get("acme", "document", doc["id"])
+    assert item is not None and e.blobs.get(item.data["blob_key"]) == b"The sluice gate needs new hinges."
+    assert stack.drain() == []  # no message went
+    assert e.queue.recover(older_than=timedelta(0)) >= 2  # its embedding and graph jobs, from their records
+    assert all(a["batchItemFailures"] == [] for a in stack.drain())
+    assert e.documents.get(caller, doc["id"])["status"] == "indexed"
 
 
 def test_every_function_writes_the_audit_trail_management_reads_it(stack: Stack) -> None:

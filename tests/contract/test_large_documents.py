@@ -163,12 +163,12 @@ def test_after_a_crash_the_net_removes_the_chunks_no_document_names(e: Engram, c
     now = e.clock.now()
     writes = [Write("acme", "chunk", f"doc:crashed#{p:05d}", {"document_id": "doc:crashed", "text": "x"}, "t")
               for p in range(70)]  # fmt: skip
-    staged = e.documents._stage("acme", "doc:crashed", "doc:crashed#", writes, now)  # then the process died
+    net = e.documents._stage("acme", "doc:crashed", "doc:crashed#", writes, now)  # then the process died
     assert len(chunk_records(e, "doc:crashed")) == 70 and len(nets(e)) == 1
     assert nets(e)[0]["due"] > now.isoformat()  # not before any writer could still be writing
     kept = e.documents.ingest(caller, NewDocument(big_text("kept", 60).encode(), "Kept"))
-    e.queue.dispatch(STAGED_JOB, [staged.net.data["payload"]])  # due: what the worker runs
-    e.queue.dispatch(STAGED_JOB, [{**staged.net.data["payload"], "document_id": kept["id"],
+    e.queue.dispatch(STAGED_JOB, [net.data["payload"]])  # due: what the worker runs
+    e.queue.dispatch(STAGED_JOB, [{**net.data["payload"], "document_id": kept["id"],
                                    "prefix": f"{kept['id']}#", "count": 60}])  # fmt: skip
     assert chunk_records(e, "doc:crashed") == []
     assert len(chunk_records(e, kept["id"])) == 60

@@ -74,3 +74,19 @@ class UnitOfWork:
             self.records.transact(jobs, now)
             self.queue.started(jobs)
         self.queue.done(safety)
+
+    def ahead(self, now: datetime, net: tuple[str, dict[str, Any]], writes: Sequence[Write], delay: timedelta) -> Write:
+        """Writes too many for the transaction of the commit that will name them, made ahead of it under names
+        nobody reads yet: their net (due after `delay`: it undoes them unless that commit came) committed
+        first, then the writes in transactions the store takes. Returns the net, for `withdraw`."""
+        safety = self.queue.job(net[0], net[1], now, delay=delay)
+        self.records.transact([safety], now)
+        self.queue.started([safety])
+        step = self.records.max_writes
+        for start in range(0, len(writes), step):
+            self.records.transact(writes[start : start + step], now)
+        return safety
+
+    def withdraw(self, net: Write) -> None:
+        """The commit `ahead`'s writes waited for is in (or they were undone): their net is withdrawn."""
+        self.queue.done(net)

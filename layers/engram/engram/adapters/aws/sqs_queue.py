@@ -60,8 +60,17 @@ class SqsQueue(Handlers):
         self._sqs.send_message(QueueUrl=self._url, MessageBody=json.dumps(body), **extra)
 
     def started(self, jobs: Sequence[Write]) -> None:
+        """The jobs' records are committed with their write, which is therefore done: a message that cannot
+        be sent now is logged, not raised (the write would answer as failed, and its caller undo what it
+        made for it), and `recover` sends it from its record."""
         for w in jobs:
-            self._send(w.data["name"], w.data["payload"], w.id, parse_time(w.data.get("due")))
+            try:
+                self._send(w.data["name"], w.data["payload"], w.id, parse_time(w.data.get("due")))
+            except Exception:
+                if self._records is None:
+                    raise
+                log.exception("job %s (%s) is committed, its message not sent: recovery sends it", w.id,
+                              w.data["name"])  # fmt: skip
 
     def submit(self, name: str, payload: Payload) -> None:
         self.check(name, payload)

@@ -35,7 +35,7 @@ from engram.families.knowledge.embedding import Embedding
 from engram.families.knowledge.folders import Containers
 from engram.families.knowledge.parsing import TEXT, detect, parse
 from engram.families.knowledge.search import Answers
-from engram.families.knowledge.staging import Staged, Staging
+from engram.families.knowledge.staging import Staging
 from engram.families.records import lookups
 from engram.families.records.schemas import Schema
 from engram.identity import Caller, Principal
@@ -120,7 +120,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         self.blobs.put(blob_key, new.data, mime)  # a new name: nothing refers to it before the commit
         chunk_data = [self._chunk_data(doc_id, c) for c in chunks]
         chunk_writes = [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
-        staged: Staged | None = None
+        staged: Write | None = None
         for attempt in range(_RETRIES):
             writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
             writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))

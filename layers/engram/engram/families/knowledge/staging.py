@@ -9,26 +9,15 @@ its commit is in, and removes them itself when it loses the commit; after a cras
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from engram.families.knowledge import STAGED_JOB
 from engram.families.knowledge.base import DocumentsBase
 from engram.ports import Write
+from engram.unit_of_work import UnitOfWork
 
 STAGED_NET = timedelta(minutes=20)
-
-
-@dataclass
-class Staged:
-    """Chunks written ahead of a commit, and the net that removes them if no commit names them."""
-
-    context_id: str
-    document_id: str
-    prefix: str
-    count: int
-    net: Write
 
 
 class Staging(DocumentsBase):
@@ -36,34 +25,29 @@ class Staging(DocumentsBase):
         """Whether `chunks` chunk writes and the commit's `others` writes would not fit in one transaction."""
         return chunks + others > self.records.max_writes
 
-    def _stage(self, ctx: str, doc_id: str, prefix: str, chunk_writes: Sequence[Write], now: datetime) -> Staged:
+    def _stage(self, ctx: str, doc_id: str, prefix: str, chunk_writes: Sequence[Write], now: datetime) -> Write:
         """Write `chunk_writes` (ids `prefix` + position, a prefix of this write alone) ahead of the commit,
-        their net committed first."""
+        their net committed first. Returns the net (`_committed` or `_lost` withdraws it)."""
         payload = {"context_id": ctx, "document_id": doc_id, "prefix": prefix, "count": len(chunk_writes)}
-        net = self.queue.job(STAGED_JOB, payload, now, delay=STAGED_NET)
-        self.records.transact([net], now)
-        self.queue.started([net])
-        staged = Staged(ctx, doc_id, prefix, len(chunk_writes), net)
-        step = self.records.max_writes
+        uow = UnitOfWork(self.records, self.queue)
         try:
-            for start in range(0, len(chunk_writes), step):
-                self.records.transact(chunk_writes[start : start + step], now)
+            net = uow.ahead(now, (STAGED_JOB, payload), chunk_writes, STAGED_NET)
         except BaseException:
-            self._lost(staged)
+            self._staged_job(payload)  # what was written before the failure
             raise
-        return staged
+        return net
 
-    def _committed(self, staged: Staged | None) -> None:
+    def _committed(self, net: Write | None) -> None:
         """The commit naming the staged chunks is in: their net is withdrawn."""
-        if staged is not None:
-            self.queue.done(staged.net)
+        if net is not None:
+            UnitOfWork(self.records, self.queue).withdraw(net)
 
-    def _lost(self, staged: Staged | None) -> None:
+    def _lost(self, net: Write | None) -> None:
         """The commit failed: the staged chunks go (unless it came through after all: a commit whose answer
         was lost), then their net."""
-        if staged is not None:
-            self._staged_job(staged.net.data["payload"])
-            self.queue.done(staged.net)
+        if net is not None:
+            self._staged_job(net.data["payload"])
+            UnitOfWork(self.records, self.queue).withdraw(net)
 
     def _unstage(self, ctx: str, prefix: str, count: int) -> None:
         for position in range(count):
