@@ -133,3 +133,18 @@ def test_the_graph_is_fed_through_the_worker(stack: Stack) -> None:
     assert found["mention_count"] == 1 and found["sources"][0]["kind"] == "message"
     rels = call(stack, "entity_relationships", {"entity_id": "Person:priya nair"}, key)["structuredContent"]
     assert [(r["type"], r["target"]["name"]) for r in rels["relationships"]] == [("works_at", "Umbrella Corporation")]
+
+
+def test_the_largest_values_of_wide_characters_are_stored_and_read_back(stack: Stack) -> None:
+    """Stored escaped to ASCII, a 250 KB context value of accented text (within its 256 KiB) and a message of
+    32,000 emoji (within its 32,000 characters) went past DynamoDB's 400 KB item: a 503 for valid input."""
+    value = {"v": "é" * 125_000}
+    assert rest(stack, "PUT", "/context/value", {"key": "wide", "value": value}, stack.keys.agent).status == 200
+    got = stack.api.request("GET", "/api/v1/acme/context/value?key=wide", None, stack.keys.agent)
+    assert got.status == 200 and got.json()["value"] == value
+    content, meta = "\U0001f600" * 32_000, {"m": "\U0001f600" * 3_000}
+    message = {"thread_id": "wide", "role": "user", "content": content, "metadata": meta}
+    assert rest(stack, "POST", "/threads/messages", message, stack.keys.agent).status == 200
+    history = call(stack, "conversation_history", {"thread_id": "wide"}, stack.keys.agent)["structuredContent"]
+    assert [m["content"] for m in history["messages"]] == [content]
+    assert rest(stack, "POST", "/facts", {"content": "\U0001f600" * 32_000}, stack.keys.agent).status == 200

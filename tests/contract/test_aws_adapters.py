@@ -37,6 +37,15 @@ class TestDynamoRecordStore(RecordStoreContract):
         with pytest.raises(InvalidInput):
             store.transact(writes, T0)
 
+    def test_an_item_holds_its_limit_in_wide_characters_and_any_text_reads_back(self, store: DynamoRecordStore) -> None:
+        """Data is stored as UTF-8 (escaped, 300 KB of accented text was 900 KB: past the 400 KB item); text UTF-8
+        cannot hold (a lone surrogate, which no argument may carry but a parsed file might) is escaped."""
+        wide = {"v": "é" * 150_000, "e": "\U0001f600" * 1_000}
+        odd = {"v": "a\ud800b"}
+        store.transact([Write("c1", "x", "wide", wide, "a"), Write("c1", "x", "odd", odd, "a")], T0)
+        assert store.get("c1", "x", "wide").data == wide  # type: ignore[union-attr]
+        assert store.get("c1", "x", "odd").data == odd  # type: ignore[union-attr]
+
 
 class TestS3BlobStore(BlobStoreContract):
     @pytest.fixture
