@@ -15,7 +15,7 @@ import pytest
 
 from engram.adapters.aws.dynamodb_records import MAX_WRITES
 from engram.errors import Conflict
-from engram.families.knowledge import STAGED_JOB
+from engram.families.knowledge import EMBED_JOB, STAGED_JOB
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
 from engram.identity import ANY, Caller
@@ -75,6 +75,9 @@ def test_a_document_of_many_chunks_is_stored_searchable_changed_and_deleted(e: E
 
     out = e.documents.update(caller, doc["id"], {"text": big_text("beta", 80)}, expected_version=doc["version"])
     assert out["version"] == 2 and out["chunks"] == 80
+    [job] = [i.data for i in scan(e.records, JOBS, "job") if i.data["name"] == EMBED_JOB]
+    retire = job["payload"]["retire"]  # its chunks named by prefix and count: any number fits in a message
+    assert (retire["prefix"], retire["count"], "chunks" in retire) == (f"{doc['id']}#", 120, False)
     e.queue.join()
     chunks = all_chunks(e, caller, doc["id"])
     assert [c["text"].split()[0] for c in chunks] == [f"beta{i}" for i in range(80)]

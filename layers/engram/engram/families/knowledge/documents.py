@@ -381,7 +381,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
                 "status": "queued",
                 "stage": "bm25",
             }
-            retire = {"chunks": old_chunks, "blob": item.data["blob_key"]}
+            retire = {**self._chunk_span(item.data), "blob": item.data["blob_key"]}
             self.blobs.put(new_blob, raw, TEXT)
         writes = [Write(ctx, "document", doc_id, data, caller.actor, item.version)]
         if data.get("folder_id") and data.get("folder_id") != item.data.get("folder_id"):
@@ -400,7 +400,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
             if chunk_data is None:  # metadata only: the same chunks, indexed again with it, vectors kept
                 self._index_now(ctx, data, self._chunk_items(ctx, data), [], reuse="title" not in changes)
             else:
-                self._index_now(ctx, data, chunk_data, retire["chunks"])
+                self._index_now(ctx, data, chunk_data, old_chunks)
 
         try:
             UnitOfWork(self.records, self.queue).commit(writes, now, reindex=reindex, jobs=[job, names], covered=True)
@@ -419,7 +419,12 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         data = dict(item.data, status="deleted", deleted_at=iso(now))
         job = self.queue.job(
             EMBED_JOB,
-            {"context_id": ctx, "document_id": doc_id, "version": item.version + 1, "retire": {"chunks": chunk_ids}},
+            {
+                "context_id": ctx,
+                "document_id": doc_id,
+                "version": item.version + 1,
+                "retire": self._chunk_span(item.data),
+            },
             now,
         )
         gone = lookups.changes(ctx, LOOKUP, caller.actor, self._lookup_entries(item), set(), "document", doc_id)

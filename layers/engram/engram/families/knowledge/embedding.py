@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.families.knowledge.base import DocumentsBase
+from engram.families.knowledge.base import DocumentsBase, chunk_key
 from engram.ports import IndexDoc
 
 
@@ -17,9 +17,17 @@ class Embedding(DocumentsBase):
         """The document stays findable by BM25; its status says why its vectors did not come."""
         self._set_status(ctx, doc_id, version, "failed", "bm25", f"embedding failed: {type(exc).__name__}")
 
+    @staticmethod
+    def _chunk_span(doc: dict[str, Any]) -> dict[str, Any]:
+        """A version's chunks as a job names them: their prefix and count, whatever their number (a list of
+        20,000 ids went past what an SQS message and a DynamoDB item carry)."""
+        return {"prefix": chunk_key(doc, 0)[:-5], "count": int(doc["chunks"])}
+
     def _retire(self, ctx: str, retire: dict[str, Any]) -> None:
-        """What a committed write replaced: its chunks (index and records) and its blob."""
+        """What a committed write replaced: its chunks (index and records) and its blob. (`chunks`, a list of
+        ids, is how jobs queued before named them.)"""
         ids = list(retire.get("chunks") or [])
+        ids += [f"{retire['prefix']}{p:05d}" for p in range(int(retire.get("count") or 0))]
         if ids:
             self.index.delete(ctx, ids)
             for cid in ids:
