@@ -130,6 +130,9 @@ def event_for(method: str, path: str, body: bytes | None, headers: dict[str, str
     return event
 
 
+LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024  # what a synchronous invocation may return
+
+
 def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
     """One invocation, as the Lambda runtime makes it: the event crosses as JSON, and the handler runs on
     a thread of its own with its own event loop (the function is another process on AWS; here the
@@ -152,7 +155,14 @@ def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
     thread.join()
     if "error" in result:
         raise result["error"]
-    return json.loads(json.dumps(result["answer"]))
+    answer = json.dumps(result["answer"])
+    if len(answer.encode()) > LAMBDA_RESPONSE_BYTES:  # Lambda fails the invocation; the caller sees an error
+        raise LambdaError(f"{function}: Response payload size ({len(answer.encode())} bytes) exceeded maximum")
+    return json.loads(answer)
+
+
+class LambdaError(RuntimeError):
+    """An invocation Lambda itself failed (API Gateway answers it with a 500 of its own)."""
 
 
 class Environments:
@@ -208,7 +218,10 @@ class ApiGateway:
             if not verdict.get("isAuthorized"):
                 return Response(403, {}, b'{"message":"Forbidden"}')
             event["requestContext"]["authorizer"] = {"lambda": verdict.get("context", {})}
-        answer = invoke(self.functions[route.function], route.function, event)
+        try:
+            answer = invoke(self.functions[route.function], route.function, event)
+        except LambdaError:
+            return Response(500, {}, b'{"message":"Internal Server Error"}')  # API Gateway's, none of ours
         payload = answer.get("body") or ""
         data = base64.b64decode(payload) if answer.get("isBase64Encoded") else payload.encode()
         return Response(int(answer["statusCode"]), {k.lower(): v for k, v in answer.get("headers", {}).items()}, data)

@@ -554,3 +554,21 @@ def test_quotas_costs_and_per_tool_metrics_on_the_lambda_path(stack: Stack, caps
     recalled = call(stack, "memory_recall", {"query": "figs", "context_id": ctx}, agent)
     spent = recalled["_meta"]["io.engram/cost"]
     assert spent["opensearch_requests"] >= 1 and spent["embeddings"] == 1, spent
+
+
+def test_an_answer_over_what_lambda_returns_is_a_413_naming_what_to_ask(stack: Stack) -> None:
+    """Lambda fails an invocation whose answer is over 6 MB, and API Gateway answers 500 with none of Engram's
+    body. 110 messages of 30,000 characters fit a REST answer; over MCP they travel twice (text and structured
+    content): that answer is now Engram's own 413 `response_too_large`, a tool error naming what to ask."""
+    for i in range(110):
+        message = {"thread_id": "long-thread", "role": "user", "content": f"Note {i}. " + "x" * 30_000}
+        assert stack.api.request("POST", "/api/v1/acme/threads/messages", message, stack.keys.agent).status == 200
+    path = "/api/v1/acme/threads/messages?thread_id=long-thread&limit=200"
+    rest = stack.api.request("GET", path, None, stack.keys.agent)
+    assert rest.status == 200 and len(rest.json()["messages"]) == 110, rest.body[:300]
+    over = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 200}, stack.keys.agent)
+    error = over["structuredContent"]["error"]
+    assert over["isError"] and (error["status"], error["code"]) == (413, "response_too_large")
+    assert "limit" in error["message"]
+    short = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 20}, stack.keys.agent)
+    assert len(short["structuredContent"]["messages"]) == 20

@@ -44,7 +44,51 @@ def _mangum(engram: Engram, forward: Forward | None = None) -> Handler:
     from engram.api.app import create_app
 
     # lifespan per invocation: the app makes fresh (cheap, stateless) MCP session managers each time
-    return Mangum(create_app(engram, forward), lifespan="auto")
+    return within_response_limit(Mangum(create_app(engram, forward), lifespan="auto"))
+
+
+RESPONSE_BYTES = 6 * 1024 * 1024 - 16 * 1024  # what a synchronous invocation returns (6 MB), less room to spare
+
+
+def within_response_limit(handler: Handler) -> Handler:
+    """Lambda fails an invocation whose answer is over 6 MB, and API Gateway then answers a 500 with no body
+    of Engram's. Such an answer becomes Engram's 413 `response_too_large` instead (over MCP, the tool's error
+    result), naming what to ask for."""
+
+    def handle(event: Event, context: Any) -> Any:
+        answer = handler(event, context)
+        body = answer.get("body") if isinstance(answer, dict) else None
+        if not isinstance(body, str) or len(body) < RESPONSE_BYTES // 2:
+            return answer
+        size = len(json.dumps(answer).encode())
+        return answer if size <= RESPONSE_BYTES else _too_large(event, answer, size)
+
+    return handle
+
+
+def _too_large(event: Event, answer: Event, size: int) -> Event:
+    from engram.api.errors import error_body
+    from engram.errors import PayloadTooLarge
+
+    exc = PayloadTooLarge(
+        f"the answer is {size} bytes, over the {RESPONSE_BYTES} a function returns on AWS: ask for less (a "
+        "smaller limit or k, a page at a time, or without the text)",
+        code="response_too_large",
+    )
+    body, status = error_body(exc), exc.status
+    if str(event.get("rawPath", "")).startswith("/mcp"):  # the tool's error result, in its JSON-RPC answer
+        raw = event.get("body") or ""
+        try:
+            request = json.loads(base64.b64decode(raw) if event.get("isBase64Encoded") else raw)
+        except ValueError:
+            request = {}
+        result = {"content": [{"type": "text", "text": json.dumps(body)}], "structuredContent": body, "isError": True}
+        body, status = {"jsonrpc": "2.0", "id": request.get("id") if isinstance(request, dict) else None,
+                        "result": result}, 200  # fmt: skip
+    payload = json.dumps(body)
+    headers = {k: v for k, v in (answer.get("headers") or {}).items() if k.lower() not in ("content-length",)}
+    headers["content-type"] = "application/json"
+    return {"statusCode": status, "headers": headers, "body": payload, "isBase64Encoded": False}
 
 
 def family_handler(family: str, engram: Engram | None = None) -> Handler:
