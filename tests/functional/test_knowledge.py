@@ -304,6 +304,10 @@ async def test_document_query_and_knowledge_get(live: Live) -> None:
         assert [d["title"] for d in exact["items"]] == [f"{tag}-charlie"]
         rng = await ok(c, "document_query", field="payload.rank", op="range", **{"from": 5, "to": 5})
         assert {d["title"] for d in rng["items"]} == {f"{tag}-alpha", f"{tag}-bravo"}
+        for field, low in (("created_at", 0), ("payload.rank", "a"), ("payload.rank", True), ("title", 1.5)):
+            # a bound of another kind than the field's values (a 500 before, found by `make fuzz`): none match
+            other = await ok(c, "document_query", field=field, op="range", **{"from": low})
+            assert [d for d in other["items"] if d["title"].startswith(tag)] == [], (field, low)
         typed = await ok(c, "document_query", type=f"memo{tag}", field="payload.rank", op="range", to=5, order="desc")
         assert {d["title"] for d in typed["items"]} == {f"{tag}-alpha", f"{tag}-bravo"}  # a key range, typed
         wrong = await c.call_tool("document_ingest", {"text": "x", "schemaId": f"memo{tag}", "payload": {"rank": "a"}})

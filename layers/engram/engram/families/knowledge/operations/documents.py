@@ -148,6 +148,19 @@ def _field(doc: dict[str, Any], name: str) -> Any:
     return doc.get({"externalId": "external_id", "folderId": "folder_id"}.get(name, name))
 
 
+def _in_range(value: Any, low: Any, high: Any) -> bool:
+    """Whether `value` lies between the bounds given. A bound of another kind than the value (a number against
+    a date, a string against a number: a 500 before) is never met; nor is a value that is not a scalar."""
+
+    def kind(v: Any) -> str:
+        return "bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v).__name__
+
+    if value is None or kind(value) not in ("bool", "number", "str"):
+        return False
+    above = low is None or (kind(low) == kind(value) and value >= low)
+    return above and (high is None or (kind(high) == kind(value) and value <= high))
+
+
 def _typed_lookup(s: KnowledgeServices, c: Caller, a: DocQueryIn) -> dict[str, Any] | None:
     """A lookup on a typed document's lookup field (payload.<f> of its schema): a key range, not a scan."""
     if a.type is None or a.op == "list" or a.collection is not None or a.folderId is not None:
@@ -186,13 +199,7 @@ def _doc_query(s: KnowledgeServices, c: Caller, a: DocQueryIn, p: Progress) -> d
     elif a.op == "prefix":
         docs = [d for d in docs if str(_field(d, a.field) or "").startswith(str(a.value or ""))]
     elif a.op == "range":
-        docs = [
-            d
-            for d in docs
-            if _field(d, a.field) is not None
-            and (a.from_ is None or _field(d, a.field) >= a.from_)
-            and (a.to is None or _field(d, a.field) <= a.to)
-        ]
+        docs = [d for d in docs if _in_range(_field(d, a.field), a.from_, a.to)]
     docs.sort(key=lambda d: (str(_field(d, a.field)), d["id"]), reverse=a.order == "desc")
     page = docs[a.offset : a.offset + a.limit]
     more = a.offset + a.limit < len(docs)
