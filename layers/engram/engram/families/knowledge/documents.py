@@ -358,6 +358,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         version = item.version + 1
         old_chunks = [chunk_key(item.data, p) for p in range(int(item.data["chunks"]))]
         retire: dict[str, Any] = {}
+        ahead = False
         chunk_data: list[dict[str, Any]] | None = None
         new_blob: str | None = None
         if text is not None:
@@ -367,8 +368,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
             chunk_data = [self._chunk_data(doc_id, c) for c in new_chunks]
             # names of this write alone: a concurrent writer of the same version never shares them
             new_blob = f"{ctx}/{doc_id}/{new_id('v')}"
-            # a version's chunk ids; chunks too many for the commit's transaction are written ahead of it, so
-            # under ids of this write alone (a concurrent writer of the same version never shares them)
+            # chunks too many for the commit's transaction are written ahead of it: under ids of this write alone
             ahead = self._needs_staging(len(new_chunks), 4)  # the document, a folder's fence, two jobs
             data |= {
                 "blob_key": new_blob,
@@ -387,9 +387,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         if data.get("folder_id") and data.get("folder_id") != item.data.get("folder_id"):
             writes.append(self._fence(ctx, "folder", data["folder_id"], caller.actor))
         chunk_writes = [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data or []]
-        staged = None
-        if chunk_writes and data["chunk_prefix"] != f"{doc_id}#v{version}.":
-            staged = self._stage(ctx, doc_id, data["chunk_prefix"], chunk_writes, now)
+        staged = self._stage(ctx, doc_id, data["chunk_prefix"], chunk_writes, now) if ahead else None
         writes += chunk_writes if staged is None else []
         job = self.queue.job(
             EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version, "retire": retire}, now
