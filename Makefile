@@ -51,7 +51,7 @@ pytest:
 
 FUZZ_EXAMPLES ?= 300
 FUZZ_SEED ?= $(shell date +%s)
-fuzz: sync  ## both fuzzers, longer than make test and from a new seed (FUZZ_SEED=N replays a run; ~1 h at 300)
+fuzz: sync  ## the three fuzzers, longer than make test and from a new seed (FUZZ_SEED=N replays a run; over an hour)
 	@echo "fuzz seed $(FUZZ_SEED), $(FUZZ_EXAMPLES) examples a tool (replay: make fuzz FUZZ_SEED=$(FUZZ_SEED))"
 	ENGRAM_FUZZ_SEED=$(FUZZ_SEED) ENGRAM_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
 		ENGRAM_REST_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 10 )) ENGRAM_LAMBDA_FUZZ_EXAMPLES=$$(( $(FUZZ_EXAMPLES) / 5 )) \
