@@ -7,7 +7,6 @@ Before, DynamoDB refused any such document: `too_many_writes` for a 45-chunk upl
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from engram.identity import ANY, Caller
 from engram.ports import Write, scan
 from engram.queue import JOBS
 from engram.wiring import Engram
+from tests.concurrency import together
 
 
 def big_text(tag: str, paragraphs: int) -> str:
@@ -94,23 +94,15 @@ def test_concurrent_writers_of_many_chunks_leave_one_writers_chunks(e: Engram, c
     doc = e.documents.ingest(caller, NewDocument(b"The original text about turbines.", "Doc"))
     e.queue.join()
     writers = 6
-    start = threading.Barrier(writers)
     outcomes: dict[int, object] = {}
 
     def write(w: int) -> None:
-        start.wait()
         try:
             outcomes[w] = e.documents.update(caller, doc["id"], {"text": big_text(f"w{w}x", 55 + w)}, 1)
         except Conflict as exc:
             outcomes[w] = exc
-        except Exception as exc:  # a 500: the test fails below with what it was
-            outcomes[w] = RuntimeError(repr(exc))
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    assert together(writers, write) == []  # a 500 fails here, with what it was
     winners = [w for w, o in outcomes.items() if isinstance(o, dict)]
     assert len(winners) == 1 and all(isinstance(o, dict | Conflict) for o in outcomes.values()), outcomes
     [w] = winners
@@ -123,21 +115,12 @@ def test_concurrent_writers_of_many_chunks_leave_one_writers_chunks(e: Engram, c
 
 def test_concurrent_ingests_of_many_chunks_all_land(e: Engram, caller: Caller) -> None:
     writers = 6
-    start = threading.Barrier(writers)
     outcomes: dict[int, Any] = {}
 
     def ingest(w: int) -> None:
-        start.wait()
-        try:
-            outcomes[w] = e.documents.ingest(caller, NewDocument(big_text(f"d{w}y", 60).encode(), f"D{w}"))
-        except Exception as exc:
-            outcomes[w] = exc
+        outcomes[w] = e.documents.ingest(caller, NewDocument(big_text(f"d{w}y", 60).encode(), f"D{w}"))
 
-    threads = [threading.Thread(target=ingest, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    assert together(writers, ingest) == []
     assert all(isinstance(o, dict) and o["chunks_created"] == 60 for o in outcomes.values()), outcomes
     for w, out in outcomes.items():
         assert len(chunk_records(e, out["id"])) == 60
