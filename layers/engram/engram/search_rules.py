@@ -37,6 +37,7 @@ FEEDBACK_BETA = 0.5  # the feedback documents' mean vector is added with this we
 # Per list, before fusion; and how many of the fused hits smoothing weighs together. Chosen on the mean of
 # cranfield and CISI, checked on LoCoMo (bench/RESULTS.md, issue #12): 50 / 100 -> 150 / 150 lifted all three.
 CANDIDATES = 150
+MAX_QUERY_TERMS = 256  # a query's BM25 terms (query_weights): well under a search engine's clause limit
 # Score regularisation (Diaz 2005, "Regularizing ad hoc retrieval scores"): each of the best
 # SMOOTH_CANDIDATES fused hits takes `Rules.smooth_alpha` of its score from its neighbours among them,
 # weighted by exp((cosine - 1) / SMOOTH_TAU) — close passages are relevant together. DEFAULT smooths with
@@ -156,12 +157,17 @@ VectorsOf = Callable[[Sequence[str]], dict[str, Vector]]
 
 def query_weights(text: str) -> dict[str, float]:
     """The BM25 terms of a query: its stems (stop words aside), each weighted by how often the query says
-    it, as a Lucene query of the same words scores them (a question that repeats its key word means it)."""
+    it, as a Lucene query of the same words scores them (a question that repeats its key word means it).
+    At most MAX_QUERY_TERMS of them, the most said first (a query of 1,182 distinct short words went past
+    OpenSearch's 1,024 clauses, a 500; CISI's longest question has 130)."""
     weights: dict[str, float] = {}
     for w in WORD.findall(text.lower()):
         if w not in STOP_WORDS:
             t = stem(w)
             weights[t] = weights.get(t, 0.0) + 1.0
+    if len(weights) > MAX_QUERY_TERMS:
+        kept = sorted(weights, key=lambda t: -weights[t])[:MAX_QUERY_TERMS]  # stable: first said first
+        weights = {t: weights[t] for t in weights if t in set(kept)}
     return weights
 
 
