@@ -556,19 +556,27 @@ def test_quotas_costs_and_per_tool_metrics_on_the_lambda_path(stack: Stack, caps
     assert spent["opensearch_requests"] >= 1 and spent["embeddings"] == 1, spent
 
 
-def test_an_answer_over_what_lambda_returns_is_a_413_naming_what_to_ask(stack: Stack) -> None:
+def test_an_answer_over_what_lambda_returns_is_a_413_naming_what_to_ask(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Lambda fails an invocation whose answer is over 6 MB, and API Gateway answers 500 with none of Engram's
-    body. 110 messages of 30,000 characters fit a REST answer; over MCP they travel twice (text and structured
-    content): that answer is now Engram's own 413 `response_too_large`, a tool error naming what to ask."""
-    for i in range(110):
+    body. An answer that fits over REST travels twice over MCP (text and structured content): past the limit, it
+    is now Engram's own 413 `response_too_large`, a tool error naming what to ask. (The limit scaled down by 10
+    here, in the functions and in the test gateway alike, to write 11 long messages instead of 110.)"""
+    from engram.api import lambda_runtime
+    from tests.aws_lambda import apigw
+
+    monkeypatch.setattr(lambda_runtime, "RESPONSE_BYTES", lambda_runtime.RESPONSE_BYTES // 10)
+    monkeypatch.setattr(apigw, "LAMBDA_RESPONSE_BYTES", apigw.LAMBDA_RESPONSE_BYTES // 10)
+    for i in range(11):
         message = {"thread_id": "long-thread", "role": "user", "content": f"Note {i}. " + "x" * 30_000}
         assert stack.api.request("POST", "/api/v1/acme/threads/messages", message, stack.keys.agent).status == 200
     path = "/api/v1/acme/threads/messages?thread_id=long-thread&limit=200"
     rest = stack.api.request("GET", path, None, stack.keys.agent)
-    assert rest.status == 200 and len(rest.json()["messages"]) == 110, rest.body[:300]
+    assert rest.status == 200 and len(rest.json()["messages"]) == 11, rest.body[:300]
     over = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 200}, stack.keys.agent)
     error = over["structuredContent"]["error"]
     assert over["isError"] and (error["status"], error["code"]) == (413, "response_too_large")
     assert "limit" in error["message"]
-    short = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 20}, stack.keys.agent)
-    assert len(short["structuredContent"]["messages"]) == 20
+    short = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 5}, stack.keys.agent)
+    assert len(short["structuredContent"]["messages"]) == 5

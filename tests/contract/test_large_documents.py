@@ -53,7 +53,7 @@ def nets(e: Engram) -> list[dict[str, Any]]:
 def all_chunks(e: Engram, caller: Caller, doc_id: str) -> list[dict[str, Any]]:
     out, cursor = [], None
     while True:
-        page = e.documents.chunks(caller, doc_id, cursor, 100)
+        page = e.documents.chunks(caller, doc_id, cursor, 50)
         out += page["chunks"]
         cursor = page["cursor"]
         if not cursor:
@@ -61,29 +61,29 @@ def all_chunks(e: Engram, caller: Caller, doc_id: str) -> list[dict[str, Any]]:
 
 
 def test_a_document_of_many_chunks_is_stored_searchable_changed_and_deleted(e: Engram, caller: Caller) -> None:
-    doc = e.documents.ingest(caller, NewDocument(big_text("alpha", 120).encode(), "Big"))
-    assert doc["chunks_created"] == 120
-    found = e.documents.search(caller, Search("alpha119 turbines", "bm25", 5))["results"]
+    doc = e.documents.ingest(caller, NewDocument(big_text("alpha", 75).encode(), "Big"))
+    assert doc["chunks_created"] == 75
+    found = e.documents.search(caller, Search("alpha74 turbines", "bm25", 5))["results"]
     assert found and found[0]["document_id"] == doc["id"]  # searchable at once, to the last chunk
     e.queue.join()
     got = e.documents.get(caller, doc["id"])
-    assert got["status"] == "indexed" and got["chunks"] == 120
+    assert got["status"] == "indexed" and got["chunks"] == 75
     chunks = all_chunks(e, caller, doc["id"])
-    assert [c["text"].split()[0] for c in chunks] == [f"alpha{i}" for i in range(120)]
+    assert [c["text"].split()[0] for c in chunks] == [f"alpha{i}" for i in range(75)]
     assert chunk_records(e, doc["id"]) == sorted(c["id"] for c in chunks)
     assert nets(e) == []  # withdrawn once the commit was in
 
-    out = e.documents.update(caller, doc["id"], {"text": big_text("beta", 80)}, expected_version=doc["version"])
-    assert out["version"] == 2 and out["chunks"] == 80
+    out = e.documents.update(caller, doc["id"], {"text": big_text("beta", 60)}, expected_version=doc["version"])
+    assert out["version"] == 2 and out["chunks"] == 60
     [job] = [i.data for i in scan(e.records, JOBS, "job") if i.data["name"] == EMBED_JOB]
     retire = job["payload"]["retire"]  # its chunks named by prefix and count: any number fits in a message
-    assert (retire["prefix"], retire["count"], "chunks" in retire) == (f"{doc['id']}#", 120, False)
+    assert (retire["prefix"], retire["count"], "chunks" in retire) == (f"{doc['id']}#", 75, False)
     e.queue.join()
     chunks = all_chunks(e, caller, doc["id"])
-    assert [c["text"].split()[0] for c in chunks] == [f"beta{i}" for i in range(80)]
-    assert chunk_records(e, doc["id"]) == sorted(c["id"] for c in chunks)  # the 120 of version 1 retired
+    assert [c["text"].split()[0] for c in chunks] == [f"beta{i}" for i in range(60)]
+    assert chunk_records(e, doc["id"]) == sorted(c["id"] for c in chunks)  # the 75 of version 1 retired
     assert e.documents.search(caller, Search("alpha7", "bm25", 5, document_id=doc["id"]))["results"] == []
-    assert e.documents.search(caller, Search("beta79", "bm25", 5, document_id=doc["id"]))["results"]
+    assert e.documents.search(caller, Search("beta59", "bm25", 5, document_id=doc["id"]))["results"]
 
     e.documents.delete(caller, doc["id"])
     e.queue.join()
@@ -93,7 +93,7 @@ def test_a_document_of_many_chunks_is_stored_searchable_changed_and_deleted(e: E
 def test_concurrent_writers_of_many_chunks_leave_one_writers_chunks(e: Engram, caller: Caller) -> None:
     doc = e.documents.ingest(caller, NewDocument(b"The original text about turbines.", "Doc"))
     e.queue.join()
-    writers = 6
+    writers = 4
     outcomes: dict[int, object] = {}
 
     def write(w: int) -> None:
@@ -114,7 +114,7 @@ def test_concurrent_writers_of_many_chunks_leave_one_writers_chunks(e: Engram, c
 
 
 def test_concurrent_ingests_of_many_chunks_all_land(e: Engram, caller: Caller) -> None:
-    writers = 6
+    writers = 4
     outcomes: dict[int, Any] = {}
 
     def ingest(w: int) -> None:
