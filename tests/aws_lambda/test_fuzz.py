@@ -65,5 +65,5 @@ def test_zz_the_worker_runs_every_job_the_fuzzing_queued(stack: Stack, fuzzing: 
     assert [a["batchItemFailures"] for a in answers if a["batchItemFailures"]] == []
     assert fuzzing.reached == []
     print(f"fuzz outcomes through the functions: {fuzzing.outcomes}")
-    reached = len(OPS) * FUZZ_EXAMPLES // 10  # a tenth of the calls answered, at least (4 a tool: ~40 %)
-    assert fuzzing.outcomes.get("answered", 0) > reached and fuzzing.outcomes.get("failed", 0) > 0
+    floor = len(OPS) * FUZZ_EXAMPLES // 10  # answered: over a tenth of the MCP calls (at 4 a tool, 23 % were)
+    assert fuzzing.outcomes.get("answered", 0) > floor and fuzzing.outcomes.get("failed", 0) > 0
