@@ -166,8 +166,8 @@ def query_weights(text: str) -> dict[str, float]:
             t = stem(w)
             weights[t] = weights.get(t, 0.0) + 1.0
     if len(weights) > MAX_QUERY_TERMS:
-        kept = sorted(weights, key=lambda t: -weights[t])[:MAX_QUERY_TERMS]  # stable: first said first
-        weights = {t: weights[t] for t in weights if t in set(kept)}
+        kept = set(sorted(weights, key=lambda t: -weights[t])[:MAX_QUERY_TERMS])  # stable: first said first
+        weights = {t: w for t, w in weights.items() if t in kept}
     return weights
 
 

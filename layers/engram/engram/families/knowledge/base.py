@@ -54,10 +54,20 @@ def _flat(value: Any) -> str | int | float | bool:
     return value if isinstance(value, str | int | float | bool) else str(value)
 
 
+def chunk_prefix(doc: dict[str, Any]) -> str:
+    """The prefix of the chunk ids of a document version (documents from before prefixes were recorded use
+    `{id}#`)."""
+    return str(doc.get("chunk_prefix") or doc["id"] + "#")
+
+
+def chunk_ids(prefix: str, count: int) -> list[str]:
+    """The ids of `count` chunks under `prefix`: the prefix, then the position."""
+    return [f"{prefix}{position:05d}" for position in range(count)]
+
+
 def chunk_key(doc: dict[str, Any], position: int) -> str:
-    """A chunk's id: the prefix of the document version that made it (documents from before prefixes
-    were recorded use `{id}#`), then the position."""
-    return f"{doc.get('chunk_prefix') or doc['id'] + '#'}{position:05d}"
+    """A chunk's id: the prefix of the document version that made it, then the position."""
+    return f"{chunk_prefix(doc)}{position:05d}"
 
 
 class DocumentsBase(BaseService, ABC):

@@ -28,7 +28,9 @@ from engram.families.knowledge.base import (
     LOOKUP,
     MAX_DOCUMENT_BYTES,
     NewDocument,
+    chunk_ids,
     chunk_key,
+    chunk_prefix,
 )
 from engram.families.knowledge.chunking import chunk
 from engram.families.knowledge.embedding import Embedding
@@ -356,7 +358,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         data.update({k: v for k, v in changes.items() if v is not None})
         data["updated_at"] = iso(now)
         version = item.version + 1
-        old_chunks = [chunk_key(item.data, p) for p in range(int(item.data["chunks"]))]
+        old_chunks = chunk_ids(chunk_prefix(item.data), int(item.data["chunks"]))
         retire: dict[str, Any] = {}
         ahead = False
         chunk_data: list[dict[str, Any]] | None = None
@@ -413,7 +415,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
     def delete(self, caller: Caller, doc_id: str) -> dict[str, Any]:
         item = self.visible(caller, "document", doc_id)
         ctx, now = caller.context_id, self.clock.now()
-        chunk_ids = [chunk_key(item.data, p) for p in range(int(item.data["chunks"]))]
+        retired = chunk_ids(chunk_prefix(item.data), int(item.data["chunks"]))
         data = dict(item.data, status="deleted", deleted_at=iso(now))
         job = self.queue.job(
             EMBED_JOB,
@@ -430,7 +432,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         UnitOfWork(self.records, self.queue).commit(
             [Write(ctx, "document", doc_id, data, caller.actor, item.version), *gone],
             now,
-            reindex=lambda _: self.index.delete(ctx, chunk_ids),  # gone from search at once; the job purges chunks
+            reindex=lambda _: self.index.delete(ctx, retired),  # gone from search at once; the job purges chunks
             jobs=[job, names],
             covered=True,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.families.knowledge.base import DocumentsBase, chunk_key
+from engram.families.knowledge.base import DocumentsBase, chunk_ids, chunk_prefix
 from engram.ports import IndexDoc
 
 
@@ -21,13 +21,13 @@ class Embedding(DocumentsBase):
     def _chunk_span(doc: dict[str, Any]) -> dict[str, Any]:
         """A version's chunks as a job names them: their prefix and count, whatever their number (a list of
         20,000 ids went past what an SQS message and a DynamoDB item carry)."""
-        return {"prefix": chunk_key(doc, 0)[:-5], "count": int(doc["chunks"])}
+        return {"prefix": chunk_prefix(doc), "count": int(doc["chunks"])}
 
     def _retire(self, ctx: str, retire: dict[str, Any]) -> None:
         """What a committed write replaced: its chunks (index and records) and its blob. (`chunks`, a list of
         ids, is how jobs queued before named them.)"""
         ids = list(retire.get("chunks") or [])
-        ids += [f"{retire['prefix']}{p:05d}" for p in range(int(retire.get("count") or 0))]
+        ids += chunk_ids(retire["prefix"], int(retire["count"])) if retire.get("count") else []
         if ids:
             self.index.delete(ctx, ids)
             for cid in ids:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engram.families.knowledge import STAGED_JOB
-from engram.families.knowledge.base import DocumentsBase
+from engram.families.knowledge.base import DocumentsBase, chunk_ids
 from engram.ports import Write
 from engram.unit_of_work import UnitOfWork
 
@@ -49,10 +49,6 @@ class Staging(DocumentsBase):
             self._staged_job(net.data["payload"])
             UnitOfWork(self.records, self.queue).withdraw(net)
 
-    def _unstage(self, ctx: str, prefix: str, count: int) -> None:
-        for position in range(count):
-            self.records.purge(ctx, "chunk", f"{prefix}{position:05d}")
-
     def _staged_job(self, payload: dict[str, Any]) -> None:
         """The net of staged chunks, due: they go unless a version of their document names them (then the
         write that replaces that version retires them, as any chunks)."""
@@ -62,4 +58,5 @@ class Staging(DocumentsBase):
             return
         if any(h.data.get("chunk_prefix") == prefix for h in self.records.history(ctx, "document", doc_id)):
             return  # committed, then replaced: retired by the write that replaced it
-        self._unstage(ctx, prefix, int(payload["count"]))
+        for chunk in chunk_ids(prefix, int(payload["count"])):
+            self.records.purge(ctx, "chunk", chunk)
