@@ -12,10 +12,11 @@ import pytest
 from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
 from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
-from engram.errors import InvalidInput
+from engram.errors import Conflict, InvalidInput
 from engram.ports import Write
 from engram.queue import Queue
 from tests.contract.suites import T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
+from tests.fixtures.lossy_proxy import lossy_proxy
 
 pytestmark = pytest.mark.aws
 
@@ -24,13 +25,17 @@ def client(endpoint: str, service: str) -> Any:
     return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1")
 
 
+def dynamo_store(endpoint: str) -> DynamoRecordStore:
+    db = client(endpoint, "dynamodb")
+    table = f"engram-{uuid.uuid4().hex[:8]}"
+    DynamoRecordStore.create_table(db, table)
+    return DynamoRecordStore(db, table)
+
+
 class TestDynamoRecordStore(RecordStoreContract):
     @pytest.fixture
     def store(self, endpoint: str) -> DynamoRecordStore:
-        db = client(endpoint, "dynamodb")
-        table = f"engram-{uuid.uuid4().hex[:8]}"
-        DynamoRecordStore.create_table(db, table)
-        return DynamoRecordStore(db, table)
+        return dynamo_store(endpoint)
 
     def test_transactions_are_bounded(self, store: DynamoRecordStore) -> None:
         writes = [Write("c1", "x", f"i{i}", {}, "a") for i in range(MAX_WRITES + 1)]
@@ -45,6 +50,38 @@ class TestDynamoRecordStore(RecordStoreContract):
         store.transact([Write("c1", "x", "wide", wide, "a"), Write("c1", "x", "odd", odd, "a")], T0)
         assert store.get("c1", "x", "wide").data == wide  # type: ignore[union-attr]
         assert store.get("c1", "x", "odd").data == odd  # type: ignore[union-attr]
+
+    def test_a_lost_answer_to_a_committed_transaction_is_neither_a_conflict_nor_a_second_write(
+        self, endpoint: str
+    ) -> None:
+        """DynamoDB (or the network) fails after the commit; the SDK retries. The retry meets its own first attempt's
+        versions: before, a version conflict for the caller's own write, and a caller that retried wrote it again."""
+        with lossy_proxy(endpoint) as (url, proxy):
+            store = dynamo_store(url)
+            proxy.lose(".TransactWriteItems")
+            first = store.transact([Write("c1", "rec", "r1", {"v": 1}, "alice", expected_version=0)], T0)
+            assert proxy.lost == ["DynamoDB_20120810.TransactWriteItems"]
+            assert first[0].version == 1
+            proxy.lose(".TransactWriteItems")
+            both = store.transact(
+                [
+                    Write("c1", "rec", "r1", {"v": 2}, "alice", expected_version=1),
+                    Write("c1", "rec", "r2", {"v": 1}, "alice"),
+                ],
+                T0,
+            )
+            assert len(proxy.lost) == 2 and [w.version for w in both] == [2, 1]
+            assert [i.version for i in store.history("c1", "rec", "r1")] == [1, 2]
+            assert store.get("c1", "rec", "r1").data == {"v": 2}  # type: ignore[union-attr]
+            # a writer that read before another's write still meets a conflict, lost answer or not
+            seen = store._latest("c1", "rec", "r2")
+            store.transact([Write("c1", "rec", "r2", {"v": 2}, "bob")], T0)
+            proxy.lose(".TransactWriteItems")
+            stale = DynamoRecordStore(client(url, "dynamodb"), store._table)
+            stale._latest = lambda *a: seen  # type: ignore[method-assign]
+            with pytest.raises(Conflict):
+                stale.transact([Write("c1", "rec", "r2", {"v": 3}, "carol")], T0)
+            assert store.get("c1", "rec", "r2").data == {"v": 2}  # type: ignore[union-attr]
 
 
 class TestS3BlobStore(BlobStoreContract):
@@ -165,6 +202,19 @@ class TestDynamoAuditLog(AuditLogContract):
 
     def remove(self, log: object, context_id: str, seq: int) -> None:
         self.db.delete_item(TableName=self.table, Key=self._key(context_id, seq))
+
+    def test_a_lost_answer_to_an_append_writes_the_entry_once(self, endpoint: str, log: DynamoAuditLog) -> None:
+        """The put lands, its answer is lost, the SDK retries and meets the entry it wrote: before, the log chained
+        a second copy of the entry after it."""
+        with lossy_proxy(endpoint) as (url, proxy):
+            log = DynamoAuditLog(client(url, "dynamodb"), self.table)  # the same table, through the proxy
+            log.append("c2", {"n": 1}, T0, None)
+            proxy.lose(".PutItem")
+            entry = log.append("c2", {"n": 2}, T0, None)
+            assert proxy.lost == ["DynamoDB_20120810.PutItem"]
+            assert entry.seq == 2
+            got = log.entries("c2")
+            assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2)] and got[1].hash == entry.hash
 
     def test_a_second_instance_chains_to_what_the_first_wrote(self, log: DynamoAuditLog) -> None:
         """Two Lambda instances, each with its own idea of the last entry: the one that is behind loses the

@@ -49,6 +49,12 @@ class DynamoAuditLog:
         items = page.get("Items", [])
         return (int(items[0]["SK"]["S"]), items[0]["hash"]["S"]) if items else (0, "")
 
+    def _holds(self, item: dict[str, Any], digest: str) -> bool:
+        key = {"PK": item["PK"], "SK": item["SK"]}
+        got = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True, ProjectionExpression="#h",
+                                ExpressionAttributeNames={"#h": "hash"})  # fmt: skip
+        return bool(got.get("Item", {}).get("hash", {}).get("S") == digest)
+
     def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
         with self._lock:
             head = self._heads.get(context_id)
@@ -70,8 +76,11 @@ class DynamoAuditLog:
             try:
                 self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(SK)")
             except self._db.exceptions.ConditionalCheckFailedException:
-                head = self._last(context_id)  # another writer took it: chain to what is there now
-                continue
+                # Taken: by another writer (chain to what is there now), or by our own first attempt, whose answer
+                # was lost before the SDK's retry met it (then it is written, once).
+                if not self._holds(item, digest):
+                    head = self._last(context_id)
+                    continue
             with self._lock:
                 self._heads[context_id] = (seq, digest)
             return AuditEntry(context_id, seq, now, data, prev, digest)

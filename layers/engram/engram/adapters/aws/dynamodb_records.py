@@ -7,6 +7,12 @@ condition and adds its `V#n` item, so concurrent writers never lose an update. `
 text (DynamoDB's number and empty-value rules would otherwise change what callers stored).
 DynamoDB takes at most 100 items a transaction, so one `transact` holds at most 50 writes; larger
 calls are refused rather than split, which would lose atomicity.
+
+A transaction's outcome survives a lost answer: each carries a `ClientRequestToken` (so DynamoDB answers the SDK's
+retry of a committed transaction with success for ten minutes), and every item it puts carries the same token as
+`txn`. A retry refused because its own first attempt moved the versions (DynamoDB past the token's window, or an
+emulator that keeps no tokens) is recognised by reading back one version item it wrote, and answered as committed:
+a caller never sees a conflict for its own write, nor writes it again.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import base64
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -133,6 +140,8 @@ class DynamoRecordStore:
         assert stamp is not None
         ops: list[dict[str, Any]] = []
         out: list[Item] = []
+        txn = uuid.uuid4().hex
+        mine: dict[str, Any] | None = None  # one version item this transaction puts: the proof it committed
         for w in writes:
             current = self._latest(w.context_id, w.kind, w.id)
             version = int(current["version"]["N"]) if current else 0
@@ -161,6 +170,7 @@ class DynamoRecordStore:
                 "actor": {"S": w.actor},
                 "created_at": {"S": created},
                 "updated_at": {"S": stamp},
+                "txn": {"S": txn},
             }
             if w.expires_at is not None:
                 attrs["expires_at"] = {"S": iso(w.expires_at)}
@@ -174,26 +184,27 @@ class DynamoRecordStore:
             }
             # The condition is on the version we read, so a concurrent writer makes this fail, not overwrite.
             ops.append({"Put": {"TableName": self._table, "Item": latest, **_at(version)}})
-            ops.append(
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": {"PK": {"S": pk}, "SK": {"S": _version_sk(version + 1)}, **attrs},
-                    }
-                }
-            )
+            version_key = {"PK": {"S": pk}, "SK": {"S": _version_sk(version + 1)}}
+            mine = mine or version_key
+            ops.append({"Put": {"TableName": self._table, "Item": {**version_key, **attrs}}})
             created_at = parse_time(created)
             assert created_at is not None
             out.append(
                 Item(w.context_id, w.kind, w.id, version + 1, dict(w.data), w.actor, created_at, now, w.expires_at)
             )
         try:
-            self._db.transact_write_items(TransactItems=ops)
+            self._db.transact_write_items(TransactItems=ops, ClientRequestToken=txn)
         except self._db.exceptions.TransactionCanceledException as exc:
+            if mine is not None and self._committed(mine, txn):
+                return out  # the answer to the first attempt was lost, and the SDK's retry met its own writes
             raise Conflict(
                 "a concurrent write changed an item; read it again and retry", code="version_conflict"
             ) from exc
         return out
+
+    def _committed(self, key: dict[str, Any], txn: str) -> bool:
+        got = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True, ProjectionExpression="txn")
+        return bool(got.get("Item", {}).get("txn", {}).get("S") == txn)
 
     def get_many(self, context_id: str, kind: str, ids: Sequence[str], now: datetime | None = None) -> dict[str, Item]:
         out: dict[str, Item] = {}
