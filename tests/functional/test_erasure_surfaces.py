@@ -151,3 +151,53 @@ async def test_after_an_erasure_no_read_or_search_tool_returns_the_subjects_cont
     live.engram.queue.join()
     assert await answering(own) == set()
     assert await answering(wide) == set()
+
+
+async def test_an_export_over_mcp_rest_and_the_cli_holds_what_every_family_keeps_of_the_subject(live: Live) -> None:
+    """Subject access, erasure's counterpart: the subject's distinctive word written through every family comes back
+    in `subject_export`'s pages (MCP, REST, `engram export`), each object once; an agent key may not export."""
+    tag = uuid.uuid4().hex[:6]
+    who, secret = f"org/acme/user/export-{tag}", f"quuxolot{tag}"
+    live.engram.identity.register_scopes("acme", [who])
+    own, _ = live.engram.identity.create_key(["acme"], "agent", [who])
+    live.engram.schemas.create("acme", "cli", f"export{tag}", "record", {"type": "object"}, [], "keyword", None, "")
+    writes = [
+        ("memory_store", {"content": f"My heron is called {secret}.", "scopes": [[who]]}),
+        ("context_set", {"key": f"export/{tag}", "value": {"note": secret}}),
+        ("conversation_append", {"thread_id": f"t-{tag}", "role": "user", "content": f"Ask {secret} today."}),
+        ("document_ingest", {"text": f"{secret} works at Initech.", "title": f"{secret} memo"}),
+        ("record_create", {"type": f"export{tag}", "payload": {"text": f"{secret} ledger"}}),
+        ("write_code", {"path": f"export_{tag}.py", "content": f"{secret.upper()} = 1\n", "reason": "export"}),
+    ]
+    async with connect(live.url, own) as c:
+        for tool, args in writes:
+            r = await c.call_tool(tool, args)
+            assert not r.is_error, (tool, r)
+        refused = await c.call_tool("subject_export", {"scope": who})
+        assert refused.is_error
+    live.engram.queue.join()
+    objects: list[dict[str, Any]] = []
+    async with connect(live.url, live.keys.management) as m:
+        cursor = None
+        while True:
+            page = await m.call_tool(
+                "subject_export", {"scope": who, "limit": 2, **({"cursor": cursor} if cursor else {})}
+            )
+            assert not page.is_error and page.structured_content is not None
+            assert len(page.structured_content["objects"]) <= 2
+            objects += page.structured_content["objects"]
+            cursor = page.structured_content["cursor"]
+            if cursor is None:
+                break
+    kinds = {o["kind"] for o in objects}
+    assert kinds >= {"turn", "ctxkey", "thread", "message", "document", "record", "wfile"}
+    for kind in ("turn", "ctxkey", "message", "document", "record"):  # a file's text is its blob's
+        assert any(secret in json.dumps(o["data"]) for o in objects if o["kind"] == kind), kind
+    names = sorted(f"{o['kind']}:{o['id']}" for o in objects)
+    assert len(set(names)) == len(names)
+    rest = httpx.post(f"{live.url}/api/v1/acme/exports", json={"scope": who, "limit": 500},
+                      headers={"Authorization": f"Bearer {live.keys.management}"})  # fmt: skip
+    assert rest.status_code == 200 and rest.json()["cursor"] is None
+    assert sorted(f"{o['kind']}:{o['id']}" for o in rest.json()["objects"]) == names
+    lines = cli("export", "--context", "acme", "--scope", who, data_dir=live.engram.settings.data_dir).splitlines()
+    assert sorted(f"{o['kind']}:{o['id']}" for o in map(json.loads, lines)) == names

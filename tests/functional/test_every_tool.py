@@ -160,6 +160,7 @@ SAMPLES: dict[str, Any] = {
     "erasure_request": {"scope": "org/acme/user/bob", "preview": True},
     "erasure_status": lambda live: {"request_id": _erasure(live)},
     "erasure_verify": lambda live: {"request_id": _erasure(live)},
+    "subject_export": {"scope": "org/acme/user/bob", "limit": 5},
     "oauth_trust": {
         "issuer": "https://issuer.example",
         "audience": ["https://engram.example/mcp"],

@@ -7,8 +7,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram.cli import _settings
+
+if TYPE_CHECKING:
+    from engram.identity import Caller
+    from engram.wiring import Engram
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -81,9 +86,8 @@ def cmd_quota(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_erase(args: argparse.Namespace) -> int:
-    """`erase`: as the deployment's operator (no key: the CLI has the stores), preview or erase a subject; with
-    --wait, run the job here and print the signed receipt."""
+def _operator(args: argparse.Namespace) -> tuple[Engram, Caller, str]:
+    """The stores, and the deployment's operator (no key: the CLI has the stores) granted the subject's path."""
     from engram.identity import Caller, Principal
     from engram.wiring import build
 
@@ -96,7 +100,36 @@ def cmd_erase(args: argparse.Namespace) -> int:
     if scope is None:  # a principal's path, looked up over every registered root of the context
         roots = tuple(sorted({p.split("/")[0] for p in engram.identity.registered(args.context)}))
         scope = engram.erasure.subject(operator(roots), None, args.external_id).scope
-    caller = operator((scope,))
+    assert scope is not None
+    return engram, operator((scope,)), scope
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """`export`: everything a subject owns, as JSON Lines (one object a line), to --out or standard output."""
+    engram, caller, scope = _operator(args)
+    subject = engram.erasure.subject(caller, scope, None)
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
+    n, cursor = 0, None
+    try:
+        while True:
+            page = engram.subject_access.export(caller, subject, cursor, 500)
+            for object_ in page["objects"]:
+                out.write(json.dumps(object_, ensure_ascii=False) + "\n")
+            n += len(page["objects"])
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"{n} object(s) of {scope} in {args.context}", file=sys.stderr)
+    return 0
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    """`erase`: as the deployment's operator, preview or erase a subject; with --wait, run the job here and
+    print the signed receipt."""
+    engram, caller, scope = _operator(args)
     asked = engram.erasure.request(caller, engram.erasure.subject(caller, scope, None), args.preview)
     if args.preview or not args.wait:
         print(json.dumps(asked, indent=2))
@@ -133,6 +166,14 @@ def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     er.add_argument("--preview", action="store_true", help="count what would be erased; erase nothing")
     er.add_argument("--wait", action="store_true", help="run the erasure here and print its signed receipt")
     er.set_defaults(fn=cmd_erase)
+    ex = sub.add_parser("export", help="everything a subject owns, as JSON Lines: what an erasure of it would take")
+    common(ex)
+    ex.add_argument("--context", required=True)
+    who = ex.add_mutually_exclusive_group(required=True)
+    who.add_argument("--scope", help="a scope path: it and everything under it")
+    who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
+    ex.add_argument("--out", help="the file to write (standard output without it)")
+    ex.set_defaults(fn=cmd_export)
     ev = sub.add_parser("erasure", help="erasure receipts")
     evs = ev.add_subparsers(dest="erasure_cmd", required=True)
     evv = evs.add_parser("verify", help="check a receipt's Ed25519 signature offline")

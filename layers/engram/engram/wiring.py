@@ -32,6 +32,7 @@ _SERVICE_FAMILY = {
     "documents": "knowledge",
     "workctx": "context",
     "erasure": "identity",
+    "subject_access": "identity",
     "conversation": "conversation",
     "entities": "entities",
     "graph": "entities",

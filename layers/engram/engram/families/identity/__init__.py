@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from engram.audit import Auditor
     from engram.families.identity.erasure import ErasureService
     from engram.families.identity.principals import Principals
+    from engram.families.identity.subject_access import SubjectAccess
     from engram.identity import IdentityService
     from engram.quotas import Quotas
 
@@ -37,6 +38,12 @@ class IdentityServices(Services):
         from engram.families.identity.erasure import ErasureService
 
         return ErasureService(self.root)
+
+    @cached_property
+    def subject_access(self) -> SubjectAccess:
+        from engram.families.identity.subject_access import SubjectAccess
+
+        return SubjectAccess(self.root)
 
     @cached_property
     def principals(self) -> Principals:

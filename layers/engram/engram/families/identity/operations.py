@@ -199,12 +199,15 @@ declare(
 )
 
 
-class ErasureIn(OpInput):
+class SubjectIn(OpInput):
     scope: str | None = Field(None, max_length=256, description="a scope path: it and everything under it")
     externalId: str | None = Field(None, min_length=1, max_length=256, description="a principal, by your id")
     ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
-        None, min_length=1, max_length=1000, description="objects by id (memories, documents, records, entities...)"
+        None, min_length=1, max_length=1000, description="objects by id"
     )
+
+
+class ErasureIn(SubjectIn):
     preview: bool = Field(False, description="count what would be erased, per store and kind; erase nothing")
 
 
@@ -230,6 +233,37 @@ declare(
         "POST",
         "/erasures",
         _erase,
+    )
+)
+
+
+class ExportIn(SubjectIn):
+    cursor: str | None = Field(None, max_length=2048)
+    limit: int = Field(100, ge=1, le=500)
+
+
+class ExportOut(BaseModel):
+    subject: dict[str, Any]
+    objects: list[dict[str, Any]]
+    cursor: str | None
+
+
+def _export(s: IdentityServices, c: Caller, a: ExportIn, p: Progress) -> dict[str, Any]:
+    return s.subject_access.export(c, s.erasure.subject(c, a.scope, a.externalId, a.ids), a.cursor, a.limit)
+
+
+declare(
+    Operation(
+        "subject_export",
+        "identity",
+        "Everything a subject owns, as stored, by pages (what an erasure of it would take).",
+        ExportIn,
+        ExportOut,
+        MANAGEMENT,
+        "POST",
+        "/exports",
+        _export,
+        read_only=True,
     )
 )
 
