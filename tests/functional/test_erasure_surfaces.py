@@ -84,28 +84,35 @@ def test_the_cli_erases_and_verifies_a_receipt_offline(tmp_path: Path) -> None:
         cli("erasure", "verify", str(saved), data_dir=data)
 
 
-async def test_after_an_erasure_no_read_or_search_tool_returns_the_subjects_content(live: Live) -> None:
-    """The probe: the subject's distinctive word written through every family; the read and search tools find it
-    (every mode); erased; then none of them returns it, to the subject's own key or to a key that sees the org."""
+async def written_everywhere(live: Live, name: str, word: str) -> tuple[str, str, str]:
+    """A new subject, its distinctive word written through every family with its own key: (path, word, key)."""
     tag = uuid.uuid4().hex[:6]
-    who, secret = f"org/acme/user/probe-{tag}", f"zarquon{tag}"
+    who, secret = f"org/acme/user/{name}-{tag}", f"{word}{tag}"
     live.engram.identity.register_scopes("acme", [who])
     own, _ = live.engram.identity.create_key(["acme"], "agent", [who])
-    wide, _ = live.engram.identity.create_key(["acme"], "agent", ["org/acme"])
-    live.engram.schemas.create("acme", "cli", f"probe{tag}", "record", {"type": "object"}, [], "keyword", None, "")
+    live.engram.schemas.create("acme", "cli", f"{name}{tag}", "record", {"type": "object"}, [], "keyword", None, "")
     writes = [
         ("memory_store", {"content": f"My cat is called {secret} Smith.", "scopes": [[who]]}),
-        ("context_set", {"key": f"probe/{tag}", "value": {"note": secret}}),
+        ("context_set", {"key": f"{name}/{tag}", "value": {"note": secret}}),
         ("conversation_append", {"thread_id": f"t-{tag}", "role": "user", "content": f"Ask {secret} Smith."}),
         ("document_ingest", {"text": f"{secret} Smith works at Initech.", "title": f"{secret} memo"}),
-        ("record_create", {"type": f"probe{tag}", "payload": {"text": f"{secret} ledger"}}),
-        ("write_code", {"path": f"probe_{tag}.py", "content": f"{secret.upper()} = 1\n", "reason": "probe"}),
+        ("record_create", {"type": f"{name}{tag}", "payload": {"text": f"{secret} ledger"}}),
+        ("write_code", {"path": f"{name}_{tag}.py", "content": f"{secret.upper()} = 1\n", "reason": name}),
     ]
     async with connect(live.url, own) as c:
         for tool, args in writes:
             r = await c.call_tool(tool, args)
             assert not r.is_error, (tool, r)
     live.engram.queue.join()
+    return who, secret, own
+
+
+async def test_after_an_erasure_no_read_or_search_tool_returns_the_subjects_content(live: Live) -> None:
+    """The probe: the subject's distinctive word written through every family; the read and search tools find it
+    (every mode); erased; then none of them returns it, to the subject's own key or to a key that sees the org."""
+    who, secret, own = await written_everywhere(live, "probe", "zarquon")
+    tag = secret.removeprefix("zarquon")
+    wide, _ = live.engram.identity.create_key(["acme"], "agent", ["org/acme"])
     modes = ("hybrid", "bm25", "vector")
     probes: list[tuple[str, dict[str, Any]]] = [
         *[("memory_recall", {"query": f"{secret} cat", "mode": m}) for m in modes],
@@ -156,26 +163,10 @@ async def test_after_an_erasure_no_read_or_search_tool_returns_the_subjects_cont
 async def test_an_export_over_mcp_rest_and_the_cli_holds_what_every_family_keeps_of_the_subject(live: Live) -> None:
     """Subject access, erasure's counterpart: the subject's distinctive word written through every family comes back
     in `subject_export`'s pages (MCP, REST, `engram export`), each object once; an agent key may not export."""
-    tag = uuid.uuid4().hex[:6]
-    who, secret = f"org/acme/user/export-{tag}", f"quuxolot{tag}"
-    live.engram.identity.register_scopes("acme", [who])
-    own, _ = live.engram.identity.create_key(["acme"], "agent", [who])
-    live.engram.schemas.create("acme", "cli", f"export{tag}", "record", {"type": "object"}, [], "keyword", None, "")
-    writes = [
-        ("memory_store", {"content": f"My heron is called {secret}.", "scopes": [[who]]}),
-        ("context_set", {"key": f"export/{tag}", "value": {"note": secret}}),
-        ("conversation_append", {"thread_id": f"t-{tag}", "role": "user", "content": f"Ask {secret} today."}),
-        ("document_ingest", {"text": f"{secret} works at Initech.", "title": f"{secret} memo"}),
-        ("record_create", {"type": f"export{tag}", "payload": {"text": f"{secret} ledger"}}),
-        ("write_code", {"path": f"export_{tag}.py", "content": f"{secret.upper()} = 1\n", "reason": "export"}),
-    ]
+    who, secret, own = await written_everywhere(live, "export", "quuxolot")
     async with connect(live.url, own) as c:
-        for tool, args in writes:
-            r = await c.call_tool(tool, args)
-            assert not r.is_error, (tool, r)
         refused = await c.call_tool("subject_export", {"scope": who})
         assert refused.is_error
-    live.engram.queue.join()
     objects: list[dict[str, Any]] = []
     async with connect(live.url, live.keys.management) as m:
         cursor = None

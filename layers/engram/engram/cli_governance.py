@@ -157,21 +157,20 @@ def cmd_erasure(args: argparse.Namespace) -> int:
 
 def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    common: Callable[[argparse.ArgumentParser], None]) -> None:  # fmt: skip
-    er = sub.add_parser("erase", help="erase a subject (a scope path, or a principal by externalId) everywhere")
-    common(er)
-    er.add_argument("--context", required=True)
-    who = er.add_mutually_exclusive_group(required=True)
-    who.add_argument("--scope", help="a scope path: it and everything under it")
-    who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
+    def subject_command(name: str, help: str) -> argparse.ArgumentParser:
+        parser = sub.add_parser(name, help=help)
+        common(parser)
+        parser.add_argument("--context", required=True)
+        who = parser.add_mutually_exclusive_group(required=True)
+        who.add_argument("--scope", help="a scope path: it and everything under it")
+        who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
+        return parser
+
+    er = subject_command("erase", "erase a subject (a scope path, or a principal by externalId) everywhere")
     er.add_argument("--preview", action="store_true", help="count what would be erased; erase nothing")
     er.add_argument("--wait", action="store_true", help="run the erasure here and print its signed receipt")
     er.set_defaults(fn=cmd_erase)
-    ex = sub.add_parser("export", help="everything a subject owns, as JSON Lines: what an erasure of it would take")
-    common(ex)
-    ex.add_argument("--context", required=True)
-    who = ex.add_mutually_exclusive_group(required=True)
-    who.add_argument("--scope", help="a scope path: it and everything under it")
-    who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
+    ex = subject_command("export", "everything a subject owns, as JSON Lines: what an erasure of it would take")
     ex.add_argument("--out", help="the file to write (standard output without it)")
     ex.set_defaults(fn=cmd_export)
     ev = sub.add_parser("erasure", help="erasure receipts")
