@@ -8,11 +8,12 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from botocore.config import Config
 
 from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
-from engram.adapters.aws.dynamodb_records import MAX_WRITES, DynamoRecordStore
+from engram.adapters.aws.dynamodb_records import IN_PROGRESS_TRIES, MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
-from engram.errors import Conflict, InvalidInput
+from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Write
 from engram.queue import Queue
 from tests.contract.suites import T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
@@ -82,6 +83,25 @@ class TestDynamoRecordStore(RecordStoreContract):
             with pytest.raises(Conflict):
                 stale.transact([Write("c1", "rec", "r2", {"v": 3}, "carol")], T0)
             assert store.get("c1", "rec", "r2").data == {"v": 2}  # type: ignore[union-attr]
+
+    def test_a_retry_that_meets_its_first_attempt_still_running_asks_again_until_it_knows(self, endpoint: str) -> None:
+        """The answer is lost, the SDK's retry is told the transaction is in progress (DynamoDB's answer while the
+        first attempt runs): before, that error went to the caller as a failure of a write that committed."""
+        with lossy_proxy(endpoint) as (url, proxy):
+            # the SDK's own retries of it (standard mode treats it as throttling) run out after two attempts here
+            db = boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1",
+                              config=Config(retries={"mode": "standard", "max_attempts": 2}))  # fmt: skip
+            store = DynamoRecordStore(db, dynamo_store(url)._table)
+            proxy.plan(".TransactWriteItems", "lose", "busy", "busy")
+            [item] = store.transact([Write("c1", "rec", "r1", {"v": 1}, "alice", expected_version=0)], T0)
+            assert len(proxy.lost) == 3 and item.version == 1
+            assert [i.version for i in store.history("c1", "rec", "r1")] == [1]
+            proxy.plan(".TransactWriteItems", *["busy"] * 100)  # never known: a 503 that says so
+            with pytest.raises(Unavailable):
+                store.transact([Write("c1", "rec", "r2", {"v": 1}, "alice")], T0)
+            asked = len(proxy.lost) - 3
+            proxy.plan(".TransactWriteItems")
+            assert store.get("c1", "rec", "r2") is None and asked % IN_PROGRESS_TRIES == 0  # each try, the SDK's asks
 
 
 class TestS3BlobStore(BlobStoreContract):

@@ -12,7 +12,8 @@ A transaction's outcome survives a lost answer: each carries a `ClientRequestTok
 retry of a committed transaction with success for ten minutes), and every item it puts carries the same token as
 `txn`. A retry refused because its own first attempt moved the versions (DynamoDB past the token's window, or an
 emulator that keeps no tokens) is recognised by reading back one version item it wrote, and answered as committed:
-a caller never sees a conflict for its own write, nor writes it again.
+a caller never sees a conflict for its own write, nor writes it again. A retry that meets its first attempt still
+running (`TransactionInProgressException`) asks again with the same token until it knows.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engram.clock import iso, parse_time
-from engram.errors import Conflict, InvalidInput
+from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Item, Page, Write
 
 MAX_WRITES = 50
+IN_PROGRESS_TRIES = 6  # asks of a transaction whose first attempt still runs (~1.6 s in all)
 
 
 def _pk(context_id: str, kind: str, id_: str) -> str:
@@ -192,15 +194,19 @@ class DynamoRecordStore:
             out.append(
                 Item(w.context_id, w.kind, w.id, version + 1, dict(w.data), w.actor, created_at, now, w.expires_at)
             )
-        try:
-            self._db.transact_write_items(TransactItems=ops, ClientRequestToken=txn)
-        except self._db.exceptions.TransactionCanceledException as exc:
-            if mine is not None and self._committed(mine, txn):
-                return out  # the answer to the first attempt was lost, and the SDK's retry met its own writes
-            raise Conflict(
-                "a concurrent write changed an item; read it again and retry", code="version_conflict"
-            ) from exc
-        return out
+        for attempt in range(IN_PROGRESS_TRIES):
+            try:
+                self._db.transact_write_items(TransactItems=ops, ClientRequestToken=txn)
+                return out
+            except self._db.exceptions.TransactionInProgressException:
+                time.sleep(0.05 * 2**attempt)  # a retry met its first attempt still running: ask again, same token
+            except self._db.exceptions.TransactionCanceledException as exc:
+                if mine is not None and self._committed(mine, txn):
+                    return out  # the answer to the first attempt was lost, and the SDK's retry met its own writes
+                raise Conflict(
+                    "a concurrent write changed an item; read it again and retry", code="version_conflict"
+                ) from exc
+        raise Unavailable("the write's outcome is not known yet: read the item before writing it again")
 
     def _committed(self, key: dict[str, Any], txn: str) -> bool:
         got = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True, ProjectionExpression="txn")
