@@ -16,6 +16,7 @@ from engram.devserver import cli
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.conftest import Live
+from tests.fixtures.files import sqlite_files_holding
 from tests.functional.mcpclient import connect
 
 ALICE = [["org/acme/user/alice"]]
@@ -53,8 +54,8 @@ async def test_every_call_leaves_ids_and_outcome_and_no_content(live: Live) -> N
         assert {e["tool"] for e in only.structured_content["entries"]} >= {"memory_store", "memory_recall"}
         verified = await m.call_tool("audit_verify", {})
         assert verified.structured_content is not None and verified.structured_content["ok"]
-    raw = b"".join(p.read_bytes() for p in live.engram.settings.data_dir.glob("audit.db*"))  # the WAL too
-    assert secret.encode() not in raw and memory_id.encode() in raw  # ids, never the payload
+    held = sqlite_files_holding(live.engram.settings.data_dir, "audit.db*", secret.encode(), memory_id.encode())
+    assert held[secret.encode()] == [] and held[memory_id.encode()] != []  # ids, never the payload (the WAL too)
 
 
 async def test_another_tenant_sees_none_of_it(live: Live) -> None:

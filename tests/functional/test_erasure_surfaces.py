@@ -19,6 +19,7 @@ from engram.identity import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.conftest import Live
+from tests.fixtures.files import sqlite_files_holding
 from tests.functional.mcpclient import connect
 
 
@@ -58,7 +59,7 @@ async def test_erasure_over_mcp_and_rest_with_a_receipt_that_verifies(live: Live
     rest = httpx.get(f"{live.url}/api/v1/acme/erasures/status", params={"request_id": request_id},
                      headers={"Authorization": f"Bearer {live.keys.management}"})  # fmt: skip
     assert rest.status_code == 200 and rest.json()["receipt"] == receipt
-    holding = [p.name for p in live.engram.settings.data_dir.glob("*.db*") if secret.encode() in p.read_bytes()]
+    holding = sqlite_files_holding(live.engram.settings.data_dir, "*.db*", secret.encode())[secret.encode()]
     assert holding == []  # no store keeps it, not even in freed pages or the log (the audit trail included)
 
 
