@@ -2,7 +2,8 @@
 
 One data folder, embedded as a user's: Alice's 10,000 LoCoMo turns and 100 cranfield abstracts (with their
 entities, the graph's jobs run), Bob's 1,000 turns beside them. Timed: the preview, then the erasure job from
-its request to its signed receipt, then the look afterwards (`erasure_verify`). Target: under a minute."""
+its request to its signed receipt, then the look afterwards (`erasure_verify`). Target: under a minute. Before them,
+the subject's export (`subject_export`, every page of 500), as a user would take it before erasing (reported)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def run(memories: int = 10_000, documents: int = 100) -> dict[str, Any]:
         loaded = time.perf_counter() - t0
         print(f"  loaded in {loaded:.0f} s", file=sys.stderr)
         subject = Subject(ALICE)
+        t, exported, cursor = time.perf_counter(), 0, None
+        while True:  # subject access first, as a user would before erasing: every page of 500
+            page = engram.subject_access.export(admin, subject, cursor, 500)
+            exported, cursor = exported + len(page["objects"]), page["cursor"]
+            if cursor is None:
+                break
+        export_s = time.perf_counter() - t
         t = time.perf_counter()
         preview = engram.erasure.request(admin, subject, preview=True)
         preview_s = time.perf_counter() - t
@@ -65,6 +73,8 @@ def run(memories: int = 10_000, documents: int = 100) -> dict[str, Any]:
             "memories": memories,
             "documents": documents,
             "load_s": round(loaded, 1),
+            "export_s": round(export_s, 2),
+            "exported_objects": exported,
             "preview_s": round(preview_s, 2),
             "erasure_s": round(erase_s, 2),
             "verify_s": round(verify_s, 2),
@@ -72,5 +82,9 @@ def run(memories: int = 10_000, documents: int = 100) -> dict[str, Any]:
             "found_before": preview["found"],
             "target_s": 60,
         }
-        print(f"  preview {preview_s:.2f} s, erasure {erase_s:.2f} s, verify {verify_s:.2f} s", file=sys.stderr)
+        print(
+            f"  export {export_s:.2f} s ({exported} objects), preview {preview_s:.2f} s, "
+            f"erasure {erase_s:.2f} s, verify {verify_s:.2f} s",
+            file=sys.stderr,
+        )
         return out
