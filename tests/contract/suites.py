@@ -198,6 +198,26 @@ class RecordStoreContract:
         assert store.get("c1", "rec", "p") is None and store.history("c1", "rec", "p") == []
         assert not store.purge("c1", "rec", "p")
 
+    def test_version_counts_and_purge_many_without_reading_each(self, store: RecordStore) -> None:
+        """Issue #27: an erasure counts a subject's versions and deletes its items in bulk, one context and kind,
+        another's untouched."""
+        for n, id_ in enumerate(["a", "b", "c"]):
+            for v in range(n + 1):
+                store.transact([Write("c1", "rec", id_, {"v": v}, "x", v)], T0)
+        store.transact([Write("c2", "rec", "a", {}, "x", 0), Write("c1", "other", "a", {}, "x", 0)], T0)
+        many = [f"m{i}" for i in range(620)]  # past one statement's part
+        for start in range(0, len(many), 40):
+            store.transact([Write("c1", "rec", i, {}, "x", 0) for i in many[start : start + 40]], T0)
+        assert store.version_counts("c1", "rec", ["a", "b", "c", "nope", "a"]) == {"a": 1, "b": 2, "c": 3}
+        assert sum(store.version_counts("c1", "rec", many).values()) == 620
+        assert store.version_counts("c1", "rec", []) == {}
+        assert store.purge_many("c1", "rec", ["a", "c", "nope", "c"]) == 2
+        assert store.version_counts("c1", "rec", ["a", "b", "c"]) == {"b": 2}
+        assert store.get("c1", "rec", "a") is None and store.history("c1", "rec", "c") == []
+        assert store.purge_many("c1", "rec", many) == 620 and store.count("c1", "rec") == 1
+        assert store.get("c2", "rec", "a") is not None and store.get("c1", "other", "a") is not None
+        assert store.purge_many("c1", "rec", []) == 0
+
 
 class BlobStoreContract:
     @pytest.fixture

@@ -85,6 +85,16 @@ def every(records: RecordStore, context_id: str, kind: str) -> Iterator[Item]:
         cursor = page.cursor
 
 
+def taken(records: RecordStore, context_id: str, kind: str, subject: Subject, counts: Counts) -> list[str]:
+    """The ids of the subject's items of a kind (expired ones too), counted in `counts` with their versions
+    (counted, not read)."""
+    ids = [item.id for item in every(records, context_id, kind) if subject.takes(item)]
+    if ids:
+        versions = sum(records.version_counts(context_id, kind, ids).values())
+        add(counts, {"records": {kind: len(ids)}, "versions": {kind: versions}})
+    return ids
+
+
 def found(records: RecordStore, context_id: str, subject: Subject, family: str) -> Counts:
     """What a family's scoped kinds hold of the subject (latest items), by reading them: for a family that has
     no eraser, and for checking one."""

@@ -30,6 +30,7 @@ class Kind:
     access: Literal["scoped", "via", "context", "system"]
     via: str | None = None
     indexed: bool = False  # documents of this kind go to the search index (each with its object's scopes)
+    blobs: bool = False  # its versions name blobs (`blob_key`): an erasure looks for those after
 
 
 # The kernel's own kinds; every family declares its own with its package (`engram.family`), added here when the
@@ -68,7 +69,7 @@ def check(kind: str, data: dict[str, Any] | None, index: bool = False) -> None:
         raise UndeclaredKind(f"a {kind!r} is written without scopes: every write of a scoped kind carries them")
 
 
-_READS = frozenset({"get", "get_many", "history", "history_page", "query", "count", "ids"})
+_READS = frozenset({"get", "get_many", "history", "history_page", "query", "count", "ids", "version_counts"})
 
 
 def _charged(method: Any, field: str) -> Any:

@@ -124,8 +124,16 @@ class RecordStore(Protocol):
         without reading the items (a key that names what it holds needs nothing more)."""
         ...
 
+    def version_counts(self, context_id: str, kind: str, ids: Sequence[str]) -> dict[str, int]:
+        """How many stored versions each of `ids` has (ids with none left out), without reading them."""
+        ...
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
         """Physically delete an item and its history. Returns whether it existed."""
+        ...
+
+    def purge_many(self, context_id: str, kind: str, ids: Sequence[str]) -> int:
+        """`purge` of each of `ids`, batched where the store can: how many of them existed."""
         ...
 
     def expunge(self) -> None:

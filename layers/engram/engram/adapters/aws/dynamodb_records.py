@@ -243,19 +243,27 @@ class DynamoRecordStore:
         return [self._item(r) for r in page["Items"]]
 
     def history(self, context_id: str, kind: str, id: str) -> list[Item]:
-        items: list[Item] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :v)",
-            "ExpressionAttributeValues": {":pk": {"S": _pk(context_id, kind, id)}, ":v": {"S": "V#"}},
-            "ConsistentRead": True,
-        }
+        return [self._item(r) for page in self._versions(_pk(context_id, kind, id)) for r in page["Items"]]
+
+    def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every page of one query."""
         while True:
-            page = self._db.query(**kwargs)
-            items += [self._item(r) for r in page["Items"]]
+            page = self._db.query(TableName=self._table, **kwargs)
+            yield page
             if "LastEvaluatedKey" not in page:
-                return items
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _versions(self, pk: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every page of an item's version items (`V#n`), read consistently."""
+        return self._pages(
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :v)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":v": {"S": "V#"}}, ConsistentRead=True, **kwargs,
+        )  # fmt: skip
+
+    def version_counts(self, context_id: str, kind: str, ids: Sequence[str]) -> dict[str, int]:
+        counts = {i: sum(p["Count"] for p in self._versions(_pk(context_id, kind, i), Select="COUNT")) for i in ids}
+        return {i: n for i, n in counts.items() if n}
 
     def query(
         self,
@@ -327,22 +335,20 @@ class DynamoRecordStore:
         return list(itertools.islice(self._keys(context_id, kind, prefix, now), max(0, limit)))
 
     def purge(self, context_id: str, kind: str, id: str) -> bool:
-        pk = _pk(context_id, kind, id)
+        return self.purge_many(context_id, kind, [id]) > 0
+
+    def purge_many(self, context_id: str, kind: str, ids: Sequence[str]) -> int:
+        """Each item's keys read (one query an item), then deleted together, 25 a batch."""
         keys: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": pk}},
-            "ProjectionExpression": "PK, SK",
-        }
-        while True:
-            page = self._db.query(**kwargs)
-            keys += [{"PK": r["PK"], "SK": r["SK"]} for r in page["Items"]]
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        found = 0
+        for id_ in dict.fromkeys(ids):
+            pages = self._pages(KeyConditionExpression="PK = :pk", ProjectionExpression="PK, SK",
+                                ExpressionAttributeValues={":pk": {"S": _pk(context_id, kind, id_)}})  # fmt: skip
+            mine = [{"PK": r["PK"], "SK": r["SK"]} for page in pages for r in page["Items"]]
+            keys += mine
+            found += bool(mine)
         self._delete(keys)
-        return bool(keys)
+        return found
 
     def _delete(self, keys: list[dict[str, Any]]) -> None:
         """Every key deleted, 25 a batch, what DynamoDB left unprocessed sent again (with backoff)."""
@@ -366,19 +372,11 @@ class DynamoRecordStore:
             TableName=self._table, Key={"PK": {"S": pk}, "SK": {"S": "LATEST"}}, ConsistentRead=True
         ).get("Item")
         keep = int(latest["version"]["N"]) if latest else 0
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :v)",
-            "ExpressionAttributeValues": {":pk": {"S": pk}, ":v": {"S": "V#"}},
-            "ProjectionExpression": "PK, SK",
-            "ConsistentRead": True,
-        }
-        keys: list[dict[str, Any]] = []
-        while True:
-            page = self._db.query(**kwargs)
-            keys += [{"PK": r["PK"], "SK": r["SK"]} for r in page["Items"] if int(r["SK"]["S"][2:]) < keep]
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        keys = [
+            {"PK": r["PK"], "SK": r["SK"]}
+            for page in self._versions(pk, ProjectionExpression="PK, SK")
+            for r in page["Items"]
+            if int(r["SK"]["S"][2:]) < keep
+        ]
         self._delete(keys)
         return len(keys)

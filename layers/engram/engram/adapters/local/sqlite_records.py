@@ -44,6 +44,12 @@ def expunge(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def _parts(ids: Sequence[str], size: int = 500) -> list[list[str]]:
+    """`ids` without repeats, in parts small enough for one statement's parameters."""
+    unique = list(dict.fromkeys(ids))
+    return [unique[i : i + size] for i in range(0, len(unique), size)]
+
+
 class SqliteRecordStore:
     max_writes = 100_000  # one SQLite transaction: no cap worth splitting for
 
@@ -233,11 +239,35 @@ class SqliteRecordStore:
         moment = now or datetime.now(UTC)
         return [i for i, at in rows if at is None or ((t := parse_time(at)) is not None and t > moment)]
 
+    def version_counts(self, context_id: str, kind: str, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for part in _parts(ids):
+            marks = ",".join("?" * len(part))
+            with self._lock:
+                out.update(self._conn.execute(
+                    f"SELECT id, COUNT(*) FROM history WHERE context_id=? AND kind=? AND id IN ({marks}) GROUP BY id",
+                    (context_id, kind, *part),
+                ).fetchall())  # fmt: skip
+        return out
+
     def purge(self, context_id: str, kind: str, id: str) -> bool:
-        with self._lock:
-            cur = self._conn.execute("DELETE FROM items WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
-            self._conn.execute("DELETE FROM history WHERE context_id=? AND kind=? AND id=?", (context_id, kind, id))
-        return cur.rowcount > 0
+        return self.purge_many(context_id, kind, [id]) > 0
+
+    def purge_many(self, context_id: str, kind: str, ids: Sequence[str]) -> int:
+        gone = 0
+        for part in _parts(ids):  # one transaction a part: other writers wait for a part, not for the whole
+            where, args = f"context_id=? AND kind=? AND id IN ({','.join('?' * len(part))})", (context_id, kind, *part)
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    cur = self._conn.execute(f"DELETE FROM items WHERE {where}", args)
+                    self._conn.execute(f"DELETE FROM history WHERE {where}", args)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            gone += cur.rowcount
+        return gone
 
     def expunge(self) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from engram.clock import iso
-from engram.erasure import Counts, Subject, add, every
+from engram.erasure import Counts, Subject, taken
 from engram.errors import Conflict, InvalidInput, NotFound
 from engram.identity import Caller
 from engram.kernel import BaseService
@@ -200,13 +200,9 @@ class WorkingContext(BaseService):
     def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
         """The subject's context keys (every run's), each with every version (`engram.erasure`)."""
         counts: Counts = {}
-        for item in list(every(self.records, ctx, KIND)):
-            if not subject.takes(item):
-                continue
-            versions = len(self.records.history(ctx, KIND, item.id))
-            if not dry_run:
-                self.records.purge(ctx, KIND, item.id)
-            add(counts, {"records": {KIND: 1}, "versions": {KIND: versions}})
+        ids = taken(self.records, ctx, KIND, subject, counts)
+        if not dry_run:
+            self.records.purge_many(ctx, KIND, ids)
         return counts
 
 

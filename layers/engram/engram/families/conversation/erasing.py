@@ -6,26 +6,19 @@ Order, so that a rerun finds what is left: index documents, then messages, then 
 
 from __future__ import annotations
 
-from engram.erasure import Counts, Subject, add, every
+from engram.erasure import Counts, Subject, add, taken
 from engram.kernel import BaseService
 
 
 class ConversationErasing(BaseService):
     def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
         counts: Counts = {}
-        found: dict[str, list[str]] = {"message": [], "thread": []}
-        for kind in ("message", "thread"):
-            for item in list(every(self.records, ctx, kind)):
-                if subject.takes(item):
-                    found[kind].append(item.id)
-                    versions = len(self.records.history(ctx, kind, item.id))
-                    add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
+        found = {kind: taken(self.records, ctx, kind, subject, counts) for kind in ("message", "thread")}
         add(counts, {"index": {"message": len(found["message"])}})
         if dry_run:
             return counts
         for start in range(0, len(found["message"]), 500):
             self.index.delete(ctx, found["message"][start : start + 500])
         for kind in ("message", "thread"):
-            for id_ in found[kind]:
-                self.records.purge(ctx, kind, id_)
+            self.records.purge_many(ctx, kind, found[kind])
         return counts

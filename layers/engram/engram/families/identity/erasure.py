@@ -38,6 +38,7 @@ from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
 from engram.families.identity import ERASURE_JOB as JOB
 from engram.identity import Caller
 from engram.kernel import BaseService
+from engram.kinds import KINDS
 from engram.ports import Item, SearchMode, SearchQuery, Write
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
@@ -230,10 +231,10 @@ class ErasureService(BaseService):
 
     def _blob_keys(self, ctx: str, objects: list[str]) -> list[str]:
         """The blobs every version of the subject's objects refers to (documents, files), to look for after."""
-        keys = set()
+        keys, holding = set(), _blob_kinds()
         for object_ in objects:
             kind, _, id_ = object_.partition(":")
-            for version in self.records.history(ctx, kind, id_):
+            for version in self.records.history(ctx, kind, id_) if kind in holding else ():
                 if isinstance(version.data.get("blob_key"), str):
                     keys.add(version.data["blob_key"])
         return sorted(keys)
@@ -244,7 +245,7 @@ class ErasureService(BaseService):
         left = [k for k in keys if self.blobs.exists(k)]
         shared: set[str] = set()
         if left:
-            for kind in ("document", "wfile"):
+            for kind in _blob_kinds():
                 for item in every(self.records, ctx, kind):
                     shared |= {str(v.data.get("blob_key")) for v in self.records.history(ctx, kind, item.id)}
         return {"checked": len(keys), "left": sum(1 for k in left if k not in shared),
@@ -310,3 +311,8 @@ class ErasureService(BaseService):
 
         on_conflict(attach)
         return result
+
+
+def _blob_kinds() -> list[str]:
+    """The kinds whose versions name blobs (documents, files)."""
+    return sorted(name for name, kind in KINDS.items() if kind.blobs)

@@ -58,7 +58,7 @@ FAMILY = Family(
         STAGED_JOB: Job("documents", "_staged_job"),
     },
     kinds={
-        "document": Kind("knowledge", "scoped"),
+        "document": Kind("knowledge", "scoped", blobs=True),
         "folder": Kind("knowledge", "scoped"),
         "collection": Kind("knowledge", "scoped"),
         "chunk": Kind("knowledge", "via", "document", indexed=True),

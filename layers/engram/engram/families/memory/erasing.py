@@ -8,7 +8,7 @@ it."""
 
 from __future__ import annotations
 
-from engram.erasure import Counts, Subject, add, every
+from engram.erasure import Counts, Subject, add, every, taken
 from engram.families.memory.base import MemoryBase
 
 OWNED = ("turn", "attribute", "session")
@@ -20,13 +20,10 @@ class Erasing(MemoryBase):
         counts: Counts = {}
         found: list[tuple[str, str]] = []
         for kind in OWNED:
-            for item in list(every(self.records, ctx, kind)):
-                if subject.takes(item):
-                    found.append((kind, item.id))
-                    versions = len(self.records.history(ctx, kind, item.id))
-                    add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
-                    if kind in INDEXED:
-                        add(counts, {"index": {kind: 1}})
+            ids = taken(self.records, ctx, kind, subject, counts)
+            found += [(kind, id_) for id_ in ids]
+            if kind in INDEXED:
+                add(counts, {"index": {kind: len(ids)}})
         attributes = {i for k, i in found if k == "attribute"}
         slots = [s.id for s in every(self.records, ctx, "slot") if s.data.get("attribute_id") in attributes]
         add(counts, {"records": {"slot": len(slots)}})
@@ -35,10 +32,9 @@ class Erasing(MemoryBase):
         indexed = [i for k, i in found if k in INDEXED]
         for start in range(0, len(indexed), 500):
             self.index.delete(ctx, indexed[start : start + 500])
-        for slot in slots:
-            self.records.purge(ctx, "slot", slot)
-        for kind, id_ in found:
-            self.records.purge(ctx, kind, id_)
+        self.records.purge_many(ctx, "slot", slots)
+        for kind in OWNED:
+            self.records.purge_many(ctx, kind, [i for k, i in found if k == kind])
         with self._lock:  # recall's answers of this context may quote what went
             for key in [k for k in self._cache if k[0] == ctx]:
                 del self._cache[key]

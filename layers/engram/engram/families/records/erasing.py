@@ -7,7 +7,7 @@ records), then the records."""
 
 from __future__ import annotations
 
-from engram.erasure import Counts, Subject, add, every
+from engram.erasure import Counts, Subject, add, every, taken
 from engram.kernel import BaseService
 
 KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
@@ -16,11 +16,7 @@ KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
 class RecordErasing(BaseService):
     def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
         counts: Counts = {}
-        ids: list[str] = []
-        for item in list(every(self.records, ctx, KIND)):
-            if subject.takes(item):
-                ids.append(item.id)
-                add(counts, {"records": {KIND: 1}, "versions": {KIND: len(self.records.history(ctx, KIND, item.id))}})
+        ids = taken(self.records, ctx, KIND, subject, counts)
         owned = set(ids)
         lookups = [i.id for i in every(self.records, ctx, LOOKUP) if i.data.get("owner") in owned]
         pointers = [i.id for i in every(self.records, ctx, EXTID) if i.data.get("record_id") in owned]
@@ -30,6 +26,5 @@ class RecordErasing(BaseService):
         for start in range(0, len(ids), 500):
             self.index.delete(ctx, ids[start : start + 500])
         for kind, found in ((LOOKUP, lookups), (EXTID, pointers), (KIND, ids)):
-            for id_ in found:
-                self.records.purge(ctx, kind, id_)
+            self.records.purge_many(ctx, kind, found)
         return counts

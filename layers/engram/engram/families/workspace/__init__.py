@@ -51,7 +51,7 @@ FAMILY = Family(
     function="WorkspaceFunction",
     jobs={INDEX_JOB: Job("workspace", "_index_job", "_index_jobs"), DECISION_JOB: Job("collab", "_decision_job")},
     kinds={
-        "wfile": Kind("workspace", "scoped"),
+        "wfile": Kind("workspace", "scoped", blobs=True),
         "wdep": Kind("workspace", "via", "wfile"),
         "wchunk": Kind("workspace", "via", "wfile", indexed=True),  # a window of a file, in the search index only
         "wsession": Kind("workspace", "scoped"),
