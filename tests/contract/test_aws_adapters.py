@@ -11,11 +11,13 @@ import pytest
 from botocore.config import Config
 
 from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
+from engram.adapters.aws.dynamodb_counters import DynamoCounters
 from engram.adapters.aws.dynamodb_records import IN_PROGRESS_TRIES, MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import S3BlobStore
 from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Write
 from engram.queue import Queue
+from tests.concurrency import together
 from tests.contract.suites import T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
 from tests.fixtures.lossy_proxy import lossy_proxy
 
@@ -246,3 +248,34 @@ class TestDynamoAuditLog(AuditLogContract):
         got = log.entries("c1")
         assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2), (3, 3)]
         assert got[2].prev == got[1].hash and got[1].prev == got[0].hash
+
+
+class TestDynamoCounters:
+    """A running total (stored bytes) never expires: a lost answer's retry that counted twice would stay counted."""
+
+    def test_a_lost_answer_to_a_running_total_counts_it_once(self, endpoint: str) -> None:
+        with lossy_proxy(endpoint) as (url, proxy):
+            counters = DynamoCounters(client(url, "dynamodb"), dynamo_store(url)._table)
+            assert counters.add("c:t:bytes", 100, 1_000, None, T0) == 100
+            proxy.lose(".TransactWriteItems")
+            assert counters.add("c:t:bytes", 250, 1_000, None, T0) == 350
+            assert proxy.lost == ["DynamoDB_20120810.TransactWriteItems"]  # before: 600, and the drift stayed
+            proxy.lose(".TransactWriteItems")
+            assert counters.add("c:t:bytes", -50, None, None, T0) == 300  # a refund, the same
+            assert counters.add("c:t:bytes", 701, 1_000, None, T0) is None  # over the limit: refused, unchanged
+            assert counters.add("c:t:bytes", 1_001, 1_000, None, T0) is None
+            assert counters.value("c:t:bytes", T0) == 300
+            proxy.plan(".TransactWriteItems", "lose", "busy")
+            db = boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1",
+                              config=Config(retries={"mode": "standard", "max_attempts": 2}))  # fmt: skip
+            assert DynamoCounters(db, counters._table).add("c:t:bytes", 700, 1_000, None, T0) == 1_000
+            assert counters.value("c:t:bytes", T0) == 1_000 and len(proxy.lost) == 4
+            proxy.plan(".TransactWriteItems", "conflict", "conflict")  # others' transactions held it: nothing written
+            assert counters.add("c:t:bytes", -400, None, None, T0) == 600 and len(proxy.lost) == 6
+
+    def test_a_running_total_stays_exact_under_concurrent_writers(self, endpoint: str) -> None:
+        counters = DynamoCounters(client(endpoint, "dynamodb"), dynamo_store(endpoint)._table)
+        got: list[int | None] = []
+        errors = together(16, lambda i: got.append(counters.add("c:t:bytes", 10, 100, None, T0)))
+        assert not errors and sum(1 for g in got if g is not None) == 10
+        assert counters.value("c:t:bytes", T0) == 100
