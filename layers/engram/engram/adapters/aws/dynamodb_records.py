@@ -23,9 +23,10 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from engram.clock import iso, parse_time
 from engram.errors import Conflict, InvalidInput, Unavailable
@@ -33,6 +34,18 @@ from engram.ports import Item, Page, Write
 
 MAX_WRITES = 50
 IN_PROGRESS_TRIES = 6  # asks of a transaction whose first attempt still runs (~1.6 s in all)
+PARALLEL = 8  # requests at once for work item by item (the SDK client keeps 10 connections)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _each(work: Callable[[T], R], items: list[T]) -> list[R]:
+    """`work` of each item, in order, up to `PARALLEL` requests at once (an erasure's per-item reads and deletes: one
+    at a time, 10,000 turns took minutes of round trips, past the worker's timeout)."""
+    if len(items) < 2:
+        return [work(i) for i in items]
+    with ThreadPoolExecutor(min(PARALLEL, len(items))) as pool:
+        return list(pool.map(work, items))
 
 
 def _pk(context_id: str, kind: str, id_: str) -> str:
@@ -262,8 +275,11 @@ class DynamoRecordStore:
         )  # fmt: skip
 
     def version_counts(self, context_id: str, kind: str, ids: Sequence[str]) -> dict[str, int]:
-        counts = {i: sum(p["Count"] for p in self._versions(_pk(context_id, kind, i), Select="COUNT")) for i in ids}
-        return {i: n for i, n in counts.items() if n}
+        def count(id_: str) -> int:
+            return sum(p["Count"] for p in self._versions(_pk(context_id, kind, id_), Select="COUNT"))
+
+        unique = list(dict.fromkeys(ids))
+        return {i: n for i, n in zip(unique, _each(count, unique), strict=True) if n}
 
     def query(
         self,
@@ -339,29 +355,31 @@ class DynamoRecordStore:
 
     def purge_many(self, context_id: str, kind: str, ids: Sequence[str]) -> int:
         """Each item's keys read (one query an item), then deleted together, 25 a batch."""
-        keys: list[dict[str, Any]] = []
-        found = 0
-        for id_ in dict.fromkeys(ids):
+
+        def keys_of(id_: str) -> list[dict[str, Any]]:
             pages = self._pages(KeyConditionExpression="PK = :pk", ProjectionExpression="PK, SK",
                                 ExpressionAttributeValues={":pk": {"S": _pk(context_id, kind, id_)}})  # fmt: skip
-            mine = [{"PK": r["PK"], "SK": r["SK"]} for page in pages for r in page["Items"]]
-            keys += mine
-            found += bool(mine)
-        self._delete(keys)
-        return found
+            return [{"PK": r["PK"], "SK": r["SK"]} for page in pages for r in page["Items"]]
+
+        each = _each(keys_of, list(dict.fromkeys(ids)))
+        self._delete([k for keys in each for k in keys])
+        return sum(1 for keys in each if keys)
 
     def _delete(self, keys: list[dict[str, Any]]) -> None:
-        """Every key deleted, 25 a batch, what DynamoDB left unprocessed sent again (with backoff)."""
-        for start in range(0, len(keys), 25):
+        """Every key deleted, 25 a batch (several batches at once), what DynamoDB left unprocessed sent again (with
+        backoff)."""
+
+        def batch(start: int) -> None:
             pending: list[dict[str, Any]] = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
             for attempt in range(10):
                 left = self._db.batch_write_item(RequestItems={self._table: pending}).get("UnprocessedItems", {})
                 pending = left.get(self._table, [])
                 if not pending:
-                    break
+                    return
                 time.sleep(0.05 * 2**attempt)
-            if pending:
-                raise RuntimeError(f"DynamoDB left {len(pending)} deletes unprocessed after 10 tries")
+            raise RuntimeError(f"DynamoDB left {len(pending)} deletes unprocessed after 10 tries")
+
+        _each(batch, list(range(0, len(keys), 25)))
 
     def expunge(self) -> None:
         return None  # a DynamoDB delete is physical (point-in-time backups keep their window: see the README)
