@@ -16,6 +16,7 @@ from engram.errors import Forbidden, InvalidInput, NotFound
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
 from engram.identity import ANY, Caller
+from engram.ports import Write
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, two_agents
 from tests.contract.test_erasure import management
@@ -62,6 +63,8 @@ def test_an_export_is_what_an_erasure_would_take_and_nothing_else(both: Engram) 
     assert "alice-plan" in text and "tortoises" in text and "parrot" not in text and "wombat" not in text
     plan = next(o for o in got if o["kind"] == "ctxkey")
     assert plan["version"] == 2 and plan["data"]["value"]["step"] == 2 and plan["family"] == "context"
+    assert [(v["version"], v["data"]["value"]["step"]) for v in plan["earlier"]] == [(1, 1)]  # what it said before
+    assert plan["earlier"][0]["recorded_at"] and all("earlier" not in o for o in got if o["kind"] == "turn")
     [document] = [o for o in got if o["kind"] == "document"]
     assert document["id"] == doc and document["created_at"] and document["data"]["title"] == "manifest"
     if e.settings.backend == "aws":  # S3 gives a link to the file's bytes (the local folder gives none)
@@ -112,3 +115,20 @@ def test_a_principal_by_external_id_objects_by_id_and_the_grant(both: Engram) ->
     narrow = e.identity.enter(e.identity.create_key(["acme"], "management", [BOB])[1], "acme", ANY, "t")
     with pytest.raises(Forbidden):
         e.erasure.subject(narrow, ALICE, None)
+
+
+def test_an_object_that_changed_hands_keeps_its_earlier_owners_versions_out(both: Engram) -> None:
+    """Earlier versions come with an object only where they were the subject's too; by id, the object is asked for
+    whole (as an erasure by id takes every version)."""
+    e = both
+    fill(e)
+    admin = management(e)
+    first = Write("acme", "ctxkey", "handed", {"scopes": [BOB], "value": "bob-era"}, "t", 0)
+    e.records.transact([first], e.clock.now())
+    for n, scopes in enumerate(([ALICE], [ALICE, BOB])):
+        e.records.transact([Write("acme", "ctxkey", "handed", {"scopes": scopes, "value": f"alice-{n}"}, "t", n + 1)],
+                           e.clock.now())  # fmt: skip
+    [handed] = [o for o in everything(e, admin, 500, scope=ALICE, external_id=None) if o["id"] == "handed"]
+    assert handed["version"] == 3 and [v["data"]["value"] for v in handed["earlier"]] == ["alice-0"]
+    [whole] = everything(e, admin, 10, scope=None, external_id=None, ids=["handed"])
+    assert [v["data"]["value"] for v in whole["earlier"]] == ["bob-era", "alice-0"]

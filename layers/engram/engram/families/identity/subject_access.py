@@ -4,8 +4,9 @@
 The objects are those an erasure of the same subject takes: every family's scoped kinds, an object the subject's
 when one of its scope tags is the subject's path or below it (`engram.erasure.Subject.takes`), expired objects not
 yet swept included; and of those only what the caller sees (`can_see`, the one rule of visibility). Each comes with
-its stored data, and an object with a file (a document, a workspace file) with a link to its bytes where the blob
-store gives one (S3: presigned, for an hour). Parts (a document's chunks, a file's windows) are not repeated: they
+its stored data and its earlier versions still stored (`earlier`: those that were the subject's too), and an object
+with a file (a document, a workspace file) with a link to its bytes where the blob store gives one (S3: presigned,
+for an hour). Parts (a document's chunks, a file's windows) are not repeated: they
 are their object's text (`document_get` with `include_text`).
 
 The cursor is the kind and the last id given, so each page is one key range a kind. A page stops at `limit`
@@ -63,7 +64,7 @@ class SubjectAccess(BaseService):
                 read += 1
                 after = item.id
                 if subject.takes(item) and can_see(item.data.get("scopes"), grant):
-                    objects.append(self._object(kind, family, item))
+                    objects.append(self._object(caller.context_id, kind, family, item, subject, grant))
                     size += len(json.dumps(objects[-1], default=str))
                     if len(objects) == limit or size >= PAGE_BYTES:
                         break
@@ -74,7 +75,9 @@ class SubjectAccess(BaseService):
         cursor = _cursor(kinds[at][0], after) if at < len(kinds) else None
         return {"subject": subject.describe(), "objects": objects, "cursor": cursor}
 
-    def _object(self, kind: str, family: str, item: Item) -> dict[str, Any]:
+    def _object(
+        self, ctx: str, kind: str, family: str, item: Item, subject: Subject, grant: list[list[str]]
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {
             "kind": kind,
             "family": family,
@@ -88,7 +91,19 @@ class SubjectAccess(BaseService):
         blob = item.data.get("blob_key")
         if isinstance(blob, str) and (url := self.blobs.url(blob)) is not None:
             out["download_url"] = url
+        if item.version > 1:  # what it said before, as an erasure would take it too: the versions still stored
+            out["earlier"] = [
+                {"version": v.version, "recorded_at": iso(v.updated_at), "data": v.data}
+                for v in self.records.history(ctx, kind, item.id)
+                if v.version < item.version and _also(subject, v.data.get("scopes"), grant)
+            ]
         return out
+
+
+def _also(subject: Subject, scopes: Any, grant: list[list[str]]) -> bool:
+    """Whether an earlier version is the subject's too, and in the caller's view (an object that changed hands
+    keeps its earlier owner's versions out of this subject's export)."""
+    return can_see(scopes, grant) and (bool(subject.ids) or subject.owns(scopes))
 
 
 def _cursor(kind: str, after: str | None) -> str:
