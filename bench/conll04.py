@@ -30,6 +30,24 @@ def norm(text: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r" (?=[,.;:'])", "", text)).strip().lower().rstrip(".")
 
 
+def untitled(text: str) -> str:
+    """A normalised name without the titles that open it ("president kennedy" -> "kennedy"): the gold includes them
+    inconsistently ("President Kennedy" 43 times, "Sen. Dole" without), Engram never (a person is the name)."""
+    from engram.families.entities.graph_names import TITLES
+
+    words = text.split(" ")
+    while len(words) > 1 and words[0].rstrip(".") in TITLES:
+        words.pop(0)
+    return " ".join(words)
+
+
+def lenient(
+    found: tuple[set[tuple[str, str]], set[tuple[str, str, str]]],
+) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
+    entities, relations = found
+    return {(untitled(t), k) for t, k in entities}, {(untitled(h), r, untitled(t)) for h, r, t in relations}
+
+
 def gold(item: dict[str, Any]) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
     spans: list[tuple[int, int, str]] = []
     for i, tag in enumerate(item["tags"]):
@@ -62,12 +80,12 @@ def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
             "tp": tp, "fp": fp, "fn": fn}  # fmt: skip
 
 
-def score(split: str) -> dict[str, Any]:
+def score(split: str, titles_aside: bool = False) -> dict[str, Any]:
     items = json.loads((DATA / f"conll04_{split}.json").read_text())
     ent, rel = Counter(), Counter()  # (type, outcome)
     for item in items:
-        g_ent, g_rel = gold(item)
-        p_ent, p_rel = predicted(text_of(item["tokens"]))
+        truth_of, found = gold(item), predicted(text_of(item["tokens"]))
+        (g_ent, g_rel), (p_ent, p_rel) = (lenient(truth_of), lenient(found)) if titles_aside else (truth_of, found)
         for kind, pred, truth in (("entity", p_ent, g_ent), ("relation", p_rel, g_rel)):
             bucket = ent if kind == "entity" else rel
             for x in pred & truth:
@@ -90,7 +108,10 @@ def score(split: str) -> dict[str, Any]:
 
 
 def run() -> dict[str, Any]:
-    return {"train (rules chosen here)": score("train"), "dev": score("dev")}
+    """Scored as the data's README says (exact strings); then, reported beside it, with the titles that open a name
+    aside on both sides."""
+    return {"train (rules chosen here)": score("train"), "dev": score("dev"),
+            "dev, titles aside": score("dev", titles_aside=True)}  # fmt: skip
 
 
 if __name__ == "__main__":

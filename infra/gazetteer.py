@@ -13,6 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "layers/engram/engram/data/places.txt"
+REGIONS_OUT = OUT.with_name("regions.txt")
+# regions a newswire puts after a town ("Amherst, Mass."), beside countries and US states
+REGIONS = [
+    "Soviet Union", "U.S.S.R.", "USSR", "West Germany", "East Germany", "Yugoslavia", "Czechoslovakia", "Burma",
+    "United States", "U.S.", "USA", "U.S.A.", "Britain", "Great Britain", "England", "Scotland", "Wales",
+    "Northern Ireland", "U.K.", "Holland", "Russia", "Korea", "North Korea", "South Korea", "Taiwan", "Iran",
+    "Syria", "Vietnam", "Laos", "Ivory Coast", "Zaire", "Rhodesia", "Siberia", "Kashmir", "Tibet",
+    "Ontario", "Quebec", "British Columbia", "Alberta", "Manitoba", "Saskatchewan", "Nova Scotia", "New Brunswick",
+    "Newfoundland", "Ont.", "Que.", "B.C.", "Alta.", "Man.", "Sask.", "N.S.", "Bavaria", "Sicily", "Sardinia",
+    "Corsica", "Catalonia", "Andalusia", "Punjab", "Bengal", "Kerala", "Queensland", "New South Wales", "Victoria",
+    "Tasmania",
+]  # fmt: skip
 EXTRA = [
     # regions, seas, historic and short names a newswire uses
     "Africa", "Antarctica", "Asia", "Europe", "North America", "South America", "Latin America", "Central America",
@@ -59,6 +71,17 @@ def main() -> None:
     names = {n for n in names if n and n.isascii()}
     OUT.write_text(header + "\n".join(sorted(names)) + "\n")
     print(f"{len(names)} names -> {OUT}")
+    regions = set(REGIONS) | {n for n in EXTRA if n.endswith(".") and n != "D.C."}  # the states' short forms
+    regions |= {ascii_of(c["name"]) for c in gc.get_countries().values()}
+    regions |= {s["name"] for s in gc.get_us_states().values()}
+    regions = {
+        n
+        for n in regions
+        if n and n.isascii() and n.lower() in {m.lower() for m in names} | {r.lower() for r in REGIONS}
+    }
+    header = "# Countries, US states and regions (a subset of places.txt's names; infra/gazetteer.py). One a line.\n"
+    REGIONS_OUT.write_text(header + "\n".join(sorted(regions)) + "\n")
+    print(f"{len(regions)} regions -> {REGIONS_OUT}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,15 @@ CASES = [
     ("In 1752, flagmaker Betsy Ross was born in Philadelphia.", [("Betsy Ross", "born_in", "Philadelphia")]),
     ("Initech was founded by Peter Gibbons.", [("Peter Gibbons", "founded", "Initech")]),
     ("Ohio Gov. Richard Celeste said the budget was fair.", [("Richard Celeste", "lives_in", "Ohio")]),
+    # a town and its region before more of the sentence is not a list (twenty-third session: 24 missed on train)
+    ("The camera was invented in Riga, Latvia, in 1938.", [("Riga", "located_in", "Latvia")]),
+    ("He left Chattanooga, Tenn., 35 years ago.", [("Chattanooga", "located_in", "Tenn.")]),
+    ("Sales rose in Paris, London, and Rome.", []),
+    ("Storms hit Texas, Ohio, and Utah.", []),
+    # the second person's title is not what stands between them
+    ("Lee Harvey Oswald killed President Kennedy in Dallas.", [("Lee Harvey Oswald", "killed", "Kennedy")]),
+    ("Mark Chapman pleaded guilty to killing rock star John Lennon.", [("Mark Chapman", "killed", "John Lennon")]),
+    ("President Lincoln was fatally shot by John Wilkes Booth.", [("John Wilkes Booth", "killed", "Lincoln")]),
 ]  # fmt: skip
 
 
@@ -66,3 +75,13 @@ def test_datelines_counties_and_a_list_of_places() -> None:
         ("Ohio", "Location"), ("Texas", "Location"), ("Utah", "Location"),
     ]  # fmt: skip
     assert [(f.head.text, f.relation, f.tail.text) for f in facts] == [("Brussels", "located_in", "Belgium")]
+
+
+def test_a_name_that_opens_with_a_first_name_keeps_its_title_like_words() -> None:
+    """ "King" is a title before a name ("King Hussein"), not inside one: "Martin Luther King Jr." was split into
+    "Martin Luther" and a person named "Jr."."""
+    found, _ = g.relations("He honoured civil rights leader Martin Luther King Jr. in Memphis.")
+    assert [(n.text, n.type) for n in found] == [("Martin Luther King Jr.", "Person"), ("Memphis", "Location")]
+    found, _ = g.relations("Jordan's King Hussein met Prime Minister John Major.")
+    assert ("Hussein", "Person") in [(n.text, n.type) for n in found]
+    assert ("John Major", "Person") in [(n.text, n.type) for n in found]

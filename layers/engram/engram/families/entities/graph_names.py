@@ -97,6 +97,12 @@ def places() -> frozenset[str]:
 
 
 @cache
+def regions() -> frozenset[str]:
+    """Countries, US states (with their newswire short forms) and a few regions: what follows a town after a comma."""
+    return _listed("data/regions.txt")
+
+
+@cache
 def first_names() -> frozenset[str]:
     return _listed(FIRST_NAMES_FILE)
 
@@ -212,8 +218,11 @@ def _segment(toks: list[str], start: int, end: int) -> list[Name]:
         end -= 1
     if start >= end:
         return []
+    named_first = _word(toks[start]) in first_names()
     for k in range(start, end):  # a title inside: what follows it is a person
         titled = _word(toks[k]) in TITLES or (k > start and _word(toks[k]) in ROLE_WORDS)
+        if titled and k > start and named_first and not toks[k].endswith("."):
+            continue  # a name that opens with a first name holds its title-like words ("Martin Luther King Jr.")
         named = _word(toks[end - 1]) in PLACE_WORDS | ORG_WORDS  # "King County", "Prince Edward Island"
         if titled and not named and k + 1 < end and _cap(toks[k + 1]) and toks[k + 1].lower() not in CONNECT:
             rest = end

@@ -30,10 +30,12 @@ from engram.families.entities.graph_names import (
     PERSON,
     PLACE,
     ROLES,
+    TITLES,
     Fact,
     Name,
     join_words,
     names,
+    regions,
     sentences,
     tokens,
 )
@@ -47,12 +49,15 @@ _A = (
     r"(?:(?:the|a|an|its|their|his|her|former|then|acting|deputy|vice|senior|chief|assistant|executive|general|"
     r"regional|national|local|top|[a-z\-]+ly|[A-Za-z\-]+(?:ian|ese|ish|al|ic|ive|ary)) )*"
 )
+_TRADE = r"(?:[a-z\-]+ ){0,2}[a-z\-]+(?:ist|ian|er|or)"
 _WORK_MID = [  # person ... organisation
     re.compile(rf"^, {_A}{_R}(?: and {_A}{_R})?(?: [a-z\-]+){{0,3}} (?:of|at|for|with|in)(?: the)?$", re.I),
     re.compile(
         rf"^, (?:who|and) (?:is|was|has been|had been|became) {_A}{_R}(?: [a-z\-]+){{0,2}} (?:of|at|for|with)(?: the)?$"
     ),
-    re.compile(r"^(?:, \d+ , )?of(?: the)?$", re.I),  # "Jerry Chapman of the Bureau of Land Management"
+    # a trade named by its ending: "X, a plant physiologist with the Y", "X, an ecologist and entomologist at Y"
+    re.compile(rf"^, {_A}{_TRADE}(?: and {_A}{_TRADE})? (?:at|with|for)(?: the)?$"),
+    re.compile(r"^(?:, \d+ ?, )?of(?: the)?$", re.I),  # "Jerry Chapman of the Bureau of Land Management"
     re.compile(
         r"^(?:, (?:who|and) |)(?:works?|worked|working|is employed|was employed|is|was) (?:at|for|with)(?: the)?$"
     ),
@@ -67,20 +72,22 @@ _WORK_MID = [  # person ... organisation
 _ORG_ROLE_AFTER = re.compile(rf"^(?:'s )?{_A}{_R}", re.I)  # "..., Acme's chief executive" (the text after the org)
 _ORG_PERSON_MID = re.compile(rf"^(?:'s )?{_A}{_R}$", re.I)  # "Edison spokesman Kevin Kelly"
 _PERSON_PLACE_MID = [
-    re.compile(r"^(?:, \d+ , )?(?:of|from)$"),
+    re.compile(r"^(?:, \d+ ?, )?(?:of|from)$"),
     re.compile(
-        r"^(?:, )?(?:who |she |he |and )?(?:lives?|lived|living|resides?|resided|grew up|settled|is based|"
-        r"was based) in(?: the)?$"
+        r"^(?:, )?(?:who |she |he |and )?(?:now |still |currently |also )?(?:lives?|lived|living|resides?|resided|"
+        r"grew up|settled|is based|was based) in(?: the)?$"
     ),
+    re.compile(r"^, (?:a|an)(?: [a-z\-]+){1,3} from$"),  # "X, an electronics technician from North Wales"
     re.compile(r"^(?:, )?(?:who |she |he |and )?(?:has |have |had )?(?:just |recently )?(?:moved|relocated) to$"),
     re.compile(r"^, (?:a |an )?(?:[a-z\-]+ )?(?:native|resident|citizen) of$"),
 ]
 _BORN_MID = re.compile(r"^(?:, )?(?:who )?(?:was )?born (?:[a-z]+ )?(?:in|near|at)$")
 _PLACE_TITLE_PERSON = re.compile(
     r"^(?:'s )?(?:gov|governor|sen|senator|rep|representative|mayor|native|resident|citizen|congressman|"
-    r"congresswoman|diplomat|ambassador|lawmaker|legislator)\.?$",
+    r"congresswoman|diplomat|ambassador|lawmaker|legislator)\.?$|^'s$",  # "Ohio's Richard Celeste"
     re.I,
 )
+_NATIVE_AFTER = re.compile(r"^(?:native|resident)\b")  # "X, a Memphis native"
 _LOCATED_MID = re.compile(r"^(?:,|in(?: the)?|, in(?: the)?)$")
 _BASED_MID = re.compile(
     r"^(?:, )?(?:(?:which|that) )?(?:(?:is|was|are|were) )?(?:based|headquartered|located) in(?: the)?$"
@@ -104,9 +111,12 @@ _KILLED = re.compile(
     r"^(?:, )?(?:who )?(?:[a-z]+ ){0,3}(?:killed|assassinated|murdered|shot|stabbed|slew|strangled|"
     r"executed|killing|murdering|assassinating|shooting)(?: and (?:mortally |fatally )?(?:wounded|killed))?$"
     r"|^, (?:the )?(?:accused |convicted )?(?:assassin|killer|murderer) of$"
+    # "pleaded guilty to killing rock star X", "has admitted murdering son-in-law X"
+    r"|^(?:, )?(?:who )?(?:has |had )?(?:pleaded guilty to|admitted|admits|was convicted of|is accused of|"
+    r"was accused of|confessed to) (?:killing|murdering|assassinating)(?: [a-z\-]+){0,2}$"
 )
 _KILLED_BY = re.compile(
-    r"^(?:, )?(?:who )?(?:was |were )?(?:killed|assassinated|murdered|shot|slain|"
+    r"^(?:, )?(?:who )?(?:was |were )?(?:fatally |mortally )?(?:killed|assassinated|murdered|shot|slain|"
     r"stabbed)(?: [a-z]+){0,3} by(?: [a-z]+){0,2}$"
     r"|^(?:'s )?(?:assassin|killer|murderer),?$"
 )
@@ -151,21 +161,22 @@ def _between(a: Name, b: Name, mid: str, after: str, sentence: str) -> list[Fact
     elif kinds == (PERSON, PLACE):
         if _BORN_MID.match(mid):
             add(a, "born_in", b)
-        elif any(p.match(mid) for p in _PERSON_PLACE_MID):
+        elif any(p.match(mid) for p in _PERSON_PLACE_MID) or (mid in (", a", ", an") and _NATIVE_AFTER.match(after)):
             add(a, "lives_in", b)
     elif kinds == (PLACE, PERSON):
         if _PLACE_TITLE_PERSON.match(mid):
             add(b, "lives_in", a)
     elif kinds == (PLACE, PLACE):
-        if _LOCATED_MID.match(mid) and not (mid == "," and listed):
+        if _LOCATED_MID.match(mid) and not (mid == "," and listed and not _wider(a, b)):
             add(a, "located_in", b)
     elif kinds == (ORG, PLACE):
-        if _BASED_MID.match(mid) and not (mid == "," and listed):
+        if _BASED_MID.match(mid) and not (mid == "," and listed and not _wider(a, b)):
             add(a, "based_in", b)
     elif kinds == (PLACE, ORG):
         if _BASED_BEFORE.match(mid):
             add(b, "based_in", a)
     elif kinds == (PERSON, PERSON):
+        mid = _untitled(mid)  # "X killed President Y": the title is the second person's
         if _KILLED.match(mid):
             add(a, "killed", b)
         elif _KILLED_BY.match(mid):
@@ -177,6 +188,20 @@ def _between(a: Name, b: Name, mid: str, after: str, sentence: str) -> list[Fact
         elif fam := _FAMILY.match(mid):
             add(b, fam.group(1) or fam.group(2), a) if mid.startswith("'s") else add(a, fam.group(2), b)
     return out
+
+
+def _untitled(mid: str) -> str:
+    """What stands between two names without the titles that open the second ("Sen.", "President")."""
+    words = mid.split(" ") if mid else []
+    while words and words[-1].lower().rstrip(".") in TITLES:
+        words.pop()
+    return " ".join(words)
+
+
+def _wider(a: Name, b: Name) -> bool:
+    """ "Riga, Latvia, in ...": a region after a comma is where the name before it is, not the next of a list
+    ("Paris, London and Rome"; "Texas, Ohio and Utah" are regions both)."""
+    return b.text.lower() in regions() and a.text.lower() not in regions()
 
 
 def _unique(facts: list[Fact]) -> list[Fact]:
