@@ -82,6 +82,11 @@ PLACE_WORDS = {
     "coast", "strait", "gulf", "harbor", "harbour", "beach", "heights", "hills", "falls", "springs", "city",
 }  # fmt: skip
 ORG_ABBREVIATIONS = {"inc", "corp", "co", "ltd", "bros"}
+NOT_ORGS = {  # capitals that name no organisation: time zones, measures, things
+    "gmt", "utc", "est", "edt", "cst", "cdt", "mst", "mdt", "pst", "pdt", "bst", "cet", "cest", "am", "pm", "gdp",
+    "gnp", "cpi", "tv", "dvd", "cd", "pc", "aids", "hiv", "dna", "rna", "usd", "eur", "gbp", "jpy", "ok", "faq", "pdf",
+    "url", "api", "sql", "html", "json", "xml", "csv", "usb", "gps", "ufo", "ceo", "mph", "kph", "rpm", "ph", "iq",
+}  # fmt: skip
 _TOKEN = re.compile(r"(?:[A-Z]\.){2,}|[A-Za-z0-9](?:[\w&'\-]*\w)?\.?|'s|[^\w\s]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
@@ -287,8 +292,8 @@ def _whole(toks: list[str], start: int, end: int) -> Name | None:
                 return None  # split at the connector by the caller: the organisation, then the place
         return Name(start, end, text, ORG)
     acronym = len(words) == 1 and words[0].isupper() and 2 <= len(words[0]) <= 6
-    if acronym and words[0].replace("-", "").isalpha() and low[0] not in ROLE_WORDS:
-        return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP (not CEO, CTO: roles)
+    if acronym and words[0].replace("-", "").isalpha() and low[0] not in ROLE_WORDS | NOT_ORGS:
+        return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP (not CEO, CTO: roles; not GMT, GDP)
     if before in TITLES or (low[0] in first_names() and len(words) >= 2):
         return Name(start, end, text, PERSON)
     if (
