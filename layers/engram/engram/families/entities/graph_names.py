@@ -304,7 +304,23 @@ def _whole(toks: list[str], start: int, end: int) -> Name | None:
         return Name(start, end, text, ORG)
     if len(words) <= 3 and all(_namelike(w) for w in words) and _said_after(toks, end):
         return Name(start, end, text, PERSON)
+    if 2 <= len(words) <= 3 and all(_namelike(w) for w in words) and _occupation(before):
+        return Name(start, end, text, PERSON)  # "anarchist Leon Czolgosz", "poet Emily Dickinson"
     return None
+
+
+OCCUPATIONS = {
+    "poet", "actor", "singer", "composer", "leader", "owner", "writer", "author", "painter", "player", "driver",
+    "assassin", "killer", "suspect", "gunman", "farmer", "lawyer", "star", "legend", "pioneer", "automaker",
+    "dissident", "resident", "student", "teacher", "doctor", "nurse", "worker", "soldier", "pilot", "banker",
+    "coach", "dancer", "designer", "director", "producer", "photographer", "reporter", "sniper", "wife", "husband",
+    "son", "daughter", "brother", "sister", "mother", "father", "widow", "man", "woman", "boy", "girl",
+}  # fmt: skip
+
+
+def _occupation(word: str) -> bool:
+    """A lowercase word that names what a person is, right before a name."""
+    return word.isalpha() and word.islower() and (word in OCCUPATIONS or word.endswith(("ist", "ess", "ian")))
 
 
 _WHERE_ONE_WORKS = re.compile(
