@@ -245,15 +245,24 @@ class DynamoRecordStore:
 
     def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
         low, high = _version_sk(0), _version_sk(before - 1 if before is not None else 9_999_999_999)
-        page = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
-            ExpressionAttributeValues={":pk": {"S": _pk(context_id, kind, id)}, ":lo": {"S": low}, ":hi": {"S": high}},
-            ScanIndexForward=False,
-            Limit=limit,
-            ConsistentRead=True,
-        )
-        return [self._item(r) for r in page["Items"]]
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _pk(context_id, kind, id)},
+                ":lo": {"S": low},
+                ":hi": {"S": high},
+            },
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        out: list[Item] = []
+        while len(out) < limit:  # a query stops at a megabyte: large versions take several to make the page
+            page = self._db.query(TableName=self._table, Limit=limit - len(out), **kwargs)
+            out += [self._item(r) for r in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out
 
     def history(self, context_id: str, kind: str, id: str) -> list[Item]:
         return [self._item(r) for page in self._versions(_pk(context_id, kind, id)) for r in page["Items"]]
