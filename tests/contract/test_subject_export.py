@@ -131,4 +131,38 @@ def test_an_object_that_changed_hands_keeps_its_earlier_owners_versions_out(both
     [handed] = [o for o in everything(e, admin, 500, scope=ALICE, external_id=None) if o["id"] == "handed"]
     assert handed["version"] == 3 and [v["data"]["value"] for v in handed["earlier"]] == ["alice-0"]
     [whole] = everything(e, admin, 10, scope=None, external_id=None, ids=["handed"])
-    assert [v["data"]["value"] for v in whole["earlier"]] == ["bob-era", "alice-0"]
+    assert [v["data"]["value"] for v in whole["earlier"]] == ["alice-0", "bob-era"]  # newest first
+    bobs = base64.urlsafe_b64encode(json.dumps({"k": "ctxkey", "a": "bobs", "v": 2}).encode()).decode()
+    e.records.transact([Write("acme", "ctxkey", "bobs", {"scopes": [BOB], "value": "b"}, "t", 0)], e.clock.now())
+    for forged in (bobs, base64.urlsafe_b64encode(json.dumps({"k": "ctxkey", "a": "handed", "v": "2"}).encode())):
+        with pytest.raises(InvalidInput) as err:  # another's object, a version that is not a number
+            e.subject_access.export(admin, e.erasure.subject(admin, ALICE, None), _text(forged), 10)
+        assert err.value.code == "invalid_cursor"
+
+
+def _text(cursor: str | bytes) -> str:
+    return cursor.decode() if isinstance(cursor, bytes) else cursor
+
+
+def test_a_long_history_goes_on_over_pages_and_each_page_stays_within_its_bytes(both: Engram) -> None:
+    """An object with 3 MB of earlier versions: a page holds ~2 MB (a Lambda answer must hold it), the next opens
+    with the object again, `continued`, and every version comes once."""
+    e = both
+    admin = management(e)
+    two_agents(e)
+    big = "x" * 100_000
+    for n in range(31):
+        e.records.transact([Write("acme", "ctxkey", "long", {"scopes": [ALICE], "value": f"{n}{big}"}, "t", n)],
+                           e.clock.now())  # fmt: skip
+    subject, cursor, seen, pages = e.erasure.subject(admin, ALICE, None), None, [], 0
+    while True:
+        page = e.subject_access.export(admin, subject, cursor, 500)
+        assert len(json.dumps(page)) < 2_300_000
+        for o in page["objects"]:
+            if o["id"] == "long":
+                assert o.get("continued", False) == (pages > 0) and (o.get("version") == 31) == (pages == 0)
+                seen += [v["version"] for v in o["earlier"]]
+        cursor, pages = page["cursor"], pages + 1
+        if cursor is None:
+            break
+    assert pages >= 2 and seen == list(range(30, 0, -1)), (pages, seen)
