@@ -10,6 +10,7 @@ import httpx
 import pytest
 from botocore.config import Config
 
+from engram.adapters.aws import dynamodb_records
 from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
 from engram.adapters.aws.dynamodb_counters import DynamoCounters
 from engram.adapters.aws.dynamodb_records import IN_PROGRESS_TRIES, MAX_WRITES, DynamoRecordStore
@@ -104,6 +105,21 @@ class TestDynamoRecordStore(RecordStoreContract):
             asked = len(proxy.lost) - 3
             proxy.plan(".TransactWriteItems")
             assert store.get("c1", "rec", "r2") is None and asked % IN_PROGRESS_TRIES == 0  # each try, the SDK's asks
+
+    def test_a_batch_read_dynamodb_is_too_busy_for_is_asked_again_and_never_read_as_missing(
+        self, endpoint: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Throttled keys come back unread; after its tries `get_many` returned what it had, so an item read as
+        missing (a dedup or an ownership check passing wrongly): now a 503 that says so."""
+        monkeypatch.setattr(dynamodb_records.time, "sleep", lambda _s: None)  # the backoff, not the behaviour
+        with lossy_proxy(endpoint) as (url, proxy):
+            store = dynamo_store(url)
+            store.transact([Write("c1", "rec", f"r{i}", {"v": i}, "a") for i in range(3)], T0)
+            proxy.plan(".BatchGetItem", "unprocessed", "unprocessed")
+            assert sorted(store.get_many("c1", "rec", ["r0", "r1", "r2"])) == ["r0", "r1", "r2"]
+            proxy.plan(".BatchGetItem", *["unprocessed"] * 8)
+            with pytest.raises(Unavailable):
+                store.get_many("c1", "rec", ["r0", "r1"])
 
 
 class TestS3BlobStore(BlobStoreContract):

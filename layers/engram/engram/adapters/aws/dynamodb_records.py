@@ -241,6 +241,8 @@ class DynamoRecordStore:
                 if not request:
                     break
                 time.sleep(0.05 * 2**attempt)  # throttled: what was not read is asked again
+            if request:  # still not read: an item is not missing because DynamoDB was busy
+                raise Unavailable("DynamoDB is throttling reads: retry")
         return out
 
     def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
