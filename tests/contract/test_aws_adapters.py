@@ -151,6 +151,26 @@ class TestS3BlobStore(BlobStoreContract):
         blobs.erase("ctx/doc/1")
         assert versions("blobs/ctx/doc/1") == [] and blobs.get("ctx/doc/10") == b"keep"
 
+    def test_an_erasure_s3_refuses_in_part_says_so(self, endpoint: str) -> None:
+        """A version under legal hold: S3 answers the batch delete with 200 and lists it as refused. That 200 was
+        read as done, and the erasure signed a receipt for bytes still stored."""
+        s3 = client(endpoint, "s3")
+        bucket = f"engram-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+        blobs = S3BlobStore(s3, bucket, prefix="blobs/")
+        blobs.put("ctx/doc/1", b"held")
+        [held] = s3.list_object_versions(Bucket=bucket, Prefix="blobs/ctx/doc/1")["Versions"]
+        s3.put_object_legal_hold(Bucket=bucket, Key="blobs/ctx/doc/1", VersionId=held["VersionId"],
+                                 LegalHold={"Status": "ON"})  # fmt: skip
+        blobs.put("ctx/doc/1", b"later")
+        with pytest.raises(Unavailable) as err:
+            blobs.erase("ctx/doc/1")
+        assert "AccessDenied" in str(err.value) and "blobs/ctx/doc/1" in str(err.value)
+        s3.put_object_legal_hold(Bucket=bucket, Key="blobs/ctx/doc/1", VersionId=held["VersionId"],
+                                 LegalHold={"Status": "OFF"})  # fmt: skip
+        blobs.erase("ctx/doc/1")  # the job's next run finishes it
+        assert not s3.list_object_versions(Bucket=bucket, Prefix="blobs/ctx/doc/1").get("Versions")
+
     def test_presigned_url_downloads_the_bytes(self, blobs: S3BlobStore) -> None:
         blobs.put("ctx/doc/1", b"presigned")
         url = blobs.url("ctx/doc/1", expires_in=60)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from engram.errors import NotFound
+from engram.errors import NotFound, Unavailable
+
+TRIES = 4
+TRANSIENT = {"InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"}
 
 
 class S3BlobStore:
@@ -38,11 +42,26 @@ class S3BlobStore:
             found = [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
             doomed = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in found if v["Key"] == name]
             if doomed:
-                self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True})
+                self._delete_versions(doomed)
             if not page.get("IsTruncated"):
                 break
             kwargs.update(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
         self._s3.delete_object(Bucket=self._bucket, Key=name)  # an unversioned bucket lists no versions
+
+    def _delete_versions(self, doomed: list[dict[str, str]]) -> None:
+        """A batch of versions deleted, or an error that says which were kept: S3 answers a batch delete with 200
+        and lists what it refused (a version under object lock or legal hold, a busy partition), and an erasure
+        that read that 200 as done signed a receipt for bytes still stored."""
+        for attempt in range(TRIES):
+            answer = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": doomed, "Quiet": True})
+            refused = answer.get("Errors") or []
+            if not refused:
+                return
+            if any(e.get("Code") not in TRANSIENT for e in refused) or attempt == TRIES - 1:
+                first = refused[0]
+                raise Unavailable(f"S3 kept {len(refused)} version(s) of {first.get('Key')!r}: {first.get('Code')} "
+                                  f"({first.get('Message')})")  # fmt: skip
+            time.sleep(0.1 * 2**attempt)  # deleting what is gone already is a success: the batch is sent again
 
     def exists(self, key: str) -> bool:
         try:
