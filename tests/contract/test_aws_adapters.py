@@ -14,7 +14,7 @@ from engram.adapters.aws import dynamodb_records
 from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
 from engram.adapters.aws.dynamodb_counters import DynamoCounters
 from engram.adapters.aws.dynamodb_records import IN_PROGRESS_TRIES, MAX_WRITES, DynamoRecordStore
-from engram.adapters.aws.s3_blobs import S3BlobStore
+from engram.adapters.aws.s3_blobs import BlobsKept, S3BlobStore
 from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Write
 from engram.queue import Queue
@@ -163,7 +163,7 @@ class TestS3BlobStore(BlobStoreContract):
         s3.put_object_legal_hold(Bucket=bucket, Key="blobs/ctx/doc/1", VersionId=held["VersionId"],
                                  LegalHold={"Status": "ON"})  # fmt: skip
         blobs.put("ctx/doc/1", b"later")
-        with pytest.raises(Unavailable) as err:
+        with pytest.raises(BlobsKept) as err:
             blobs.erase("ctx/doc/1")
         assert "AccessDenied" in str(err.value) and "blobs/ctx/doc/1" in str(err.value)
         s3.put_object_legal_hold(Bucket=bucket, Key="blobs/ctx/doc/1", VersionId=held["VersionId"],

@@ -395,3 +395,28 @@ def test_a_subject_of_object_ids_takes_those_objects_and_what_they_fed_the_graph
         s.id != f"document:{doc}" for s in e.records.query("acme", "gsource").items
     )
     assert e.erasure.verify(admin, asked["request_id"])["clean"]
+
+
+def test_a_run_that_fails_says_why_and_the_next_run_finishes(both: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 keeps a version under legal hold (`BlobsKept`): the request said "running" and nothing more while its job
+    was tried again. Now its status carries the reason until a run finishes."""
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.documents.ingest(alice, NewDocument(b"The quokka manifest lists forty crates.", "m"))
+    e.queue.join()
+    erase_blob = e.blobs.erase
+
+    def held(key: str) -> None:
+        raise RuntimeError(f"S3 kept 1 version(s) of {key!r}: AccessDenied (object lock)")
+
+    monkeypatch.setattr(e.blobs, "erase", held)
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    with pytest.raises(RuntimeError):
+        e.erasure.run("acme", asked["request_id"])
+    state = e.erasure.status(admin, asked["request_id"])
+    assert state["status"] == "running" and "knowledge: S3 kept 1 version" in state["last_error"]
+    monkeypatch.setattr(e.blobs, "erase", erase_blob)
+    e.queue.join()
+    state = e.erasure.status(admin, asked["request_id"])
+    assert state["status"] == "done" and "last_error" not in state and state["erased"]["blobs"]["document"] == 1

@@ -5,10 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engram.errors import NotFound, Unavailable
+from engram.errors import NotFound
 
 TRIES = 4
 TRANSIENT = {"InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"}
+
+
+class BlobsKept(RuntimeError):
+    """S3 refused to delete versions: not a caller's error, so a job that meets it is tried again (a legal hold
+    lifted, a busy partition), and the erasure request says why it has not finished (`last_error`)."""
 
 
 class S3BlobStore:
@@ -59,8 +64,8 @@ class S3BlobStore:
                 return
             if any(e.get("Code") not in TRANSIENT for e in refused) or attempt == TRIES - 1:
                 first = refused[0]
-                raise Unavailable(f"S3 kept {len(refused)} version(s) of {first.get('Key')!r}: {first.get('Code')} "
-                                  f"({first.get('Message')})")  # fmt: skip
+                raise BlobsKept(f"S3 kept {len(refused)} version(s) of {first.get('Key')!r}: {first.get('Code')} "
+                                f"({first.get('Message')})")  # fmt: skip
             time.sleep(0.1 * 2**attempt)  # deleting what is gone already is a success: the batch is sent again
 
     def exists(self, key: str) -> bool:

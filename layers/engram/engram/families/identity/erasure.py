@@ -204,7 +204,13 @@ class ErasureService(BaseService):
         for name, eraser in erasers:
             if name in data["done"]:
                 continue
-            erased = eraser(ctx, subject, False)
+            try:
+                erased = eraser(ctx, subject, False)
+            except Exception as exc:  # the job is tried again; meanwhile the request says why it has not finished
+                data["last_error"] = f"{name}: {exc}"[:500]
+                with contextlib.suppress(Conflict):
+                    self._save(ctx, data, item.version)
+                raise
             data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, erased)
             data["done"] = [*data["done"], name]
             data["status"] = "running"
@@ -225,6 +231,7 @@ class ErasureService(BaseService):
             self.root.query_vectors.forget()
         data["finished_at"] = iso(self.clock.now())
         data["status"] = "done"
+        data.pop("last_error", None)
         data["receipt"] = self.signer().sign(receipt_body(data))
         self._save(ctx, data, item.version)
         return data
@@ -285,6 +292,8 @@ class ErasureService(BaseService):
             raise NotFound(f"no erasure request {request_id!r}", code="not_found")
         d = item.data
         out = {k: d.get(k) for k in ("request_id", "subject", "status", "requested_at", "erased")}
+        if d.get("last_error"):  # a run that failed: the job is tried again
+            out["last_error"] = d["last_error"]
         return dict(out, receipt=d.get("receipt"), verification=d.get("verification"))
 
     def verify(self, caller: Caller, request_id: str) -> dict[str, Any]:

@@ -280,6 +280,7 @@ class ErasureStatusOut(BaseModel):
     erased: dict[str, dict[str, int]]
     receipt: dict[str, Any] | None
     verification: dict[str, Any] | None = None  # the last erasure_verify of it
+    last_error: str | None = None  # why the last run did not finish (the job is tried again)
 
 
 def _erasure_status(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
