@@ -31,6 +31,9 @@ CASES = [
     ("Lee Harvey Oswald killed President Kennedy in Dallas.", [("Lee Harvey Oswald", "killed", "Kennedy")]),
     ("Mark Chapman pleaded guilty to killing rock star John Lennon.", [("Mark Chapman", "killed", "John Lennon")]),
     ("President Lincoln was fatally shot by John Wilkes Booth.", [("John Wilkes Booth", "killed", "Lincoln")]),
+    # ... but a family word is the relation ("sister", "father" are titles too: "Sister Mary")
+    ("Jane Smith's sister Mary Smith visited.", [("Mary Smith", "sister", "Jane Smith")]),
+    ("Tom Cole's father Bill Cole died.", [("Bill Cole", "father", "Tom Cole")]),
 ]  # fmt: skip
 
 
@@ -85,6 +88,8 @@ def test_a_name_that_opens_with_a_first_name_keeps_its_title_like_words() -> Non
     found, _ = g.relations("Jordan's King Hussein met Prime Minister John Major.")
     assert ("Hussein", "Person") in [(n.text, n.type) for n in found]
     assert ("John Major", "Person") in [(n.text, n.type) for n in found]
+    found, _ = g.relations("Virginia Governor Doug Wilder signed it.")  # a first name that is a place, an office
+    assert [(n.text, n.type) for n in found] == [("Virginia", "Location"), ("Doug Wilder", "Person")]
 
 
 def test_capitals_that_name_no_organisation_are_not_one() -> None:

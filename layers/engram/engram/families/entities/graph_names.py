@@ -21,6 +21,7 @@ TITLES = {
     "maj", "major", "officer", "detective", "ambassador", "chairman", "chief", "coach", "dame", "sheik",
     "ayatollah", "rabbi", "bishop", "cardinal", "archbishop", "emperor", "sultan", "colonel", "lieutenant",
 }  # fmt: skip
+SURNAME_TITLES = {"king", "major", "bishop", "cardinal", "pope", "prince", "lord", "judge", "chancellor"}
 ORG_WORDS = {
     "inc", "corp", "co", "company", "corporation", "ltd", "llc", "plc", "gmbh", "ag", "sa", "group", "bank",
     "university", "college", "institute", "academy", "association", "party", "agency", "department", "ministry",
@@ -226,8 +227,8 @@ def _segment(toks: list[str], start: int, end: int) -> list[Name]:
     named_first = _word(toks[start]) in first_names()
     for k in range(start, end):  # a title inside: what follows it is a person
         titled = _word(toks[k]) in TITLES or (k > start and _word(toks[k]) in ROLE_WORDS)
-        if titled and k > start and named_first and not toks[k].endswith("."):
-            continue  # a name that opens with a first name holds its title-like words ("Martin Luther King Jr.")
+        if titled and k > start and named_first and _word(toks[k]) in SURNAME_TITLES and not toks[k].endswith("."):
+            continue  # a name that opens with a first name holds a title that is a surname too ("Martin Luther King")
         named = _word(toks[end - 1]) in PLACE_WORDS | ORG_WORDS  # "King County", "Prince Edward Island"
         if titled and not named and k + 1 < end and _cap(toks[k + 1]) and toks[k + 1].lower() not in CONNECT:
             rest = end

@@ -193,7 +193,7 @@ def _between(a: Name, b: Name, mid: str, after: str, sentence: str) -> list[Fact
 def _untitled(mid: str) -> str:
     """What stands between two names without the titles that open the second ("Sen.", "President")."""
     words = mid.split(" ") if mid else []
-    while words and words[-1].lower().rstrip(".") in TITLES:
+    while words and words[-1].lower().rstrip(".") in TITLES - set(FAMILY):  # "'s sister": a relation, not a title
         words.pop()
     return " ".join(words)
 
