@@ -24,6 +24,8 @@ CASES = [
     ("Ohio Gov. Richard Celeste said the budget was fair.", [("Richard Celeste", "lives_in", "Ohio")]),
     # a town and its region before more of the sentence is not a list (twenty-third session: 24 missed on train)
     ("The camera was invented in Riga, Latvia, in 1938.", [("Riga", "located_in", "Latvia")]),
+    ("Ivan Petrov, a 72-year-old deputy from Sevastopol, spoke.", [("Ivan Petrov", "lives_in", "Sevastopol")]),
+    ("Ann Hill, 83, of Tempe pleaded guilty.", [("Ann Hill", "lives_in", "Tempe")]),
     ("He left Chattanooga, Tenn., 35 years ago.", [("Chattanooga", "located_in", "Tenn.")]),
     ("Sales rose in Paris, London, and Rome.", []),
     ("Storms hit Texas, Ohio, and Utah.", []),

@@ -77,7 +77,7 @@ _PERSON_PLACE_MID = [
         r"^(?:, )?(?:who |she |he |and )?(?:now |still |currently |also )?(?:lives?|lived|living|resides?|resided|"
         r"grew up|settled|is based|was based) in(?: the)?$"
     ),
-    re.compile(r"^, (?:a|an)(?: [a-z\-]+){1,3} from$"),  # "X, an electronics technician from North Wales"
+    re.compile(r"^, (?:a|an)(?: [a-z0-9\-]+){1,3} from$"),  # "X, an electronics technician from North Wales"
     re.compile(r"^(?:, )?(?:who |she |he |and )?(?:has |have |had )?(?:just |recently )?(?:moved|relocated) to$"),
     re.compile(r"^, (?:a |an )?(?:[a-z\-]+ )?(?:native|resident|citizen) of$"),
 ]
