@@ -97,10 +97,10 @@ class EntityErasing(BaseService):
             _, left, touched = _without(subject, item.data)
             if not touched:
                 continue
-            versions = len(self.records.history(ctx, kind, item.id))
             if not left:  # nobody else speaks of it: it goes whole
                 self._whole(ctx, kind, item.id, dry_run, counts)
                 continue
+            versions = self.records.version_counts(ctx, kind, [item.id]).get(item.id, 0)
             add(counts, {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}})
             if dry_run:
                 continue
@@ -108,7 +108,8 @@ class EntityErasing(BaseService):
 
     def _whole(self, ctx: str, kind: str, id_: str, dry_run: bool, counts: Counts) -> None:
         """An entity or an edge, every version; an entity's index document and spellings too."""
-        add(counts, {"records": {kind: 1}, "versions": {kind: len(self.records.history(ctx, kind, id_))}})
+        versions = self.records.version_counts(ctx, kind, [id_]).get(id_, 0)
+        add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
         aliases: list[str] = []
         if kind == "entity":
             aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == id_]
@@ -117,8 +118,7 @@ class EntityErasing(BaseService):
             return
         if kind == "entity":
             self.index.delete(ctx, [id_])
-            for alias in aliases:
-                self.records.purge(ctx, "ealias", alias)
+            self.records.purge_many(ctx, "ealias", aliases)
         self.records.purge(ctx, kind, id_)
 
     def _keep_theirs(self, ctx: str, kind: str, id_: str, subject: Subject) -> None:

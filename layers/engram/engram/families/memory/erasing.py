@@ -18,23 +18,19 @@ INDEXED = ("turn", "attribute")
 class Erasing(MemoryBase):
     def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
         counts: Counts = {}
-        found: list[tuple[str, str]] = []
-        for kind in OWNED:
-            ids = taken(self.records, ctx, kind, subject, counts)
-            found += [(kind, id_) for id_ in ids]
-            if kind in INDEXED:
-                add(counts, {"index": {kind: len(ids)}})
-        attributes = {i for k, i in found if k == "attribute"}
+        found = {kind: taken(self.records, ctx, kind, subject, counts) for kind in OWNED}
+        add(counts, {"index": {kind: len(found[kind]) for kind in INDEXED}})
+        attributes = set(found["attribute"])
         slots = [s.id for s in every(self.records, ctx, "slot") if s.data.get("attribute_id") in attributes]
         add(counts, {"records": {"slot": len(slots)}})
-        if dry_run or not found:
+        if dry_run or not any(found.values()):
             return counts
-        indexed = [i for k, i in found if k in INDEXED]
+        indexed = [i for kind in INDEXED for i in found[kind]]
         for start in range(0, len(indexed), 500):
             self.index.delete(ctx, indexed[start : start + 500])
         self.records.purge_many(ctx, "slot", slots)
         for kind in OWNED:
-            self.records.purge_many(ctx, kind, [i for k, i in found if k == kind])
+            self.records.purge_many(ctx, kind, found[kind])
         with self._lock:  # recall's answers of this context may quote what went
             for key in [k for k in self._cache if k[0] == ctx]:
                 del self._cache[key]
