@@ -5,6 +5,9 @@ CLI (`engram erase`, `engram erasure verify RECEIPT` offline), the published key
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -83,6 +86,31 @@ def test_the_cli_erases_and_verifies_a_receipt_offline(tmp_path: Path) -> None:
     saved.write_text(json.dumps(forged))
     with pytest.raises(RuntimeError):
         cli("erasure", "verify", str(saved), data_dir=data)
+
+
+def test_the_cli_export_gives_an_object_once_with_its_whole_history_across_pages(tmp_path: Path) -> None:
+    """`engram export` joins a history that spans `subject_export`'s pages: one line for the object, every earlier
+    version once, newest first, and the summary counts it once."""
+    data = tmp_path / "data"
+    engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())
+    engram.identity.register_scopes("acme", ["org/acme/user/alice"])
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme/user/alice"])
+    alice = engram.identity.enter(principal, "acme", ANY, "t")
+    big = "x" * 100_000
+    for n in range(31):  # 3 MB of versions: more than a page holds
+        engram.workctx.set(alice, "long", {"n": n, "pad": big}, None, None)
+    engram.workctx.set(alice, "short", {"n": 0}, None, None)
+    out = tmp_path / "export.jsonl"
+    said = subprocess.run([sys.executable, "-m", "engram.cli", "export", "--context", "acme", "--scope",
+                           "org/acme/user/alice", f"--out={out}"], env=dict(os.environ, ENGRAM_DATA_DIR=str(data)),
+                          capture_output=True, text=True, check=True).stderr  # fmt: skip
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(o["id"].rsplit("|", 1)[1] for o in lines) == ["long", "short"]  # ids: the principal's, the key
+    assert not any(o.get("continued") for o in lines)
+    long = next(o for o in lines if o["id"].endswith("|long"))
+    assert long["version"] == 31 and [v["version"] for v in long["earlier"]] == list(range(30, 0, -1))
+    assert [v["data"]["value"]["n"] for v in long["earlier"]][:2] == [29, 28]
+    assert "2 object(s)" in said
 
 
 async def written_everywhere(live: Live, name: str, word: str) -> tuple[str, str, str]:

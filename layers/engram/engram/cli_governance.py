@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engram.cli import _settings
 
@@ -105,25 +105,39 @@ def _operator(args: argparse.Namespace) -> tuple[Engram, Caller, str]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """`export`: everything a subject owns, as JSON Lines (one object a line), to --out or standard output."""
+    """`export`: everything a subject owns, as JSON Lines (one object a line, its earlier versions whole even when
+    they spanned pages), to --out or standard output."""
     engram, caller, scope = _operator(args)
     subject = engram.erasure.subject(caller, scope, None)
     out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
     n, cursor = 0, None
+    held: dict[str, Any] | None = None  # the last object given: its history may go on in the next page
     try:
         while True:
             page = engram.subject_access.export(caller, subject, cursor, 500)
             for object_ in page["objects"]:
-                out.write(json.dumps(object_, ensure_ascii=False) + "\n")
-            n += len(page["objects"])
+                if object_.get("continued") and held is not None and _same(held, object_):
+                    held["earlier"] += object_["earlier"]  # one line an object, its history whole
+                    continue
+                if held is not None:
+                    out.write(json.dumps(held, ensure_ascii=False) + "\n")
+                    n += 1
+                held = object_
             cursor = page["cursor"]
             if cursor is None:
                 break
+        if held is not None:
+            out.write(json.dumps(held, ensure_ascii=False) + "\n")
+            n += 1
     finally:
         if out is not sys.stdout:
             out.close()
     print(f"{n} object(s) of {scope} in {args.context}", file=sys.stderr)
     return 0
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(a["kind"] == b["kind"] and a["id"] == b["id"])
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
