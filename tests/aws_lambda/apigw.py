@@ -86,13 +86,14 @@ class LambdaContext:
     memory_limit_in_mb: int = 1769
     aws_request_id: str = ""
     invoked_function_arn: str = ""
+    remaining_ms: int = 29_000  # the time left of the function's limit when it is invoked
 
     def __post_init__(self) -> None:
         self.aws_request_id = self.aws_request_id or str(uuid.uuid4())
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 29_000
+        return self.remaining_ms
 
 
 @dataclass
@@ -133,7 +134,7 @@ def event_for(method: str, path: str, body: bytes | None, headers: dict[str, str
 LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024  # what a synchronous invocation may return
 
 
-def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
+def invoke(handler: Handler, function: str, event: dict[str, Any], remaining_ms: int = 29_000) -> Any:
     """One invocation, as the Lambda runtime makes it: the event crosses as JSON, and the handler runs on
     a thread of its own with its own event loop (the function is another process on AWS; here the
     gateway invokes a family function from inside its own request)."""
@@ -144,7 +145,7 @@ def invoke(handler: Handler, function: str, event: dict[str, Any]) -> Any:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            result["answer"] = handler(sent, LambdaContext(function))
+            result["answer"] = handler(sent, LambdaContext(function, remaining_ms=remaining_ms))
         except BaseException as exc:  # re-raised in the caller's thread
             result["error"] = exc
         finally:

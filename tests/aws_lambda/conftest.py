@@ -55,8 +55,9 @@ class Stack:
     names: dict[str, str]
     queue_url: str
 
-    def drain(self) -> list[dict[str, Any]]:
-        """Deliver what waits in the jobs queue to the worker, as the SQS event source would."""
+    def drain(self, remaining_ms: int = 90_000) -> list[dict[str, Any]]:
+        """Deliver what waits in the jobs queue to the worker, as the SQS event source would (each invocation
+        with `remaining_ms` of its time limit left: the worker's is 90 s)."""
         sqs = boto3.client("sqs", region_name="us-east-1")
         answers = []
         while True:
@@ -64,7 +65,7 @@ class Stack:
             if not got:
                 return answers
             records = [{"messageId": m["MessageId"], "body": m["Body"], "eventSource": "aws:sqs"} for m in got]
-            answer = invoke(self.handlers["WorkerFunction"], "worker", {"Records": records})
+            answer = invoke(self.handlers["WorkerFunction"], "worker", {"Records": records}, remaining_ms)
             answers.append(answer)
             failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
             for m in got:

@@ -497,6 +497,37 @@ def test_an_erasure_through_the_functions_and_the_worker(stack: Stack) -> None:
     assert checked["structuredContent"]["clean"] and checked["structuredContent"]["receipt_valid"]
 
 
+def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every_run(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker function stops at its time limit (90 s): an erasure too big for one invocation used to be cut off
+    mid-family (its counts lost) and retried only when SQS showed the message again. Now a run that is short of
+    time stops after the unit it finished, saves, and queues its own continuation; the receipt counts what every
+    run erased, as the preview found it."""
+    import engram.erasure
+
+    who = "org/acme/user/lambda-long"
+    stack.engram.identity.register_scopes("acme", [who])
+    turns = [{"content": f"Note {n}: the okapi ate {n} leaves.", "session_id": "s1"} for n in range(7)]
+    assert not call(stack, "memory_store_batch", {"turns": turns, "scopes": [[who]]}, stack.keys.agent).get("isError")
+    stack.drain()
+    monkeypatch.setattr(engram.erasure, "BATCH", 2)  # units of two turns
+    preview = call(stack, "erasure_request", {"scope": who, "preview": True}, stack.keys.management)
+    found = preview["structuredContent"]["found"]
+    assert found["memory"]["records"]["turn"] == 7
+    asked = call(stack, "erasure_request", {"scope": who}, stack.keys.management)
+    request_id = asked["structuredContent"]["request_id"]
+    runs = stack.drain(remaining_ms=30_000)  # no time to spare: each run hands over after one unit
+    state = call(stack, "erasure_status", {"request_id": request_id}, stack.keys.management)["structuredContent"]
+    assert state["status"] == "done", state
+    assert len(runs) >= 4 and all(r == {"batchItemFailures": []} for r in runs)  # one unit a run, none failed
+    planned: dict[str, dict[str, int]] = {}
+    for counts in found.values():
+        engram.erasure.add(planned, counts)
+    assert state["erased"] == planned
+    assert [t for t in stack.engram.records.query("acme", "turn").items if who in t.data["scopes"]] == []
+
+
 def test_oauth_tokens_pass_the_authorizer_and_a_401_points_to_the_metadata(stack: Stack) -> None:
     """Issue #28 on the Lambda path: the authorizer validates a JWT against the issuer's JWKS (fetched over
     HTTP from an authorization server the test starts), the functions run the call as the token's principal,

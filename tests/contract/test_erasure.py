@@ -6,13 +6,14 @@ holds the subject's objects has no eraser yet."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from engram.erasure import EPOCH, digest
-from engram.errors import Forbidden, InvalidInput, NotFound
+from engram.erasure import EPOCH, Unit, add, apply, digest
+from engram.errors import Forbidden, InvalidInput, NotFound, Unavailable
 from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
@@ -123,14 +124,14 @@ def test_memorys_eraser_takes_turns_attributes_sessions_slots_index_and_cached_r
     e.memory.store(bob, Turn("My favorite color is teal.", session_id="s-bob"), [[BOB]])
     assert "teal" in str(e.memory.recall(alice, "favorite color", everything_when_small=False))  # now cached
     subject = e.erasure.subject(management(e), ALICE, None)
-    preview = e.memory.erase("acme", subject, True)
+    preview = apply(e.memory.erase("acme", subject), True)
     assert preview["records"]["turn"] == 3 and preview["records"]["attribute"] >= 2
     assert preview["records"]["session"] == 1 and preview["records"]["slot"] >= 1
     assert preview["index"]["turn"] == 3
 
-    erased = e.memory.erase("acme", subject, False)
+    erased = apply(e.memory.erase("acme", subject), False)
     assert erased == preview
-    assert e.memory.erase("acme", subject, True) == {}  # nothing left to find
+    assert apply(e.memory.erase("acme", subject), True) == {}  # nothing left to find
     for kind in ("turn", "attribute", "session"):
         left = [i for i in e.records.query("acme", kind).items if ALICE in i.data.get("scopes", [])]
         assert left == [], kind
@@ -153,13 +154,13 @@ def test_the_entities_eraser_takes_the_subjects_part_of_the_graph_and_keeps_ever
     assert len(e.records.history("acme", "entity", jane)) >= 2
     erasing = e.family_services("entities").erasing  # type: ignore[attr-defined]
     subject = e.erasure.subject(management(e), ALICE, None)
-    preview = erasing.erase("acme", subject, True)
+    preview = apply(erasing.erase("acme", subject), True)
     assert preview["records"]["entity"] == 2  # Alice herself, Acme (only her document names it)
     assert preview["changed"] == {"entity": 1}  # Jane: Bob speaks of her too
     assert preview["records"]["gsource"] == 1 and preview["records"]["gmention"] == 2
 
-    assert erasing.erase("acme", subject, False) == preview
-    assert erasing.erase("acme", subject, True) == {}  # nothing of hers left to find
+    assert apply(erasing.erase("acme", subject), False) == preview
+    assert apply(erasing.erase("acme", subject), True) == {}  # nothing of hers left to find
     names = {i.id for i in e.records.query("acme", "entity").items}
     assert names == {jane, "Person:bob"}
     kept = e.records.get("acme", "entity", jane)
@@ -219,14 +220,14 @@ def test_conversation_and_records_erasers_take_threads_messages_records_lookups_
     subject = e.erasure.subject(management(e), ALICE, None)
     conversation = e.family_services("conversation").erasing  # type: ignore[attr-defined]
     records = e.family_services("records").erasing  # type: ignore[attr-defined]
-    assert conversation.erase("acme", subject, True)["records"] == {"message": 2, "thread": 1}
-    planned = records.erase("acme", subject, True)
+    assert apply(conversation.erase("acme", subject), True)["records"] == {"message": 2, "thread": 1}
+    planned = apply(records.erase("acme", subject), True)
     assert planned["records"]["record"] == 1 and planned["versions"]["record"] == 2
     assert planned["records"]["rlookup"] >= 2 and planned["records"]["rextid"] == 1
 
-    conversation.erase("acme", subject, False)
-    records.erase("acme", subject, False)
-    assert conversation.erase("acme", subject, True) == {} and records.erase("acme", subject, True) == {}
+    apply(conversation.erase("acme", subject), False)
+    apply(records.erase("acme", subject), False)
+    assert apply(conversation.erase("acme", subject), True) == {} and apply(records.erase("acme", subject), True) == {}
     left = [m.data["content"] for m in e.records.query("acme", "message").items]
     assert left == ["Bob's own thread."]
     assert e.conversation.search(alice, "parcel order", None, None, 10)["results"] == []
@@ -252,12 +253,12 @@ def test_the_knowledge_eraser_takes_documents_every_version_chunks_blobs_pointer
     assert len(versions) >= 2 and len(blobs) == 2 and e.blobs.exists(versions[-1].data["blob_key"])
     subject = e.erasure.subject(management(e), ALICE, None)
     knowledge = e.family_services("knowledge").erasing  # type: ignore[attr-defined]
-    planned = knowledge.erase("acme", subject, True)
+    planned = apply(knowledge.erase("acme", subject), True)
     assert planned["records"]["document"] == 1 and planned["records"]["folder"] == 1
     assert planned["blobs"] == {"document": 2} and planned["records"]["extid"] == 1
 
-    knowledge.erase("acme", subject, False)
-    assert knowledge.erase("acme", subject, True) == {}
+    apply(knowledge.erase("acme", subject), False)
+    assert apply(knowledge.erase("acme", subject), True) == {}
     assert not any(e.blobs.exists(b) for b in blobs)
     assert [d.id for d in e.records.query("acme", "document").items] == [theirs["id"]]
     assert e.records.history("acme", "document", doc["id"]) == []
@@ -298,12 +299,12 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     bobs_blob = e.workspace.file(bob, "shared.py").data["blob_key"]
     subject = e.erasure.subject(management(e), ALICE, None)
     workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
-    planned = workspace.erase("acme", subject, True)
+    planned = apply(workspace.erase("acme", subject), True)
     assert planned["records"]["wfile"] == 4 and planned["records"]["wsession"] == 1
     assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
 
-    workspace.erase("acme", subject, False)
-    assert workspace.erase("acme", subject, True) == {}
+    apply(workspace.erase("acme", subject), False)
+    assert apply(workspace.erase("acme", subject), True) == {}
     assert [f.data["path"] for f in e.records.query("acme", "wfile").items] == ["shared.py"]  # Bob's
     assert e.blobs.get(bobs_blob) == b"X = 1\n"  # shared bytes stay while Bob's file refers to them
     for kind in ("wdep", "wop", "wclock", "wsnap", "wsession", "decision"):
@@ -328,11 +329,14 @@ def test_a_write_that_races_the_erasure_is_erased_too(both: Engram, monkeypatch:
         out = every_eraser()
         name, last = out[-1]
 
-        def erase_and_race(ctx: str, subject: Any, dry_run: bool) -> Any:
-            if not dry_run and not raced:
+        def race() -> None:  # a step, so only an erasure runs it (a preview only counts)
+            if not raced:
                 raced.append(True)
                 e.memory.store(alice, Turn("I also keep wasps."), [[ALICE]])  # lands mid-erasure
-            return last(ctx, subject, dry_run)
+
+        def erase_and_race(ctx: str, subject: Any) -> Iterator[Unit]:
+            yield Unit({}, race)
+            yield from last(ctx, subject)
 
         return [*out[:-1], (name, erase_and_race)]
 
@@ -420,3 +424,51 @@ def test_a_run_that_fails_says_why_and_the_next_run_finishes(both: Engram, monke
     e.queue.join()
     state = e.erasure.status(admin, asked["request_id"])
     assert state["status"] == "done" and "last_error" not in state and state["erased"]["blobs"]["document"] == 1
+
+
+def test_a_run_that_fails_half_way_through_a_family_keeps_what_it_erased_in_the_receipt(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A family erases in units (here: batches of 2 turns): a run that fails after some of them keeps their counts,
+    the next run erases what is left, and the receipt says exactly what the preview found (before, the failed run's
+    units were lost from it: the next run counted only what was left)."""
+    import engram.erasure
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    for n in range(7):
+        e.memory.store(alice, Turn(f"Note {n}: the okapi ate {n} leaves."), [[ALICE]])
+    e.memory.store(alice, Turn("Note 2: the okapi ate 20 leaves."), [[ALICE]])
+    e.queue.join()
+    monkeypatch.setattr(engram.erasure, "BATCH", 2)
+    subject = e.erasure.subject(admin, ALICE, None)
+    preview = e.erasure.request(admin, subject, preview=True)["found"]
+    assert preview["memory"]["records"]["turn"] == 8
+    purge_many, calls = e.records.purge_many, []
+
+    def failing(ctx: str, kind: str, ids: list[str]) -> int:
+        if kind == "turn":
+            calls.append(len(ids))
+            if len(calls) == 3:
+                raise Unavailable("the store is busy")
+        return purge_many(ctx, kind, ids)
+
+    monkeypatch.setattr(e.records, "purge_many", failing)
+    asked = e.erasure.request(admin, subject, preview=False)
+    with pytest.raises(Unavailable):
+        e.erasure.run("acme", asked["request_id"])
+    state = e.erasure.status(admin, asked["request_id"])
+    assert state["status"] == "running" and state["erased"]["records"]["turn"] == 4  # two units of two
+    assert "memory: the store is busy" in state["last_error"]
+    assert len([t for t in e.records.query("acme", "turn").items if ALICE in t.data["scopes"]]) == 4
+    e.erasure.run("acme", asked["request_id"])
+    done = e.erasure.status(admin, asked["request_id"])
+    assert done["status"] == "done"
+    planned: dict[str, dict[str, int]] = {}
+    for counts in preview.values():
+        add(planned, counts)
+    assert done["erased"] == planned  # every family's, the failed one's whole
+    assert done["erased"]["records"]["turn"] == 8 and done["erased"]["versions"]["turn"] == 8
+    assert done["erased"]["index"]["turn"] == 8
+    assert done["receipt"]["erased"] == done["erased"]

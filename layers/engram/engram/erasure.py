@@ -6,10 +6,14 @@ path or lies below it (a memory tagged alice AND project apollo is alice's too).
 `externalId` is its ownership path (`lookup_principal`).
 
 Each family that holds scoped objects declares an eraser (`Family.eraser`): a service method
-`(context_id, subject, dry_run) -> Counts` that finds the subject's objects and, unless `dry_run`, erases them
-everywhere the family keeps them (every version, lookup entries, index documents, blobs, what its objects fed to
-other families) — idempotent, so that a job that died half way finishes when it runs again. `found` counts, for
-a family without an eraser yet, what it holds of the subject: an erasure that would leave it is refused.
+`(context_id, subject) -> Iterable[Unit]` that finds the subject's objects and plans their erasure everywhere the
+family keeps them (every version, lookup entries, index documents, blobs, what its objects fed to other families)
+as units: what a unit erases (`Counts`) and the step that erases it. A preview adds the units' counts up; an
+erasure runs each unit, then counts it (`apply`), so what a receipt says was erased is what the steps that
+finished erased — a run that fails half way through a family keeps the counts of the units it finished, and the
+next run plans from what is left. A step is idempotent and erases its unit's parts before the object that leads
+to them (a record still there leads back to everything of it). `found` counts, for a family without an eraser
+yet, what it holds of the subject: an erasure that would leave it is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +32,34 @@ from engram.terms import STOP_WORDS, WORD, stem
 
 Counts = dict[str, dict[str, int]]
 """store ("records", "versions", "index", "blobs", "jobs") -> kind -> how many."""
-Eraser = Callable[[str, "Subject", bool], Counts]
+BATCH = 500  # objects a unit of a bulk kind erases
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A part of an erasure: what it erases, and the step that erases it (idempotent)."""
+
+    counts: Mapping[str, Mapping[str, int]]
+    step: Callable[[], object]
+
+
+Eraser = Callable[[str, "Subject"], Iterable[Unit]]
+
+
+def nothing() -> None:
+    """The step of a unit that erases nothing more (its counts were erased by the steps before)."""
+
+
+def apply(units: Iterable[Unit], dry_run: bool, done: Callable[[Unit], None] | None = None) -> Counts:
+    """What the units erase, added up; unless `dry_run`, each unit's step run first, then `done` told of it."""
+    counts: Counts = {}
+    for unit in units:
+        if not dry_run:
+            unit.step()
+            if done is not None:
+                done(unit)
+        add(counts, unit.counts)
+    return counts
 
 
 @dataclass(frozen=True)
@@ -85,14 +116,38 @@ def every(records: RecordStore, context_id: str, kind: str) -> Iterator[Item]:
         cursor = page.cursor
 
 
-def taken(records: RecordStore, context_id: str, kind: str, subject: Subject, counts: Counts) -> list[str]:
-    """The ids of the subject's items of a kind (expired ones too), counted in `counts` with their versions
-    (counted, not read)."""
-    ids = [item.id for item in every(records, context_id, kind) if subject.takes(item)]
-    if ids:
-        versions = sum(records.version_counts(context_id, kind, ids).values())
-        add(counts, {"records": {kind: len(ids)}, "versions": {kind: versions}})
-    return ids
+def mine(records: RecordStore, context_id: str, kind: str, subject: Subject) -> list[str]:
+    """The ids of the subject's items of a kind (expired ones too)."""
+    return [item.id for item in every(records, context_id, kind) if subject.takes(item)]
+
+
+def batched(
+    records: RecordStore,
+    context_id: str,
+    kind: str,
+    ids: list[str],
+    index: Callable[[str, list[str]], None] | None = None,
+    parts: Callable[[list[str]], tuple[Counts, Callable[[], object]]] | None = None,
+) -> Iterator[Unit]:
+    """Units of up to `BATCH` of a kind's objects, each with its versions (counted, not read); each step erases
+    the objects' index documents (`index`: the index's delete), then their `parts` (counts and a step, for the
+    objects of the batch), then the objects."""
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start : start + BATCH]
+        counts: Counts = {"records": {kind: len(batch)}, "versions": {kind: sum(records.version_counts(
+            context_id, kind, batch).values())}}  # fmt: skip
+        if index is not None:
+            add(counts, {"index": {kind: len(batch)}})
+        part_counts, part_step = parts(batch) if parts is not None else ({}, nothing)
+        add(counts, part_counts)
+
+        def step(batch: list[str] = batch, part_step: Callable[[], object] = part_step) -> None:
+            if index is not None:
+                index(context_id, batch)
+            part_step()
+            records.purge_many(context_id, kind, batch)
+
+        yield Unit(counts, step)
 
 
 def found(records: RecordStore, context_id: str, subject: Subject, family: str) -> Counts:

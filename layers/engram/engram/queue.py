@@ -20,8 +20,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -40,6 +42,15 @@ LEASE = timedelta(seconds=60)  # a claimed job is another worker's again after t
 RENEW_EVERY = 15.0  # seconds: a running batch renews its leases this often
 POLL = 1.0  # seconds: how often an idle worker looks for jobs other processes queued
 MAX_ATTEMPTS = 5
+HAND_OVER: ContextVar[float | None] = ContextVar("engram_hand_over", default=None)
+"""The monotonic time after which a long job hands the rest of its work over to a job of its own (it saves what
+it did, queues its continuation and returns): set by a runner with a time limit (the Lambda worker, whose
+function is stopped at its timeout); none on a local queue, whose leases are renewed while a job runs."""
+
+
+def past_hand_over() -> bool:
+    at = HAND_OVER.get()
+    return at is not None and time.monotonic() >= at
 
 
 class Queue(Protocol):

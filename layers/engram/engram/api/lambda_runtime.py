@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from engram.api import snapstart
 from engram.api.auth import authorizer_context, bearer
 from engram.errors import EngramError
 from engram.identity import IdentityService
+from engram.queue import HAND_OVER
 from engram.settings import Settings
 from engram.wiring import Engram, Lazy, aws_client, build, build_identity
 
@@ -180,6 +182,7 @@ def authorizer_handler(identity: IdentityService | None = None) -> Handler:
 
 
 RECOVER_AFTER = timedelta(minutes=5)  # older job records are sent again (a duplicate run is harmless)
+FINISH_MARGIN = 30.0  # seconds of the worker's time limit (90) a long job keeps for saving and handing over
 
 
 def worker_handler(engram: Engram | None = None) -> Handler:
@@ -195,7 +198,13 @@ def worker_handler(engram: Engram | None = None) -> Handler:
     def work(event: Event, context: Any) -> Event:
         if event.get("engram") == "recover":  # the schedule: jobs committed whose message never went
             return {"recovered": queue.recover(RECOVER_AFTER)}
-        failed = queue.handle_batch(event.get("Records", []))
+        left = context.get_remaining_time_in_millis() / 1000 if context is not None else None
+        # a long job (an erasure) hands its rest over to a job of its own while there is time to save
+        token = HAND_OVER.set(None if left is None else time.monotonic() + left - FINISH_MARGIN)
+        try:
+            failed = queue.handle_batch(event.get("Records", []))
+        finally:
+            HAND_OVER.reset(token)
         return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
 
     return work

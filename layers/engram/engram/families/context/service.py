@@ -13,12 +13,13 @@ other.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import quote
 
 from engram.clock import iso
-from engram.erasure import Counts, Subject, taken
+from engram.erasure import Subject, Unit, batched, mine
 from engram.errors import Conflict, InvalidInput, NotFound
 from engram.identity import Caller
 from engram.kernel import BaseService
@@ -197,13 +198,9 @@ class WorkingContext(BaseService):
         except Conflict as exc:
             raise Conflict(f"context key {key!r} changed meanwhile", code="version_conflict") from exc
 
-    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
+    def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         """The subject's context keys (every run's), each with every version (`engram.erasure`)."""
-        counts: Counts = {}
-        ids = taken(self.records, ctx, KIND, subject, counts)
-        if not dry_run:
-            self.records.purge_many(ctx, KIND, ids)
-        return counts
+        return batched(self.records, ctx, KIND, mine(self.records, ctx, KIND, subject))
 
 
 def combine(old: Any, value: Any, strategy: Strategy, key: str) -> tuple[Any, list[str]]:

@@ -13,9 +13,11 @@ edges, then entities (an entity's index document before its record).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
-from engram.erasure import Counts, Subject, add, every
+from engram.erasure import BATCH, Counts, Subject, Unit, add, every
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
 from engram.families.entities.service import entity_text, fold, index_doc
 from engram.kernel import BaseService
@@ -45,77 +47,71 @@ def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], li
 
 
 class EntityErasing(BaseService):
-    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
-        counts: Counts = {}
-        self._marks(ctx, subject, dry_run, counts)
-        self._shared(ctx, "relation", subject, dry_run, counts)
-        self._shared(ctx, "entity", subject, dry_run, counts)
-        return counts
+    def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
+        yield from self._marks(ctx, subject)
+        yield from self._shared(ctx, "relation", subject)
+        yield from self._shared(ctx, "entity", subject)
 
-    def _marks(self, ctx: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
+    def _marks(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         """The graph's records of the subject's sources: what each said, and its mention and evidence marks."""
         if subject.ids:  # sources named by id: the graph takes back what each said, as when a source is deleted
-            self._sources_gone(ctx, subject, dry_run, counts)
+            yield from self._sources_gone(ctx, subject)
             return
-        sources = {s.id: s for s in every(self.records, ctx, SOURCE) if subject.owns(s.data.get("scopes"))}
+        sources = {s.id for s in every(self.records, ctx, SOURCE) if subject.owns(s.data.get("scopes"))}
         mentions = [m.id for m in every(self.records, ctx, MENTION) if subject.owns(m.data.get("scopes"))]
         evidence = [v.id for v in every(self.records, ctx, EVIDENCE) if v.data.get("source") in sources]
-        add(counts, {"records": {SOURCE: len(sources), MENTION: len(mentions), EVIDENCE: len(evidence)}})
-        if dry_run:
-            return
-        for kind, ids in ((MENTION, mentions), (EVIDENCE, evidence), (SOURCE, list(sources))):
-            for id_ in ids:
-                self.records.purge(ctx, kind, id_)
+        for kind, ids in ((MENTION, mentions), (EVIDENCE, evidence), (SOURCE, sorted(sources))):
+            for start in range(0, len(ids), BATCH):
+                batch = ids[start : start + BATCH]
+                yield Unit({"records": {kind: len(batch)}}, partial(self.records.purge_many, ctx, kind, batch))
 
-    def _sources_gone(self, ctx: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
-        from engram.families.entities.graph import GraphService
-
-        graph = GraphService(self.kernel)
+    def _sources_gone(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         for source in list(every(self.records, ctx, SOURCE)):
             if source.id.partition(":")[2] not in subject.ids:
                 continue
             said = (source.data.get("mentions") or [], source.data.get("relations") or [])
-            add(counts, {"records": {SOURCE: 1, MENTION: len(said[0]), EVIDENCE: len(said[1])}})
-            if dry_run:
-                continue
-            graph.extract(ctx, source.id, gone=True)
-            for kind, ids, unsaid in (("entity", said[0], "dormant"), ("relation", said[1], "retracted")):
-                for id_ in ids:
-                    item = self.records.get(ctx, kind, id_)
-                    if item is not None and item.data.get(unsaid) and not item.data.get("edited"):
-                        self._whole(ctx, kind, id_, False, {})  # only the erased source spoke of it
-                    elif item is not None:
-                        self.records.squash(ctx, kind, id_)  # its older versions quoted the source
+            counts = {"records": {SOURCE: 1, MENTION: len(said[0]), EVIDENCE: len(said[1])}}
+            yield Unit(counts, partial(self._unsay, ctx, source.id, said))
 
-    def _shared(self, ctx: str, kind: str, subject: Subject, dry_run: bool, counts: Counts) -> None:
-        if subject.ids:  # an entity or an edge named by id goes whole
-            for item in list(every(self.records, ctx, kind)):
-                if subject.takes(item):
-                    self._whole(ctx, kind, item.id, dry_run, counts)
-            return
+    def _unsay(self, ctx: str, source_id: str, said: tuple[list[str], list[str]]) -> None:
+        from engram.families.entities.graph import GraphService
+
+        GraphService(self.kernel).extract(ctx, source_id, gone=True)
+        for kind, ids, unsaid in (("entity", said[0], "dormant"), ("relation", said[1], "retracted")):
+            for id_ in ids:
+                item = self.records.get(ctx, kind, id_)
+                if item is not None and item.data.get(unsaid) and not item.data.get("edited"):
+                    self._whole_unit(ctx, kind, id_).step()  # only the erased source spoke of it
+                elif item is not None:
+                    self.records.squash(ctx, kind, id_)  # its older versions quoted the source
+
+    def _shared(self, ctx: str, kind: str, subject: Subject) -> Iterator[Unit]:
         for item in list(every(self.records, ctx, kind)):
+            if subject.ids:  # an entity or an edge named by id goes whole
+                if subject.takes(item):
+                    yield self._whole_unit(ctx, kind, item.id)
+                continue
             _, left, touched = _without(subject, item.data)
             if not touched:
                 continue
             if not left:  # nobody else speaks of it: it goes whole
-                self._whole(ctx, kind, item.id, dry_run, counts)
+                yield self._whole_unit(ctx, kind, item.id)
                 continue
             versions = self.records.version_counts(ctx, kind, [item.id]).get(item.id, 0)
-            add(counts, {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}})
-            if dry_run:
-                continue
-            self._keep_theirs(ctx, kind, item.id, subject)
+            counts = {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}}
+            yield Unit(counts, partial(self._keep_theirs, ctx, kind, item.id, subject))
 
-    def _whole(self, ctx: str, kind: str, id_: str, dry_run: bool, counts: Counts) -> None:
+    def _whole_unit(self, ctx: str, kind: str, id_: str) -> Unit:
         """An entity or an edge, every version; an entity's index document and spellings too."""
         versions = self.records.version_counts(ctx, kind, [id_]).get(id_, 0)
-        add(counts, {"records": {kind: 1}, "versions": {kind: versions}})
+        counts: Counts = {"records": {kind: 1}, "versions": {kind: versions}}
         aliases: list[str] = []
         if kind == "entity":
             aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == id_]
             add(counts, {"index": {kind: 1}, "records": {"ealias": len(aliases)}})
-        if dry_run:
-            return
+        return Unit(counts, lambda: self._whole(ctx, kind, id_, aliases))
+
+    def _whole(self, ctx: str, kind: str, id_: str, aliases: list[str]) -> None:
         if kind == "entity":
             self.index.delete(ctx, [id_])
             self.records.purge_many(ctx, "ealias", aliases)

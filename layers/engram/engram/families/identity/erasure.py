@@ -2,11 +2,11 @@
 
 `request` answers a preview (what every family holds of the subject, by store and kind) or queues the erasure:
 a `erasure` record and its job, committed together. The job runs every family's eraser in turn
-(`engram.erasure`), saving after each family what it erased, so a worker killed half way and restarted finishes
-the rest; then it signs a receipt (`engram.receipts`, the deployment's Ed25519 key) and keeps it on the request.
-An erasure of a subject some family without an eraser holds objects of is refused before anything is erased:
-nothing is left behind and called erased. `verify` looks again, in every family, and says what is left (nothing,
-when the erasure did its work).
+(`engram.erasure`), saving as it goes what the units it finished erased, so a worker killed half way and
+restarted finishes the rest and the counts hold; then it signs a receipt (`engram.receipts`, the deployment's
+Ed25519 key) and keeps it on the request. An erasure of a subject some family without an eraser holds objects of
+is refused before anything is erased: nothing is left behind and called erased. `verify` looks again, in every
+family, and says what is left (nothing, when the erasure did its work).
 
 The receipt's key: an Ed25519 private key made on first use and kept in the record store (`_system`), so every
 process and function of a deployment signs with the same key; its public half is published
@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from engram.clock import iso, new_id
@@ -25,7 +26,9 @@ from engram.erasure import (
     Counts,
     Eraser,
     Subject,
+    Unit,
     add,
+    apply,
     digest,
     distinctive_words,
     every,
@@ -40,6 +43,7 @@ from engram.identity import Caller
 from engram.kernel import BaseService
 from engram.kinds import KINDS
 from engram.ports import Item, SearchMode, SearchQuery, Write
+from engram.queue import past_hand_over
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
 from engram.scopes import can_see, covers
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
 
 REQUEST, KEY = "erasure", "receiptkey"
 ROUNDS = 5  # looks after the erasure for writes that raced it
+SAVE_EVERY = 1.0  # seconds: how often a run saves what it has erased so far
+SAVE_AT = 100  # ... and after any unit that erased this many objects or more (a batch)
 SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
 
 
@@ -131,7 +137,9 @@ class ErasureService(BaseService):
         by_family: dict[str, Counts] = {}
         unsupported: list[str] = []
         for name, eraser in self.erasers():
-            counts = eraser(ctx, subject, True) if eraser is not None else found(self.records, ctx, subject, name)
+            counts = (
+                apply(eraser(ctx, subject), True) if eraser is not None else found(self.records, ctx, subject, name)
+            )
             if total(counts):
                 by_family[name] = counts
                 if eraser is None:
@@ -201,29 +209,14 @@ class ErasureService(BaseService):
         if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
             data.update(objects=len(objects), objects_sha256=digest(objects), status="running")
             item = self._save(ctx, data, item.version)
-        for name, eraser in erasers:
-            if name in data["done"]:
-                continue
-            try:
-                erased = eraser(ctx, subject, False)
-            except Exception as exc:  # the job is tried again; meanwhile the request says why it has not finished
-                data["last_error"] = f"{name}: {exc}"[:500]
-                with contextlib.suppress(Conflict):
-                    self._save(ctx, data, item.version)
-                raise
-            data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, erased)
-            data["done"] = [*data["done"], name]
-            data["status"] = "running"
-            item = self._save(ctx, data, item.version)
-        # A write for the subject that landed while the families were erased: another look, and another round,
-        # until a look finds nothing — the erasure ends there, and a write that lands later comes after it.
-        for _ in range(ROUNDS):
-            left, _ = self._survey(ctx, subject)
-            if not left:
-                break
-            for name, eraser in erasers:
-                if name in left:
-                    data["erased"] = add({k: dict(v) for k, v in data["erased"].items()}, eraser(ctx, subject, False))
+        progress = _Progress(self, ctx, data, item)
+        try:
+            self._families(ctx, subject, erasers, progress)
+        except _HandOver:  # out of time (the Lambda worker): what is done is saved, the rest is a job of its own
+            job = self.queue.job(JOB, {"context_id": ctx, "request_id": request_id}, self.clock.now())
+            write = Write(ctx, REQUEST, request_id, data, "erasure", progress.version)
+            UnitOfWork(self.records, self.queue).commit([write], self.clock.now(), jobs=[job])
+            return data
         data["traces"] = dict(self._traces(ctx, objects, words), blobs=self._blobs_left(ctx, blob_keys))
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
@@ -233,8 +226,36 @@ class ErasureService(BaseService):
         data["status"] = "done"
         data.pop("last_error", None)
         data["receipt"] = self.signer().sign(receipt_body(data))
-        self._save(ctx, data, item.version)
+        progress.save()
         return data
+
+    def _families(self, ctx: str, subject: Subject, erasers: list[tuple[str, Eraser]], progress: _Progress) -> None:
+        """Each family's units in turn, then the looks for writes that raced them."""
+        data = progress.data
+        for name, eraser in erasers:
+            if name in data["done"]:
+                continue
+            try:
+                apply(eraser(ctx, subject), False, progress.done)
+            except _HandOver:
+                raise
+            except Exception as exc:  # the job is tried again; meanwhile the request says why it has not finished
+                data["last_error"] = f"{name}: {exc}"[:500]  # and keeps what the units that finished erased
+                with contextlib.suppress(Conflict):
+                    progress.save()
+                raise
+            data["done"] = [*data["done"], name]
+            data["status"] = "running"
+            progress.save()
+        # A write for the subject that landed while the families were erased: another look, and another round,
+        # until a look finds nothing — the erasure ends there, and a write that lands later comes after it.
+        for _ in range(ROUNDS):
+            left, _ = self._survey(ctx, subject)
+            if not left:
+                break
+            for name, eraser in erasers:
+                if name in left:
+                    apply(eraser(ctx, subject), False, progress.done)
 
     def _blob_keys(self, ctx: str, objects: list[str]) -> list[str]:
         """The blobs every version of the subject's objects refers to (documents, files), to look for after."""
@@ -325,3 +346,30 @@ class ErasureService(BaseService):
 def _blob_kinds() -> list[str]:
     """The kinds whose versions name blobs (documents, files)."""
     return sorted(name for name, kind in KINDS.items() if kind.blobs)
+
+
+class _HandOver(Exception):
+    """The run is out of time: it stops after the unit it finished, and a job of its own does the rest."""
+
+
+class _Progress:
+    """What a run has erased, kept on the request: each finished unit's counts added to `erased`, saved after
+    each batch, at least every `SAVE_EVERY` seconds, and at each family's end (a run killed outright loses at
+    most the counts of the small units of its last second; one that fails, or runs out of time, saves them
+    first). A save over another runner's is a conflict: the run starts again from what that runner saved."""
+
+    def __init__(self, service: ErasureService, ctx: str, data: dict[str, Any], item: Item) -> None:
+        self.service, self.ctx, self.data, self.version = service, ctx, data, item.version
+        self.data["erased"] = {k: dict(v) for k, v in data["erased"].items()}
+        self.saved = time.monotonic()
+
+    def done(self, unit: Unit) -> None:
+        add(self.data["erased"], unit.counts)
+        if past_hand_over():
+            raise _HandOver
+        if total(unit.counts) >= SAVE_AT or time.monotonic() - self.saved >= SAVE_EVERY:
+            self.save()
+
+    def save(self) -> None:
+        self.version = self.service._save(self.ctx, self.data, self.version).version
+        self.saved = time.monotonic()

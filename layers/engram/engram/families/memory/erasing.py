@@ -8,7 +8,10 @@ it."""
 
 from __future__ import annotations
 
-from engram.erasure import Counts, Subject, add, every, taken
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from engram.erasure import Counts, Subject, Unit, batched, every, mine
 from engram.families.memory.base import MemoryBase
 
 OWNED = ("turn", "attribute", "session")
@@ -16,22 +19,25 @@ INDEXED = ("turn", "attribute")
 
 
 class Erasing(MemoryBase):
-    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
-        counts: Counts = {}
-        found = {kind: taken(self.records, ctx, kind, subject, counts) for kind in OWNED}
-        add(counts, {"index": {kind: len(found[kind]) for kind in INDEXED}})
+    def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
+        found = {kind: mine(self.records, ctx, kind, subject) for kind in OWNED}
         attributes = set(found["attribute"])
-        slots = [s.id for s in every(self.records, ctx, "slot") if s.data.get("attribute_id") in attributes]
-        add(counts, {"records": {"slot": len(slots)}})
-        if dry_run or not any(found.values()):
-            return counts
-        indexed = [i for kind in INDEXED for i in found[kind]]
-        for start in range(0, len(indexed), 500):
-            self.index.delete(ctx, indexed[start : start + 500])
-        self.records.purge_many(ctx, "slot", slots)
+        slots: dict[str, list[str]] = {}
+        for s in every(self.records, ctx, "slot"):
+            if s.data.get("attribute_id") in attributes:
+                slots.setdefault(str(s.data["attribute_id"]), []).append(s.id)
+
+        def their_slots(batch: list[str]) -> tuple[Counts, Callable[[], object]]:
+            ids = [slot for a in batch for slot in slots.get(a, ())]
+            return {"records": {"slot": len(ids)}}, partial(self.records.purge_many, ctx, "slot", ids)
+
         for kind in OWNED:
-            self.records.purge_many(ctx, kind, found[kind])
+            yield from batched(self.records, ctx, kind, found[kind], self.index.delete if kind in INDEXED else None,
+                               their_slots if kind == "attribute" else None)  # fmt: skip
+        if any(found.values()):
+            yield Unit({}, lambda: self._forget_answers(ctx))
+
+    def _forget_answers(self, ctx: str) -> None:
         with self._lock:  # recall's answers of this context may quote what went
             for key in [k for k in self._cache if k[0] == ctx]:
                 del self._cache[key]
-        return counts

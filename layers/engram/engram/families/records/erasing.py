@@ -2,29 +2,37 @@
 version of each, their lookup entries (whose keys hold field values), their externalId pointers and their index
 documents. What a record fed the entity graph is the entities family's to erase.
 
-Order, so that a rerun finds what is left: index documents, lookup entries and pointers (found through the
-records), then the records."""
+Order, so that a rerun finds what is left: for each batch of records, their index documents, lookup entries and
+pointers (found through the records), then the records."""
 
 from __future__ import annotations
 
-from engram.erasure import Counts, Subject, add, every, taken
+from collections.abc import Callable, Iterator
+
+from engram.erasure import Counts, Subject, Unit, batched, every, mine
 from engram.kernel import BaseService
 
 KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
 
 
 class RecordErasing(BaseService):
-    def erase(self, ctx: str, subject: Subject, dry_run: bool) -> Counts:
-        counts: Counts = {}
-        ids = taken(self.records, ctx, KIND, subject, counts)
+    def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
+        ids = mine(self.records, ctx, KIND, subject)
         owned = set(ids)
-        lookups = [i.id for i in every(self.records, ctx, LOOKUP) if i.data.get("owner") in owned]
-        pointers = [i.id for i in every(self.records, ctx, EXTID) if i.data.get("record_id") in owned]
-        add(counts, {"records": {LOOKUP: len(lookups), EXTID: len(pointers)}, "index": {KIND: len(ids)}})
-        if dry_run or not ids:
-            return counts
-        for start in range(0, len(ids), 500):
-            self.index.delete(ctx, ids[start : start + 500])
-        for kind, found in ((LOOKUP, lookups), (EXTID, pointers), (KIND, ids)):
-            self.records.purge_many(ctx, kind, found)
-        return counts
+        lookups: dict[str, list[str]] = {}
+        for kind, field in ((LOOKUP, "owner"), (EXTID, "record_id")):
+            for i in every(self.records, ctx, kind):
+                if i.data.get(field) in owned:
+                    lookups.setdefault(str(i.data[field]), []).append(f"{kind}:{i.id}")
+
+        def entries(batch: list[str]) -> tuple[Counts, Callable[[], object]]:
+            found = [e.partition(":") for r in batch for e in lookups.get(r, ())]
+            by_kind = {kind: [i for k, _, i in found if k == kind] for kind in (LOOKUP, EXTID)}
+
+            def step() -> None:
+                for kind, of_kind in by_kind.items():
+                    self.records.purge_many(ctx, kind, of_kind)
+
+            return {"records": {k: len(v) for k, v in by_kind.items()}}, step
+
+        yield from batched(self.records, ctx, KIND, ids, self.index.delete, entries)
