@@ -528,6 +528,32 @@ def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every
     assert [t for t in stack.engram.records.query("acme", "turn").items if who in t.data["scopes"]] == []
 
 
+def test_a_large_documents_embedding_out_of_time_goes_on_in_its_own_job(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the worker function (90 s, one vCPU) a document of a few thousand chunks takes longer to embed than one
+    invocation may run: the job was cut off at the limit every time and never kept a vector. Now a run short of
+    time indexes the chunks it embedded and queues the rest; here each run has time for one slice of 8."""
+    from engram.families.knowledge import embedding
+    from engram.families.knowledge.base import chunk_ids, chunk_prefix
+
+    monkeypatch.setattr(embedding, "EMBED_SLICE", 8)
+    words = ["okapi", "quokka", "narwhal", "axolotl", "pangolin", "tapir", "dugong", "saiga"]
+    paragraphs = [" ".join(f"{words[(n + i) % 8]}{n} grazes near river {i}." for i in range(40)) for n in range(30)]
+    ingested = call(stack, "document_ingest", {"text": "\n\n".join(paragraphs), "title": "field notes"},
+                    stack.keys.agent)["structuredContent"]  # fmt: skip
+    doc = stack.engram.records.get("acme", "document", ingested["id"])
+    assert doc is not None and int(doc.data["chunks"]) >= 24
+    runs = stack.drain(remaining_ms=30_000)
+    assert len(runs) >= 3 and all(r == {"batchItemFailures": []} for r in runs)
+    ids = chunk_ids(chunk_prefix(doc.data), int(doc.data["chunks"]))
+    assert sorted(stack.engram.index.vectors("acme", ids)) == ids  # every chunk with its vector
+    state = stack.engram.records.get("acme", "docstate", ingested["id"])
+    assert state is not None and (state.data["status"], state.data["stage"]) == ("indexed", "vectors")
+    found = call(stack, "knowledge_search", {"query": "axolotl29 grazes", "mode": "vector", "k": 3}, stack.keys.agent)
+    assert found["structuredContent"]["results"], found
+
+
 def test_oauth_tokens_pass_the_authorizer_and_a_401_points_to_the_metadata(stack: Stack) -> None:
     """Issue #28 on the Lambda path: the authorizer validates a JWT against the issuer's JWKS (fetched over
     HTTP from an authorization server the test starts), the functions run the call as the token's principal,

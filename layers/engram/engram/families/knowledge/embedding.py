@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import DocumentsBase, chunk_ids, chunk_prefix
 from engram.ports import IndexDoc
+from engram.queue import past_hand_over
+
+EMBED_SLICE = 256  # chunks embedded at a time: a run short of time (the Lambda worker) hands over between slices
 
 
 class Embedding(DocumentsBase):
@@ -58,7 +62,12 @@ class Embedding(DocumentsBase):
         missing = [d for *_, docs in ready for d in docs if d.id not in have]
         if missing and self.embedder is not None:
             try:
-                have |= dict(zip([d.id for d in missing], self.embedder.embed([d.text for d in missing]), strict=True))
+                for start in range(0, len(missing), EMBED_SLICE):
+                    part = missing[start : start + EMBED_SLICE]
+                    have |= dict(zip([d.id for d in part], self.embedder.embed([d.text for d in part]), strict=True))
+                    if start + EMBED_SLICE < len(missing) and past_hand_over():
+                        self._hand_over(ready, have)
+                        return
             except Exception as exc:
                 for ctx, doc_id, version, docs in ready:  # findable by BM25 all the same
                     self._index_docs(ctx, [d.with_vector(have.get(d.id)) for d in docs])
@@ -74,3 +83,19 @@ class Embedding(DocumentsBase):
                 self._set_status(ctx, doc_id, version, "indexed", stage, None)
             except Exception as exc:
                 self._embedding_failed(ctx, doc_id, version, exc)
+
+    def _hand_over(self, ready: list[tuple[str, str, int, list[IndexDoc]]], have: dict[str, Any]) -> None:
+        """Out of time (the Lambda worker): the chunks embedded so far indexed with their vectors (a current
+        version's only), and the documents' jobs queued again — the next run reads those vectors back from the
+        index and embeds only the rest. A large document used to be cut off at the time limit every run,
+        losing all its vectors each time."""
+        now, jobs = self.clock.now(), []
+        for ctx, doc_id, version, docs in ready:
+            current = self.records.get(ctx, "document", doc_id)
+            if current is None or current.version != version:
+                continue
+            self._index_docs(ctx, [d.with_vector(have[d.id]) for d in docs if d.id in have])
+            jobs.append(self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version}, now))
+        if jobs:
+            self.records.transact(jobs, now)
+            self.queue.started(jobs)
