@@ -472,3 +472,39 @@ def test_a_run_that_fails_half_way_through_a_family_keeps_what_it_erased_in_the_
     assert done["erased"]["records"]["turn"] == 8 and done["erased"]["versions"]["turn"] == 8
     assert done["erased"]["index"]["turn"] == 8
     assert done["receipt"]["erased"] == done["erased"]
+
+
+def test_an_erasure_handed_over_looks_for_the_traces_of_each_runs_share(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run out of time hands the rest over; the words a look for traces asks are never stored, so each run looks
+    for the traces of what it erased before it hands over. Here the first run (no time to spare) erases the turn a
+    stray index document is part of, and its look finds and takes that trace out — the run that finishes no longer
+    knows the turn, nor its words. The document's blob, erased by a later run, is looked for too."""
+    from engram.ports import IndexDoc
+    from engram.queue import HAND_OVER
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    stored = e.memory.store(alice, Turn("My tortoise Xerxesqueen sleeps in the shed."), [[ALICE]])
+    e.documents.ingest(alice, NewDocument(b"Xerxesqueen the tortoise, her manifest.", "m"))  # few words in all
+    e.queue.join()
+    stray = IndexDoc("acme", "turn", f"{stored['turn_id']}#stray", "Xerxesqueen the tortoise", None, [ALICE],
+                     None, None, {})  # fmt: skip
+    e.index.upsert([stray])
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    token = HAND_OVER.set(0.0)  # past already: the run stops after its first unit
+    try:
+        handed = e.erasure.run("acme", asked["request_id"])
+    finally:
+        HAND_OVER.reset(token)
+    assert handed["status"] == "running" and handed["traces"]["found"] == 1  # the stray part, while it knew its words
+    assert e.records.get("acme", "turn", stored["turn_id"]) is None  # the first unit: memory's turns
+    e.queue.join()  # the continuation, on the local worker (no time limit): the rest
+    receipt = e.erasure.status(admin, asked["request_id"])["receipt"]
+    assert receipt["traces"]["found"] == 1 and receipt["traces"]["left"] == 0
+    assert receipt["traces"]["blobs"] == {"checked": 1, "left": 0, "kept_shared": 0}
+    assert receipt["erased"]["records"]["turn"] == 1 and receipt["erased"]["records"]["document"] == 1
+    assert e.index.search(SearchQuery("acme", "Xerxesqueen tortoise", None, "bm25", 10), datetime.now(UTC)) == []
+    assert verify(receipt, e.erasure.public_key())[0]

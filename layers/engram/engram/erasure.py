@@ -195,8 +195,8 @@ def distinctive_words(
     counts: Callable[[list[str]], Mapping[str, int]],
     n: int = 12,
 ) -> list[str]:
-    """The subject's rarest words (a surface form of each of the `n` stems fewest documents of the context hold):
-    what a search for a trace of it asks. Kept in memory by the erasure job only, never stored."""
+    """The subject's rarest words (a surface form of each of the `n` stems fewest documents of the context hold,
+    one at least): what a search for a trace of it asks. Kept in memory by the erasure job only, never stored."""
     surface: dict[str, str] = {}
     read = 0
     for object_ in objects:
@@ -212,7 +212,8 @@ def distinctive_words(
         if read > MAX_TEXT:
             break
     df = counts(sorted(surface))
-    return [surface[s] for s in sorted(surface, key=lambda s: (df.get(s, 0), s))[:n]]
+    held = [s for s in surface if df.get(s, 0) > 0]  # a word the index holds nowhere finds no trace (ids, hashes)
+    return [surface[s] for s in sorted(held, key=lambda s: (df[s], s))[:n]]
 
 
 def digest(ids: Iterable[str]) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from engram.clock import iso, new_id
 from engram.erasure import (
+    EPOCH,
     Counts,
     Eraser,
     Subject,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 REQUEST, KEY = "erasure", "receiptkey"
 ROUNDS = 5  # looks after the erasure for writes that raced it
 SAVE_EVERY = 1.0  # seconds: how often a run saves what it has erased so far
+MODES: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")  # the modes a look for traces searches in
 SAVE_AT = 100  # ... and after any unit that erased this many objects or more (a batch)
 SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
 
@@ -203,7 +205,7 @@ class ErasureService(BaseService):
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
         objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
         # the words a search for a trace asks, from the content itself: held here, never stored (a run that
-        # follows a crash reads what is left, and the receipt's ids below)
+        # follows another reads what is left: each run looks for the traces of what it erased)
         words = distinctive_words(self.records, ctx, objects, lambda stems: self.index.term_counts(ctx, stems)[1])
         blob_keys = self._blob_keys(ctx, objects)
         if "objects_sha256" not in data:  # what the receipt names (hashed), listed once, before anything goes
@@ -213,11 +215,13 @@ class ErasureService(BaseService):
         try:
             self._families(ctx, subject, erasers, progress)
         except _HandOver:  # out of time (the Lambda worker): what is done is saved, the rest is a job of its own
+            gone = self._gone(ctx, objects)  # this run's share: its traces looked for while its words are known
+            self._looked(data, ctx, gone, words, {o: blob_keys[o] for o in gone if o in blob_keys})
             job = self.queue.job(JOB, {"context_id": ctx, "request_id": request_id}, self.clock.now())
             write = Write(ctx, REQUEST, request_id, data, "erasure", progress.version)
             UnitOfWork(self.records, self.queue).commit([write], self.clock.now(), jobs=[job])
             return data
-        data["traces"] = dict(self._traces(ctx, objects, words), blobs=self._blobs_left(ctx, blob_keys))
+        self._looked(data, ctx, objects, words, blob_keys)
         self.records.expunge()  # deleted content out of logs and segments too
         self.index.expunge()
         if self.root.query_vectors is not None:  # queries kept in memory may have named the subject
@@ -257,15 +261,39 @@ class ErasureService(BaseService):
                 if name in left:
                     apply(eraser(ctx, subject), False, progress.done)
 
-    def _blob_keys(self, ctx: str, objects: list[str]) -> list[str]:
-        """The blobs every version of the subject's objects refers to (documents, files), to look for after."""
-        keys, holding = set(), _blob_kinds()
+    def _blob_keys(self, ctx: str, objects: list[str]) -> dict[str, list[str]]:
+        """The blobs every version of each of the subject's objects refers to (documents, files), to look for
+        after: object -> its blob keys."""
+        keys: dict[str, list[str]] = {}
+        holding = _blob_kinds()
         for object_ in objects:
             kind, _, id_ = object_.partition(":")
             for version in self.records.history(ctx, kind, id_) if kind in holding else ():
                 if isinstance(version.data.get("blob_key"), str):
-                    keys.add(version.data["blob_key"])
-        return sorted(keys)
+                    keys.setdefault(object_, []).append(version.data["blob_key"])
+        return keys
+
+    def _gone(self, ctx: str, objects: list[str]) -> list[str]:
+        """Those of the objects no longer stored."""
+        by_kind: dict[str, list[str]] = {}
+        for object_ in objects:
+            kind, _, id_ = object_.partition(":")
+            by_kind.setdefault(kind, []).append(id_)
+        stored = {f"{k}:{i}" for k, ids in by_kind.items() for i in self.records.get_many(ctx, k, ids, now=EPOCH)}
+        return [o for o in objects if o not in stored]
+
+    def _looked(self, data: dict[str, Any], ctx: str, objects: list[str], words: list[str],
+                blob_keys: dict[str, list[str]]) -> None:  # fmt: skip
+        """A run's looks for traces of what it erased (the index, blob storage), added to the request's."""
+        found = dict(self._traces(ctx, objects, words), blobs=self._blobs_left(ctx, sorted({
+            k for keys in blob_keys.values() for k in keys})))  # fmt: skip
+        before = data.get("traces")
+        if before:  # an earlier run's looks, for its share
+            found = {"words": before["words"] + found["words"],
+                     "modes": sorted(set(before["modes"]) | set(found["modes"]), key=MODES.index),
+                     "found": before["found"] + found["found"], "left": before["left"] + found["left"],
+                     "blobs": {k: before["blobs"][k] + found["blobs"][k] for k in found["blobs"]}}  # fmt: skip
+        data["traces"] = found
 
     def _blobs_left(self, ctx: str, keys: list[str]) -> dict[str, int]:
         """The look in blob storage: each blob the subject's objects referred to, gone — unless another scope's
@@ -293,7 +321,7 @@ class ErasureService(BaseService):
             return {"words": len(words), "modes": [], "found": 0, "left": 0}
         text = " ".join(words)
         vector = query_vector(self.embedder, text, ranks=False)
-        modes: list[SearchMode] = ["bm25", "vector", "hybrid"] if vector is not None else ["bm25"]
+        modes: list[SearchMode] = list(MODES) if vector is not None else ["bm25"]
 
         def look() -> set[str]:
             hits: set[str] = set()
