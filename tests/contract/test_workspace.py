@@ -314,3 +314,34 @@ def test_another_users_workspace_is_unseen(both: Engram) -> None:
     assert e.workspace.search_chunks(alice, "vault plan", "bm25", 10) == []
     mine = write(e, alice, "secret/plan.py", "PLAN = 'mine'\n")  # the same path in her own workspace
     assert mine["item"].version == 1
+
+
+def test_an_index_job_out_of_time_queues_the_files_it_did_not_reach(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import's batch of files is one embedding job; on the Lambda worker (90 s) a large batch took longer than
+    the function may run and was cut off each time, none of its vectors kept. Now a run short of time indexes a
+    slice of windows at a time and queues the files it did not reach as a job of their own."""
+    from engram.families.workspace import INDEX_JOB, files
+    from engram.queue import HAND_OVER
+
+    e, (alice, _) = both, callers(both)
+    counting = CountingEmbedder()
+    e.workspace.embedder = counting
+    text = "".join(f"def f{i}():\n    return {i}\n" for i in range(300))  # 600 lines: 10 windows, past the sync
+    for name in ("a.py", "b.py", "c.py"):
+        write(e, alice, f"lib/{name}", text)
+    e.queue.join()
+    ids = [e.workspace.file(alice, f"lib/{n}").id for n in ("a.py", "b.py", "c.py")]
+    monkeypatch.setattr(files, "EMBED_SLICE", 10)  # a file a slice
+    counting.texts = 0
+    token = HAND_OVER.set(0.0)  # no time to spare: one slice, then the rest handed over
+    try:
+        e.workspace._index_jobs([{"context_id": "acme", "ids": ids}])  # type: ignore[attr-defined]
+    finally:
+        HAND_OVER.reset(token)
+    assert counting.texts == 10  # the first file's windows
+    [job] = [j for j in e.queue.pending() if j.data["name"] == INDEX_JOB]  # type: ignore[attr-defined]
+    assert job.data["payload"]["ids"] == ids[1:]
+    e.queue.join()
+    assert counting.texts == 30  # the rest, by the job it queued

@@ -30,6 +30,7 @@ from engram.families.workspace.shapes import (
     CHUNK,
     DEP,
     EMBED_LATER,
+    EMBED_SLICE,
     FILE,
     MAX_FILE_BYTES,
     MAX_GRAPH_ENTRIES,
@@ -38,6 +39,7 @@ from engram.families.workspace.shapes import (
     bounded,
     chunk_docs,
     clean_path,
+    slices,
     windows,
 )
 from engram.identity import Caller
@@ -51,6 +53,7 @@ from engram.ports import (
     Vector,
     Write,
 )
+from engram.queue import past_hand_over
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
@@ -445,7 +448,9 @@ class WorkspaceService(BaseService):
 
     def _index_jobs(self, payloads: list[dict[str, Any]]) -> None:
         """Jobs waiting together: each file indexed once, from its latest version, however many of them
-        asked for it (the edits of one document, embedded later)."""
+        asked for it (the edits of one document, embedded later). A run short of time (the Lambda worker)
+        queues what it has not indexed as jobs of their own (an import's batch of files took longer to embed
+        than the worker may run, and was cut off each time)."""
         by_context: dict[str, dict[str, int | None]] = {}
         for payload in payloads:
             ctx = payload["context_id"]
@@ -455,11 +460,19 @@ class WorkspaceService(BaseService):
             for id_ in payload["ids"]:  # the newest version a job asked for (None: whatever is there)
                 v, before = payload.get("version"), wanted.get(id_, 0)
                 wanted[id_] = None if v is None or before is None else max(v, before)
-        for ctx, wanted in by_context.items():
+        contexts = list(by_context.items())
+        for n, (ctx, wanted) in enumerate(contexts):
             found = self.records.get_many(ctx, FILE, list(wanted))
-            due = [i for i in found.values() if (v := wanted[i.id]) is None or i.version <= v]
-            if due:
-                self._reindex(ctx, due, {})
+            parts = slices([i for i in found.values() if (v := wanted[i.id]) is None or i.version <= v], EMBED_SLICE)
+            for k, part in enumerate(parts):
+                self._reindex(ctx, part, {})
+                rest = [(ctx, [i.id for p in parts[k + 1 :] for i in p]), *[(c, list(w)) for c, w in contexts[n + 1 :]]]
+                if any(ids for _, ids in rest) and past_hand_over():  # out of time: the rest in jobs of their own
+                    jobs = [self.queue.job(INDEX_JOB, {"context_id": c, "ids": ids}, self.clock.now())
+                            for c, ids in rest if ids]  # fmt: skip
+                    self.records.transact(jobs, self.clock.now())
+                    self.queue.started(jobs)
+                    return
 
     def query_vector(self, query: str, mode: SearchMode) -> Vector | None:
         """The query's vector for a search in `mode` (bm25 too: its scores weigh both evidences)."""

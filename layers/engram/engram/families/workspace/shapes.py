@@ -23,6 +23,7 @@ SYNC_EMBED_WINDOWS = 8
 # A file written with `embed_later` (sync_document's) gets its vectors from a job due this much later, so that
 # the edits of a burst share one embedding of the document's last version.
 EMBED_LATER = timedelta(seconds=2)
+EMBED_SLICE = 256  # windows a background job embeds at a time: a run short of time hands over between slices
 # What a file's record keeps of its imports (the whole list stays derivable from its content): at most so many
 # entries and bytes each, so that the record fits any store's item (DynamoDB: 400 KB) whatever the file.
 MAX_GRAPH_ENTRIES = 1000
@@ -108,4 +109,19 @@ def chunk_docs(item: Item, text: str) -> list[IndexDoc]:
                 meta,
             )
         )
+    return out
+
+
+def slices(files: Sequence[Item], size: int) -> list[list[Item]]:
+    """Files in slices of up to `size` windows (a file with more is a slice of its own)."""
+    out: list[list[Item]] = []
+    windows = size
+    for item in files:
+        n = int(item.data.get("chunks") or 0)
+        if out and windows + n <= size:
+            out[-1].append(item)
+            windows += n
+        else:
+            out.append([item])
+            windows = n
     return out
