@@ -18,7 +18,7 @@ from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
 from engram.identity import ANY, Caller
-from engram.ports import SearchQuery
+from engram.ports import SearchQuery, Write
 from engram.receipts import verify
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, two_agents
@@ -508,3 +508,108 @@ def test_an_erasure_handed_over_looks_for_the_traces_of_each_runs_share(
     assert receipt["erased"]["records"]["turn"] == 1 and receipt["erased"]["records"]["document"] == 1
     assert e.index.search(SearchQuery("acme", "Xerxesqueen tortoise", None, "bm25", 10), datetime.now(UTC)) == []
     assert verify(receipt, e.erasure.public_key())[0]
+
+
+def test_runners_of_one_erasure_at_once_erase_it_once_and_count_it_once(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four runners of the same request at once (a worker and a join, a message delivered twice): one holds the
+    request's lease and the others wait, the subject goes, and the receipt counts what the preview found — no unit
+    counted twice, none lost (runners side by side each counted what it planned and saved over the others)."""
+    import threading
+
+    import engram.erasure
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    for n in range(9):
+        e.memory.store(alice, Turn(f"Note {n}: the okapi ate {n} leaves."), [[ALICE]])
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    e.queue.join()
+    monkeypatch.setattr(engram.erasure, "BATCH", 2)
+    subject = e.erasure.subject(admin, ALICE, None)
+    planned: dict[str, dict[str, int]] = {}
+    for counts in e.erasure.request(admin, subject, preview=True)["found"].values():
+        add(planned, counts)
+    asked = e.erasure.request(admin, subject, preview=False)
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def runner() -> None:
+        try:
+            start.wait()
+            assert e.erasure.run("acme", asked["request_id"], wait=True)["status"] == "done"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=runner) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    done = e.erasure.status(admin, asked["request_id"])
+    assert done["status"] == "done" and done["erased"] == planned
+    assert [t for t in e.records.query("acme", "turn").items if ALICE in t.data["scopes"]] == []
+    assert verify(done["receipt"], e.erasure.public_key())[0]
+
+
+def test_a_job_that_finds_another_runner_looks_again_later_and_a_dead_runners_lease_runs_out(both: Engram) -> None:
+    """The request's lease: a job that meets another runner's is not a failed try (five of those and the job was
+    dropped while the erasure was still to finish) — it queues itself again for when the lease would end; and a
+    runner that died holds the request only until its lease runs out."""
+    from datetime import timedelta
+
+    from engram.clock import iso
+    from engram.families.identity import ERASURE_JOB
+    from engram.queue import this_process
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+    request_id = asked["request_id"]
+
+    def held_until(until: datetime, owner: str = this_process()) -> None:
+        item = e.records.get("acme", "erasure", request_id)
+        assert item is not None
+        data = dict(item.data, runner={"id": "run:elsewhere", "until": iso(until), "owner": owner})
+        e.records.transact([Write("acme", "erasure", request_id, data, "t", item.version)], e.clock.now())
+
+    held_until(e.clock.now() + timedelta(seconds=60))
+    pending = [j.id for j in e.queue.pending()]  # type: ignore[attr-defined]
+    e.erasure._job({"context_id": "acme", "request_id": request_id})  # type: ignore[attr-defined]
+    again = [j for j in e.queue.pending() if j.id not in pending]  # type: ignore[attr-defined]
+    assert [j.data["name"] for j in again] == [ERASURE_JOB]
+    assert datetime.fromisoformat(again[0].data["due"]) > e.clock.now() + timedelta(seconds=50)
+    assert e.erasure.status(admin, request_id)["status"] == "pending"  # nothing run beside the holder
+    held_until(e.clock.now() - timedelta(seconds=1), "elsewhere.example:1")  # another machine's: its lease ran out
+    assert e.erasure.run("acme", request_id)["status"] == "done"
+    assert keys_of(e, alice) == []
+
+
+def test_a_runner_whose_process_died_on_this_machine_holds_the_request_no_longer(both: Engram) -> None:
+    """kill -9 of a server mid-erasure: the next process on the folder takes the request at once (its runner's
+    process is gone), not after the lease would have run out."""
+    import socket
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from engram.clock import iso
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    request_id = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)["request_id"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    item = e.records.get("acme", "erasure", request_id)
+    assert item is not None
+    runner = {"id": "run:killed", "until": iso(e.clock.now() + timedelta(seconds=60)),
+              "owner": f"{socket.gethostname()}:{gone.stdout.strip()}"}  # fmt: skip
+    e.records.transact([Write("acme", "erasure", request_id, dict(item.data, runner=runner), "t", item.version)],
+                       e.clock.now())  # fmt: skip
+    assert e.erasure.run("acme", request_id)["status"] == "done"

@@ -148,7 +148,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
     if args.preview or not args.wait:
         print(json.dumps(asked, indent=2))
         return 0
-    engram.erasure.run(args.context, asked["request_id"])
+    engram.erasure.run(args.context, asked["request_id"], wait=True)  # or a server's worker runs it: wait for it
     print(json.dumps(engram.erasure.status(caller, asked["request_id"]), indent=2))
     return 0
 

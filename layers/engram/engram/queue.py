@@ -159,7 +159,12 @@ def job_write(
     return Write(JOBS, "job", job_id(), data, actor, expected_version=0)
 
 
-def _alive(owner: str | None) -> bool:
+def this_process() -> str:
+    """A lease's owner: this machine and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def alive(owner: str | None) -> bool:
     """Whether a lease's owner may still be running: a dead process on this machine is not."""
     if not owner:
         return False
@@ -182,7 +187,7 @@ class StoreQueue(Handlers):
     def __init__(self, records: RecordStore, clock: Clock | None = None, worker: bool = True) -> None:
         super().__init__()
         self.records, self.clock = records, clock or SystemClock()
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = this_process()
         self._wake = threading.Event()
         self._busy = threading.Lock()  # one batch at a time in this process (the worker or a join)
         self._worker = worker
@@ -232,7 +237,7 @@ class StoreQueue(Handlers):
             return False
         if d["status"] == "leased":
             until = parse_time(d["lease_until"])
-            return (until is not None and until <= now) or not _alive(d["owner"])
+            return (until is not None and until <= now) or not alive(d["owner"])
         return True
 
     def _claim(self) -> tuple[str, list[Item]] | None:

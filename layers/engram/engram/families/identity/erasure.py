@@ -19,9 +19,10 @@ import base64
 import contextlib
 import threading
 import time
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import iso, new_id
+from engram.clock import iso, new_id, parse_time
 from engram.erasure import (
     EPOCH,
     Counts,
@@ -44,7 +45,7 @@ from engram.identity import Caller
 from engram.kernel import BaseService
 from engram.kinds import KINDS
 from engram.ports import Item, SearchMode, SearchQuery, Write
-from engram.queue import past_hand_over
+from engram.queue import alive, past_hand_over, this_process
 from engram.receipts import Signer, verify
 from engram.retry import on_conflict
 from engram.scopes import can_see, covers
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 REQUEST, KEY = "erasure", "receiptkey"
 ROUNDS = 5  # looks after the erasure for writes that raced it
 SAVE_EVERY = 1.0  # seconds: how often a run saves what it has erased so far
+LEASE = timedelta(seconds=60)  # a runner's hold on a request, renewed with each save
 MODES: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")  # the modes a look for traces searches in
 SAVE_AT = 100  # ... and after any unit that erased this many objects or more (a batch)
 SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
@@ -181,25 +183,62 @@ class ErasureService(BaseService):
         return dict(answer, preview=False, request_id=request_id, status="pending")
 
     def _job(self, payload: dict[str, Any]) -> None:
-        self.run(payload["context_id"], payload["request_id"])
+        try:
+            self.run(payload["context_id"], payload["request_id"])
+        except Busy:  # another runner has it: look again once its lease would have run out (not a failed try)
+            job = self.queue.job(JOB, payload, self.clock.now(), delay=LEASE)
+            self.records.transact([job], self.clock.now())
+            self.queue.started([job])
 
-    def run(self, ctx: str, request_id: str) -> dict[str, Any]:
-        """Erase, family after family, saving progress; then sign the receipt. Idempotent: two runners of one
-        request (a worker, and a join) go on from what the other saved."""
-        return on_conflict(lambda: self._run(ctx, request_id))
+    def run(self, ctx: str, request_id: str, wait: bool = False) -> dict[str, Any]:
+        """Erase, family after family, saving progress; then sign the receipt. One runner at a time (a lease on
+        the request, renewed with each save): another runner of the same request (a worker and a join, a message
+        delivered twice) gets `Busy` — its job is tried again later — or, with `wait`, waits for the request to
+        end; a runner that died leaves its lease to run out, and the next goes on from what it saved."""
+        runner = new_id("run")
+        while True:
+            try:
+                return on_conflict(lambda: self._run(ctx, request_id, runner))
+            except Busy:
+                if not wait:
+                    raise
+                time.sleep(0.2)
+            except Exception:
+                self._release(ctx, request_id, runner)
+                raise
 
-    def _run(self, ctx: str, request_id: str) -> dict[str, Any]:
+    def _release(self, ctx: str, request_id: str, runner: str) -> None:
+        """A runner that failed lets go of the request at once (the job's next try takes it)."""
+        item = self.records.get(ctx, REQUEST, request_id)
+        if item is not None and (item.data.get("runner") or {}).get("id") == runner:
+            data = {k: v for k, v in item.data.items() if k != "runner"}
+            with contextlib.suppress(Conflict):
+                self._save(ctx, data, item.version)
+
+    def _run(self, ctx: str, request_id: str, runner: str) -> dict[str, Any]:
         item = self.records.get(ctx, REQUEST, request_id)
         if item is None:
             return {}
         data = dict(item.data)
         if data["status"] in ("done", "refused"):
             return data
+        held, now = data.get("runner"), self.clock.now()
+        if (
+            held
+            and held["id"] != runner
+            and (until := parse_time(held["until"])) is not None
+            and until > now
+            and alive(held.get("owner"))
+        ):  # a runner's lease holds until it runs out, or its process (on this machine) is gone
+            raise Busy(f"erasure {request_id!r} is being run by another runner until {held['until']}")
+        data["runner"] = {"id": runner, "until": iso(now + LEASE), "owner": this_process()}
+        item = self._save(ctx, data, item.version)  # the claim: a runner that read the same version conflicts
         subject = Subject.of(data["subject"])
         data.setdefault("started_at", iso(self.clock.now()))
         blocked = [n for n, e in self.erasers() if e is None and total(found(self.records, ctx, subject, n))]
         if blocked:  # objects arrived, since the request, where no eraser reaches: erase nothing, say so
             data.update(status="refused", refused_because={"families": blocked}, finished_at=iso(self.clock.now()))
+            data.pop("runner")
             self._save(ctx, data, item.version)
             return data
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
@@ -218,6 +257,7 @@ class ErasureService(BaseService):
             gone = self._gone(ctx, objects)  # this run's share: its traces looked for while its words are known
             self._looked(data, ctx, gone, words, {o: blob_keys[o] for o in gone if o in blob_keys})
             job = self.queue.job(JOB, {"context_id": ctx, "request_id": request_id}, self.clock.now())
+            data.pop("runner")  # the continuation's to take
             write = Write(ctx, REQUEST, request_id, data, "erasure", progress.version)
             UnitOfWork(self.records, self.queue).commit([write], self.clock.now(), jobs=[job])
             return data
@@ -229,6 +269,7 @@ class ErasureService(BaseService):
         data["finished_at"] = iso(self.clock.now())
         data["status"] = "done"
         data.pop("last_error", None)
+        data.pop("runner")
         data["receipt"] = self.signer().sign(receipt_body(data))
         progress.save()
         return data
@@ -376,6 +417,10 @@ def _blob_kinds() -> list[str]:
     return sorted(name for name, kind in KINDS.items() if kind.blobs)
 
 
+class Busy(RuntimeError):
+    """Another runner holds the request's lease: not an EngramError, so a job that meets it is tried again."""
+
+
 class _HandOver(Exception):
     """The run is out of time: it stops after the unit it finished, and a job of its own does the rest."""
 
@@ -399,5 +444,7 @@ class _Progress:
             self.save()
 
     def save(self) -> None:
+        if "runner" in self.data:  # the lease renewed with each save
+            self.data["runner"] = dict(self.data["runner"], until=iso(self.service.clock.now() + LEASE))
         self.version = self.service._save(self.ctx, self.data, self.version).version
         self.saved = time.monotonic()
