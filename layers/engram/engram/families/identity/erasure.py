@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 REQUEST, KEY = "erasure", "receiptkey"
 ROUNDS = 5  # looks after the erasure for writes that raced it
 SAVE_EVERY = 1.0  # seconds: how often a run saves what it has erased so far
+SAVE_AT = 100  # ... and after any unit that erased this many objects or more (a batch)
 LEASE = timedelta(seconds=60)  # a runner's hold on a request, renewed with each save
 MODES: tuple[SearchMode, ...] = ("bm25", "vector", "hybrid")  # the modes a look for traces searches in
-SAVE_AT = 100  # ... and after any unit that erased this many objects or more (a batch)
 SYSTEM = "_system"  # the context of deployment-wide records (no key can name it: not a valid context id)
 
 
@@ -418,7 +418,7 @@ def _blob_kinds() -> list[str]:
 
 
 class Busy(RuntimeError):
-    """Another runner holds the request's lease: not an EngramError, so a job that meets it is tried again."""
+    """Another runner holds the request's lease (the job that meets it queues itself again for later)."""
 
 
 class _HandOver(Exception):
@@ -429,7 +429,7 @@ class _Progress:
     """What a run has erased, kept on the request: each finished unit's counts added to `erased`, saved after
     each batch, at least every `SAVE_EVERY` seconds, and at each family's end (a run killed outright loses at
     most the counts of the small units of its last second; one that fails, or runs out of time, saves them
-    first). A save over another runner's is a conflict: the run starts again from what that runner saved."""
+    first). Each save renews the run's lease on the request."""
 
     def __init__(self, service: ErasureService, ctx: str, data: dict[str, Any], item: Item) -> None:
         self.service, self.ctx, self.data, self.version = service, ctx, data, item.version
