@@ -113,6 +113,43 @@ def test_the_cli_export_gives_an_object_once_with_its_whole_history_across_pages
     assert "2 object(s)" in said
 
 
+def test_an_export_that_fails_part_way_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`engram export --out F`: a failure after the first page (the store gone away) leaves neither F nor a part of
+    it to be taken for the whole export; an export that finishes replaces F whole."""
+    from engram import cli as engram_cli
+    from engram.errors import Unavailable
+    from engram.families.identity.subject_access import SubjectAccess
+
+    data = tmp_path / "data"
+    engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())
+    engram.identity.register_scopes("acme", ["org/acme/user/alice"])
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme/user/alice"])
+    alice = engram.identity.enter(principal, "acme", ANY, "t")
+    for n in range(31):  # more than a page
+        engram.workctx.set(alice, "long", {"n": n, "pad": "x" * 100_000}, None, None)
+    out = tmp_path / "alice.jsonl"
+    out.write_text("an older export\n")
+    pages = SubjectAccess.export
+    calls: list[int] = []
+
+    def failing(self: SubjectAccess, *args: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise Unavailable("the store went away")
+        return pages(self, *args)
+
+    argv = ["export", "--data-dir", str(data), "--context", "acme", "--scope", "org/acme/user/alice", f"--out={out}"]
+    monkeypatch.setattr(SubjectAccess, "export", failing)
+    assert engram_cli.main(argv) == 2  # "error: the store went away"
+    assert out.read_text() == "an older export\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "alice.jsonl", "data"]  # fmt: skip
+    monkeypatch.setattr(SubjectAccess, "export", pages)
+    assert engram_cli.main(argv) == 0
+    [line] = out.read_text().splitlines()
+    assert len(json.loads(line)["earlier"]) == 30 and sorted(p.name for p in tmp_path.iterdir()) == [
+        "alice.jsonl", "data"]  # fmt: skip
+
+
 async def written_everywhere(live: Live, name: str, word: str) -> tuple[str, str, str]:
     """A new subject, its distinctive word written through every family with its own key: (path, word, key)."""
     tag = uuid.uuid4().hex[:6]

@@ -106,11 +106,13 @@ def _operator(args: argparse.Namespace) -> tuple[Engram, Caller, str]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """`export`: everything a subject owns, as JSON Lines (one object a line, its earlier versions whole even when
-    they spanned pages), to --out or standard output."""
+    they spanned pages), to --out or standard output. The file appears whole or not at all: it is written beside
+    under another name and renamed when the last page is in (a failed export leaves no file to take for one)."""
     engram, caller, scope = _operator(args)
     subject = engram.erasure.subject(caller, scope, None)
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
-    n, cursor = 0, None
+    partial = Path(f"{args.out}.partial") if args.out else None
+    out = partial.open("w", encoding="utf-8") if partial is not None else sys.stdout
+    n, cursor, complete = 0, None, False
     held: dict[str, Any] | None = None  # the last object given: its history may go on in the next page
     try:
         while True:
@@ -129,9 +131,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         if held is not None:
             out.write(json.dumps(held, ensure_ascii=False) + "\n")
             n += 1
+        complete = True
     finally:
-        if out is not sys.stdout:
+        if partial is not None:
             out.close()
+            if complete:
+                partial.replace(args.out)
+            else:
+                partial.unlink(missing_ok=True)
     print(f"{n} object(s) of {scope} in {args.context}", file=sys.stderr)
     return 0
 
