@@ -613,3 +613,36 @@ def test_a_runner_whose_process_died_on_this_machine_holds_the_request_no_longer
     e.records.transact([Write("acme", "erasure", request_id, dict(item.data, runner=runner), "t", item.version)],
                        e.clock.now())  # fmt: skip
     assert e.erasure.run("acme", request_id)["status"] == "done"
+
+
+def test_the_entities_eraser_reads_the_spellings_once_not_once_an_entity(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each entity going whole read every spelling of the context to find its own: 3,000 entities (750 the
+    subject's) took 64 s to preview and 69 s to erase here, and a full scan an entity on DynamoDB. Now one pass."""
+    from engram.erasure import Subject
+
+    e = both
+    now = e.clock.now()
+    writes = []
+    for i in range(24):
+        who = ALICE if i % 3 == 0 else BOB
+        writes.append(Write("acme", "entity", f"Person:p{i}", {"name": f"P {i}", "scopes": [who]}, "t", 0))
+        writes += [Write("acme", "ealias", f"p{i}-{a}|Person:p{i}", {"entity": f"Person:p{i}", "alias": f"p{i}-{a}"},
+                         "t", 0) for a in range(2)]  # fmt: skip
+    for start in range(0, len(writes), 24):
+        e.records.transact(writes[start : start + 24], now)
+    erasing = e.family_services("entities").erasing  # type: ignore[attr-defined]
+    query, passes = e.records.query, []
+
+    def counting(ctx: str, kind: str, *args: Any, **kwargs: Any) -> Any:
+        if kind == "ealias" and kwargs.get("cursor") is None:
+            passes.append(1)
+        return query(ctx, kind, *args, **kwargs)
+
+    monkeypatch.setattr(e.records, "query", counting)
+    planned = apply(erasing.erase("acme", Subject(ALICE)), True)
+    assert planned["records"] == {"entity": 8, "ealias": 16} and len(passes) == 1
+    assert apply(erasing.erase("acme", Subject(ALICE)), False) == planned and len(passes) == 2
+    left = {a.id.split("|")[1] for a in e.records.query("acme", "ealias", limit=100).items}
+    assert left == {f"Person:p{i}" for i in range(24) if i % 3}  # Bob's spellings stay

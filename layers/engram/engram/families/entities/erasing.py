@@ -21,7 +21,7 @@ from engram.erasure import BATCH, Counts, Subject, Unit, add, every
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
 from engram.families.entities.service import entity_text, fold, index_doc
 from engram.kernel import BaseService
-from engram.ports import Write
+from engram.ports import Item, Write
 from engram.retry import on_conflict
 
 PER_SCOPE_SET = ("mentions", "minfo", "gm", "ev", "edits")  # fields keyed by a scope set ("a|b")
@@ -49,8 +49,15 @@ def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], li
 class EntityErasing(BaseService):
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         yield from self._marks(ctx, subject)
-        yield from self._shared(ctx, "relation", subject)
-        yield from self._shared(ctx, "entity", subject)
+        yield from self._shared(ctx, "relation", subject, {})
+        yield from self._shared(ctx, "entity", subject, self._spellings(ctx))
+
+    def _spellings(self, ctx: str) -> dict[str, list[Item]]:
+        """Every entity's spellings (`ealias` records), read in one pass (not one pass an entity)."""
+        out: dict[str, list[Item]] = {}
+        for alias in every(self.records, ctx, "ealias"):
+            out.setdefault(str(alias.data.get("entity")), []).append(alias)
+        return out
 
     def _marks(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         """The graph's records of the subject's sources: what each said, and its mention and evidence marks."""
@@ -81,33 +88,34 @@ class EntityErasing(BaseService):
             for id_ in ids:
                 item = self.records.get(ctx, kind, id_)
                 if item is not None and item.data.get(unsaid) and not item.data.get("edited"):
-                    self._whole_unit(ctx, kind, id_).step()  # only the erased source spoke of it
+                    spellings = self._spellings(ctx) if kind == "entity" else {}
+                    self._whole_unit(ctx, kind, id_, spellings).step()  # only the erased source spoke of it
                 elif item is not None:
                     self.records.squash(ctx, kind, id_)  # its older versions quoted the source
 
-    def _shared(self, ctx: str, kind: str, subject: Subject) -> Iterator[Unit]:
+    def _shared(self, ctx: str, kind: str, subject: Subject, spellings: dict[str, list[Item]]) -> Iterator[Unit]:
         for item in list(every(self.records, ctx, kind)):
             if subject.ids:  # an entity or an edge named by id goes whole
                 if subject.takes(item):
-                    yield self._whole_unit(ctx, kind, item.id)
+                    yield self._whole_unit(ctx, kind, item.id, spellings)
                 continue
             _, left, touched = _without(subject, item.data)
             if not touched:
                 continue
             if not left:  # nobody else speaks of it: it goes whole
-                yield self._whole_unit(ctx, kind, item.id)
+                yield self._whole_unit(ctx, kind, item.id, spellings)
                 continue
             versions = self.records.version_counts(ctx, kind, [item.id]).get(item.id, 0)
             counts = {"changed": {kind: 1}, "versions": {kind: max(0, versions - 1)}}
-            yield Unit(counts, partial(self._keep_theirs, ctx, kind, item.id, subject))
+            yield Unit(counts, partial(self._keep_theirs, ctx, kind, item.id, subject, spellings.get(item.id, [])))
 
-    def _whole_unit(self, ctx: str, kind: str, id_: str) -> Unit:
+    def _whole_unit(self, ctx: str, kind: str, id_: str, spellings: dict[str, list[Item]]) -> Unit:
         """An entity or an edge, every version; an entity's index document and spellings too."""
         versions = self.records.version_counts(ctx, kind, [id_]).get(id_, 0)
         counts: Counts = {"records": {kind: 1}, "versions": {kind: versions}}
         aliases: list[str] = []
         if kind == "entity":
-            aliases = [a.id for a in every(self.records, ctx, "ealias") if a.data.get("entity") == id_]
+            aliases = [a.id for a in spellings.get(id_, [])]
             add(counts, {"index": {kind: 1}, "records": {"ealias": len(aliases)}})
         return Unit(counts, lambda: self._whole(ctx, kind, id_, aliases))
 
@@ -117,7 +125,7 @@ class EntityErasing(BaseService):
             self.records.purge_many(ctx, "ealias", aliases)
         self.records.purge(ctx, kind, id_)
 
-    def _keep_theirs(self, ctx: str, kind: str, id_: str, subject: Subject) -> None:
+    def _keep_theirs(self, ctx: str, kind: str, id_: str, subject: Subject, spellings: list[Item]) -> None:
         """Another scope's part stays: the record without the subject's, then its older versions gone."""
 
         def attempt() -> dict[str, Any] | None:
@@ -135,8 +143,8 @@ class EntityErasing(BaseService):
         if kind == "entity":  # spellings only the subject's sources used
             said = {fold(str(data.get("name", "")))} | {fold(a) for a in data.get("aliases") or []}
             said |= {fold(a) for e in (data.get("gm") or {}).values() for a in e.get("aliases") or {}}
-            for alias in every(self.records, ctx, "ealias"):
-                if alias.data.get("entity") == id_ and fold(str(alias.data.get("alias", ""))) not in said:
+            for alias in spellings:
+                if fold(str(alias.data.get("alias", ""))) not in said:
                     self.records.purge(ctx, "ealias", alias.id)
         if kind == "entity" and not data.get("dormant") and not data.get("merged_into"):
             doc = index_doc(ctx, id_, data)
