@@ -73,14 +73,17 @@ class EntityErasing(BaseService):
                 yield Unit({"records": {kind: len(batch)}}, partial(self.records.purge_many, ctx, kind, batch))
 
     def _sources_gone(self, ctx: str, subject: Subject) -> Iterator[Unit]:
+        spellings = self._spellings(ctx)
         for source in list(every(self.records, ctx, SOURCE)):
             if source.id.partition(":")[2] not in subject.ids:
                 continue
             said = (source.data.get("mentions") or [], source.data.get("relations") or [])
             counts = {"records": {SOURCE: 1, MENTION: len(said[0]), EVIDENCE: len(said[1])}}
-            yield Unit(counts, partial(self._unsay, ctx, source.id, said))
+            yield Unit(counts, partial(self._unsay, ctx, source.id, said, spellings))
 
-    def _unsay(self, ctx: str, source_id: str, said: tuple[list[str], list[str]]) -> None:
+    def _unsay(
+        self, ctx: str, source_id: str, said: tuple[list[str], list[str]], spellings: dict[str, list[Item]]
+    ) -> None:
         from engram.families.entities.graph import GraphService
 
         GraphService(self.kernel).extract(ctx, source_id, gone=True)
@@ -88,7 +91,6 @@ class EntityErasing(BaseService):
             for id_ in ids:
                 item = self.records.get(ctx, kind, id_)
                 if item is not None and item.data.get(unsaid) and not item.data.get("edited"):
-                    spellings = self._spellings(ctx) if kind == "entity" else {}
                     self._whole_unit(ctx, kind, id_, spellings).step()  # only the erased source spoke of it
                 elif item is not None:
                     self.records.squash(ctx, kind, id_)  # its older versions quoted the source
