@@ -275,7 +275,7 @@ def test_the_knowledge_eraser_takes_documents_every_version_chunks_blobs_pointer
 
 
 def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisions_and_unshared_blobs(
-    both: Engram,
+    both: Engram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from engram.families.workspace.collab import Edit
     from engram.families.workspace.files import NewFile
@@ -304,7 +304,14 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
 
     apply(workspace.erase("acme", subject), False)
+    read: list[str] = []
+    history = e.records.history
+    monkeypatch.setattr(
+        e.records, "history", lambda ctx, kind, id_, *a: read.append(id_) or history(ctx, kind, id_, *a)
+    )
     assert apply(workspace.erase("acme", subject), True) == {}
+    assert read == []  # with no files left to the subject, none of the others' histories is read (a large workspace
+    # made every erasure, of anyone, read every version of every file in it)
     assert [f.data["path"] for f in e.records.query("acme", "wfile").items] == ["shared.py"]  # Bob's
     assert e.blobs.get(bobs_blob) == b"X = 1\n"  # shared bytes stay while Bob's file refers to them
     for kind in ("wdep", "wop", "wclock", "wsnap", "wsession", "decision"):

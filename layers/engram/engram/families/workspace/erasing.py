@@ -25,7 +25,9 @@ class WorkspaceErasing(BaseService):
         others: list[Item] = []
         for item in every(self.records, ctx, FILE):
             (files if subject.takes(item) else others).append(item)
-        shared = {str(v.data.get("blob_key")) for o in others for v in self.records.history(ctx, FILE, o.id) or [o]}
+        shared: set[str] = set()  # the blobs others' files (any version) refer to: read only when the subject has files
+        if files:
+            shared = {str(v.data.get("blob_key")) for o in others for v in self.records.history(ctx, FILE, o.id) or [o]}
         for f in files:
             versions = self.records.history(ctx, FILE, f.id) or [f]
             windows = [f"{f.id}#{n}" for n in range(max(int(v.data.get("chunks") or 0) for v in versions))]
