@@ -291,29 +291,37 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     write(alice, "app.py", "from lib import util\nprint(util.SECRET_RATIO * 2)\n")
     write(alice, "shared.py", "X = 1\n")
     write(bob, "shared.py", "X = 1\n")  # the same bytes in Bob's workspace: one blob, his too
+    write(alice, "legacy.py", "Z = 3\n")
+    write(bob, "b.py", "Z = 3\n")  # the same bytes, then no longer: his older version still refers to them
+    write(bob, "b.py", "Z = 4\n")
     session = e.collab.create_session(alice, "s", [], ["notes.md"], "editing", True)["session_id"]
     e.collab.sync(alice, "notes.md", [Edit("insert", 0, "alice's private note")], {}, "a1", session)
     e.collab.record_decision(alice, {"decision": "Use the secret ratio", "reasoning": "It is ours.", "context": {},
                                      "confidence": 0.9, "alternatives": [], "impact": "low"})  # fmt: skip
     e.queue.join()
     bobs_blob = e.workspace.file(bob, "shared.py").data["blob_key"]
+    legacy_blob = e.workspace.file(alice, "legacy.py").data["blob_key"]
     subject = e.erasure.subject(management(e), ALICE, None)
     workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
-    planned = apply(workspace.erase("acme", subject), True)
-    assert planned["records"]["wfile"] == 4 and planned["records"]["wsession"] == 1
-    assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
-
-    apply(workspace.erase("acme", subject), False)
     read: list[str] = []
     history = e.records.history
     monkeypatch.setattr(
         e.records, "history", lambda ctx, kind, id_, *a: read.append(id_) or history(ctx, kind, id_, *a)
     )
+    planned = apply(workspace.erase("acme", subject), True)
+    bobs = {e.workspace.file(bob, p).id for p in ("shared.py", "b.py")}
+    assert [i for i in read if i in bobs] == [e.workspace.file(bob, "b.py").id]  # written once: no history read
+    assert planned["records"]["wfile"] == 5 and planned["records"]["wsession"] == 1
+    assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
+
+    apply(workspace.erase("acme", subject), False)
+    read.clear()
     assert apply(workspace.erase("acme", subject), True) == {}
     assert read == []  # with no files left to the subject, none of the others' histories is read (a large workspace
     # made every erasure, of anyone, read every version of every file in it)
-    assert [f.data["path"] for f in e.records.query("acme", "wfile").items] == ["shared.py"]  # Bob's
+    assert sorted(f.data["path"] for f in e.records.query("acme", "wfile").items) == ["b.py", "shared.py"]  # Bob's
     assert e.blobs.get(bobs_blob) == b"X = 1\n"  # shared bytes stay while Bob's file refers to them
+    assert e.blobs.get(legacy_blob) == b"Z = 3\n"  # ... and while an older version of his does
     for kind in ("wdep", "wop", "wclock", "wsnap", "wsession", "decision"):
         assert e.records.query("acme", kind).items == [], kind
     everyone = [["org/acme"]]

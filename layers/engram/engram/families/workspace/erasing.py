@@ -25,9 +25,10 @@ class WorkspaceErasing(BaseService):
         others: list[Item] = []
         for item in every(self.records, ctx, FILE):
             (files if subject.takes(item) else others).append(item)
-        shared: set[str] = set()  # the blobs others' files (any version) refer to: read only when the subject has files
-        if files:
-            shared = {str(v.data.get("blob_key")) for o in others for v in self.records.history(ctx, FILE, o.id) or [o]}
+        shared: set[str] = set()  # the blobs others' files refer to, in any version (read only when the subject
+        for o in others if files else ():  # has files; a file written once has no other version to read)
+            versions = self.records.history(ctx, FILE, o.id) if o.version > 1 else [o]
+            shared |= {str(v.data.get("blob_key")) for v in versions or [o]}
         for f in files:
             versions = self.records.history(ctx, FILE, f.id) or [f]
             windows = [f"{f.id}#{n}" for n in range(max(int(v.data.get("chunks") or 0) for v in versions))]
