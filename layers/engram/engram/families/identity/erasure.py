@@ -187,8 +187,7 @@ class ErasureService(BaseService):
             self.run(payload["context_id"], payload["request_id"])
         except Busy:  # another runner has it: look again once its lease would have run out (not a failed try)
             job = self.queue.job(JOB, payload, self.clock.now(), delay=LEASE)
-            self.records.transact([job], self.clock.now())
-            self.queue.started([job])
+            UnitOfWork(self.records, self.queue).commit([], self.clock.now(), jobs=[job])
 
     def run(self, ctx: str, request_id: str, wait: bool = False) -> dict[str, Any]:
         """Erase, family after family, saving progress; then sign the receipt. One runner at a time (a lease on

@@ -9,6 +9,7 @@ from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import DocumentsBase, chunk_ids, chunk_prefix
 from engram.ports import IndexDoc
 from engram.queue import past_hand_over
+from engram.unit_of_work import UnitOfWork
 
 EMBED_SLICE = 256  # chunks embedded at a time: a run short of time (the Lambda worker) hands over between slices
 
@@ -97,5 +98,4 @@ class Embedding(DocumentsBase):
             self._index_docs(ctx, [d.with_vector(have[d.id]) for d in docs if d.id in have])
             jobs.append(self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": version}, now))
         if jobs:
-            self.records.transact(jobs, now)
-            self.queue.started(jobs)
+            UnitOfWork(self.records, self.queue).commit([], now, jobs=jobs)

@@ -470,8 +470,7 @@ class WorkspaceService(BaseService):
                 if any(ids for _, ids in rest) and past_hand_over():  # out of time: the rest in jobs of their own
                     jobs = [self.queue.job(INDEX_JOB, {"context_id": c, "ids": ids}, self.clock.now())
                             for c, ids in rest if ids]  # fmt: skip
-                    self.records.transact(jobs, self.clock.now())
-                    self.queue.started(jobs)
+                    UnitOfWork(self.records, self.queue).commit([], self.clock.now(), jobs=jobs)
                     return
 
     def query_vector(self, query: str, mode: SearchMode) -> Vector | None:
