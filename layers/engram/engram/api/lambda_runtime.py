@@ -199,7 +199,7 @@ def worker_handler(engram: Engram | None = None) -> Handler:
         if event.get("engram") == "recover":  # the schedule: jobs committed whose message never went
             return {"recovered": queue.recover(RECOVER_AFTER)}
         left = context.get_remaining_time_in_millis() / 1000 if context is not None else None
-        # a long job (an erasure) hands its rest over to a job of its own while there is time to save
+        # a long job (an erasure, a large embedding) hands its rest over to a job of its own while there is time to save
         token = HAND_OVER.set(None if left is None else time.monotonic() + left - FINISH_MARGIN)
         try:
             failed = queue.handle_batch(event.get("Records", []))
