@@ -150,6 +150,22 @@ def test_an_export_that_fails_part_way_leaves_no_file(tmp_path: Path, monkeypatc
         "alice.jsonl", "data"]  # fmt: skip
 
 
+def test_an_erasure_the_cli_runs_searches_for_traces_by_vector_too(tmp_path: Path) -> None:
+    """`engram erase --wait` runs the erasure in the CLI's process: it had no embedder there, so its look for traces
+    searched by keyword only (and an entity others keep lost its vector). It has the deployment's now."""
+    data = tmp_path / "data"
+    engram = build_local(Settings(data_dir=data, queue_worker=False), SystemClock())  # the model, as deployed
+    engram.identity.register_scopes("acme", ["org/acme/user/alice"])
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme/user/alice"])
+    alice = engram.identity.enter(principal, "acme", ANY, "t")
+    engram.memory.store(alice, Turn("My tortoise Xerxesqueen sleeps in the shed."), [["org/acme/user/alice"]])
+    engram.queue.join()
+    done = json.loads(cli("erase", "--context", "acme", "--scope", "org/acme/user/alice", "--wait", data_dir=data))
+    assert done["status"] == "done" and done["erased"]["records"]["turn"] == 1
+    traces = done["receipt"]["traces"]
+    assert traces["words"] > 0 and traces["modes"] == ["bm25", "vector", "hybrid"] and traces["left"] == 0
+
+
 async def written_everywhere(live: Live, name: str, word: str) -> tuple[str, str, str]:
     """A new subject, its distinctive word written through every family with its own key: (path, word, key)."""
     tag = uuid.uuid4().hex[:6]

@@ -86,12 +86,16 @@ def cmd_quota(args: argparse.Namespace) -> int:
     return 0
 
 
-def _operator(args: argparse.Namespace) -> tuple[Engram, Caller, str]:
-    """The stores, and the deployment's operator (no key: the CLI has the stores) granted the subject's path."""
+def _operator(args: argparse.Namespace, embed: bool = False) -> tuple[Engram, Caller, str]:
+    """The stores, and the deployment's operator (no key: the CLI has the stores) granted the subject's path;
+    with `embed`, the deployment's embedder too (an erasure run here: its look for traces searches by vector as
+    well, and an entity others keep is indexed again with its vector)."""
     from engram.identity import Caller, Principal
     from engram.wiring import build
 
-    engram = build(_settings(args).model_copy(update={"embedder": "none", "queue_worker": False}))
+    engram = build(
+        _settings(args).model_copy(update={"queue_worker": False, **({} if embed else {"embedder": "none"})})
+    )
 
     def operator(grant: tuple[str, ...]) -> Caller:
         return Caller(Principal("cli", "management", (args.context,), grant), args.context, "cli")
@@ -150,7 +154,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def cmd_erase(args: argparse.Namespace) -> int:
     """`erase`: as the deployment's operator, preview or erase a subject; with --wait, run the job here and
     print the signed receipt."""
-    engram, caller, scope = _operator(args)
+    engram, caller, scope = _operator(args, embed=args.wait and not args.preview)
     asked = engram.erasure.request(caller, engram.erasure.subject(caller, scope, None), args.preview)
     if args.preview or not args.wait:
         print(json.dumps(asked, indent=2))
