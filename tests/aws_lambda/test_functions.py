@@ -505,6 +505,7 @@ def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every
     time stops after the unit it finished, saves, and queues its own continuation; the receipt counts what every
     run erased, as the preview found it."""
     import engram.erasure
+    from tests.contract.test_erasure import summed
 
     who = "org/acme/user/lambda-long"
     stack.engram.identity.register_scopes("acme", [who])
@@ -521,10 +522,7 @@ def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every
     state = call(stack, "erasure_status", {"request_id": request_id}, stack.keys.management)["structuredContent"]
     assert state["status"] == "done", state
     assert len(runs) >= 4 and all(r == {"batchItemFailures": []} for r in runs)  # one unit a run, none failed
-    planned: dict[str, dict[str, int]] = {}
-    for counts in found.values():
-        engram.erasure.add(planned, counts)
-    assert state["erased"] == planned
+    assert state["erased"] == summed(found)
     assert [t for t in stack.engram.records.query("acme", "turn").items if who in t.data["scopes"]] == []
 
 

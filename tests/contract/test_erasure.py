@@ -24,6 +24,14 @@ from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, two_agents
 
 
+def summed(by_family: dict[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """A preview's counts (by family) added up, as a receipt's `erased` holds them."""
+    total: dict[str, dict[str, int]] = {}
+    for counts in by_family.values():
+        add(total, counts)
+    return total
+
+
 def management(e: Engram) -> Caller:
     _, principal = e.identity.create_key(["acme"], "management", ["org/acme"])
     return e.identity.enter(principal, "acme", ANY, "t")
@@ -480,10 +488,7 @@ def test_a_run_that_fails_half_way_through_a_family_keeps_what_it_erased_in_the_
     e.erasure.run("acme", asked["request_id"])
     done = e.erasure.status(admin, asked["request_id"])
     assert done["status"] == "done"
-    planned: dict[str, dict[str, int]] = {}
-    for counts in preview.values():
-        add(planned, counts)
-    assert done["erased"] == planned  # every family's, the failed one's whole
+    assert done["erased"] == summed(preview)  # every family's, the failed one's whole
     assert done["erased"]["records"]["turn"] == 8 and done["erased"]["versions"]["turn"] == 8
     assert done["erased"]["index"]["turn"] == 8
     assert done["receipt"]["erased"] == done["erased"]
@@ -544,9 +549,7 @@ def test_runners_of_one_erasure_at_once_erase_it_once_and_count_it_once(
     e.queue.join()
     monkeypatch.setattr(engram.erasure, "BATCH", 2)
     subject = e.erasure.subject(admin, ALICE, None)
-    planned: dict[str, dict[str, int]] = {}
-    for counts in e.erasure.request(admin, subject, preview=True)["found"].values():
-        add(planned, counts)
+    planned = summed(e.erasure.request(admin, subject, preview=True)["found"])
     asked = e.erasure.request(admin, subject, preview=False)
     errors: list[BaseException] = []
     start = threading.Barrier(4)

@@ -121,6 +121,19 @@ def mine(records: RecordStore, context_id: str, kind: str, subject: Subject) -> 
     return [item.id for item in every(records, context_id, kind) if subject.takes(item)]
 
 
+def pointing(
+    records: RecordStore, context_id: str, fields: Iterable[tuple[str, str]], owned: set[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """The items that point at the owned objects (lookup entries, pointers), by the object: `fields` names each
+    kind and the field of its data that holds the object's id; the answer maps an object id to (kind, id) pairs."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for kind, field in fields:
+        for item in every(records, context_id, kind):
+            if item.data.get(field) in owned:
+                out.setdefault(str(item.data[field]), []).append((kind, item.id))
+    return out
+
+
 def batched(
     records: RecordStore,
     context_id: str,

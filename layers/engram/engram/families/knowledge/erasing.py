@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-from engram.erasure import Subject, Unit, every
+from engram.erasure import Subject, Unit, every, pointing
 from engram.families.knowledge.base import LOOKUP, chunk_key
 from engram.kernel import BaseService
 from engram.ports import Item, Write
@@ -26,12 +26,8 @@ class KnowledgeErasing(BaseService):
         others: list[Item] = []
         for d in every(self.records, ctx, "document"):
             (docs if subject.takes(d) else others).append(d)
-        owned = {d.id for d in docs}
-        pointers: dict[str, list[tuple[str, str]]] = {}  # document id -> (kind, id) of its entries and pointers
-        for kind, field in ((LOOKUP, "owner"), ("hash", "document_id"), ("extid", "document_id")):
-            for i in every(self.records, ctx, kind):
-                if i.data.get(field) in owned:
-                    pointers.setdefault(str(i.data[field]), []).append((kind, i.id))
+        pointers = pointing(self.records, ctx, ((LOOKUP, "owner"), ("hash", "document_id"), ("extid", "document_id")),
+                            {d.id for d in docs})  # fmt: skip
         for doc in docs:
             versions = self.records.history(ctx, "document", doc.id) or [doc]
             chunks = sorted({chunk_key(v.data, p) for v in versions for p in range(int(v.data.get("chunks") or 0))})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from engram.erasure import Counts, Subject, Unit, batched, every, mine
+from engram.erasure import Counts, Subject, Unit, batched, mine, pointing
 from engram.kernel import BaseService
 
 KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
@@ -18,16 +18,10 @@ KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
 class RecordErasing(BaseService):
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         ids = mine(self.records, ctx, KIND, subject)
-        owned = set(ids)
-        lookups: dict[str, list[str]] = {}
-        for kind, field in ((LOOKUP, "owner"), (EXTID, "record_id")):
-            for i in every(self.records, ctx, kind):
-                if i.data.get(field) in owned:
-                    lookups.setdefault(str(i.data[field]), []).append(f"{kind}:{i.id}")
+        lookups = pointing(self.records, ctx, ((LOOKUP, "owner"), (EXTID, "record_id")), set(ids))
 
         def entries(batch: list[str]) -> tuple[Counts, Callable[[], object]]:
-            found = [e.partition(":") for r in batch for e in lookups.get(r, ())]
-            by_kind = {kind: [i for k, _, i in found if k == kind] for kind in (LOOKUP, EXTID)}
+            by_kind = {kind: [i for r in batch for k, i in lookups.get(r, ()) if k == kind] for kind in (LOOKUP, EXTID)}
 
             def step() -> None:
                 for kind, of_kind in by_kind.items():

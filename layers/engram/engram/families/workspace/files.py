@@ -466,10 +466,12 @@ class WorkspaceService(BaseService):
             parts = slices([i for i in found.values() if (v := wanted[i.id]) is None or i.version <= v], EMBED_SLICE)
             for k, part in enumerate(parts):
                 self._reindex(ctx, part, {})
+                if not past_hand_over():
+                    continue
                 rest = [(ctx, [i.id for p in parts[k + 1 :] for i in p]), *[(c, list(w)) for c, w in contexts[n + 1 :]]]
-                if any(ids for _, ids in rest) and past_hand_over():  # out of time: the rest in jobs of their own
-                    jobs = [self.queue.job(INDEX_JOB, {"context_id": c, "ids": ids}, self.clock.now())
-                            for c, ids in rest if ids]  # fmt: skip
+                jobs = [self.queue.job(INDEX_JOB, {"context_id": c, "ids": ids}, self.clock.now())
+                        for c, ids in rest if ids]  # fmt: skip
+                if jobs:  # out of time: the rest in jobs of their own
                     UnitOfWork(self.records, self.queue).commit([], self.clock.now(), jobs=jobs)
                     return
 
