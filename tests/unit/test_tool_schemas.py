@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import warnings
+from pathlib import Path
 
 import pytest
 
-from engram.api.mcp import compact, schema, tool_of
+from engram.api.mcp import build_server, compact, schema, tool_of
 from engram.families import select
+from engram.settings import Settings
+from engram.wiring import build_local
 
 
 def test_compact_drops_titles_null_defaults_and_null_branches() -> None:
@@ -100,3 +104,13 @@ def test_the_catalogue_writes_a_union_of_types_as_a_type_list_and_leaves_out_emp
     # branches that say more than what applies to their own type, or two of one type, stay a union
     assert "anyOf" in advertised({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]})
     assert "anyOf" in advertised({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "array"}]})
+
+
+def test_the_server_starts_without_a_deprecation_warning(tmp_path: Path) -> None:
+    """logging/setLevel is kept for clients of protocol versions before 2026-07-28; the SDK's warning about it
+    is not printed at every start (it reached every `engram serve` and `engram stdio` user's terminal)."""
+    engram = build_local(Settings(data_dir=tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        server = build_server(engram, select(None), lambda ctx: (None, None))  # type: ignore[arg-type,return-value]
+    assert server.get_request_handler("logging/setLevel") is not None  # the capability is still served

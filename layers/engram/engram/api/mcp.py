@@ -21,7 +21,7 @@ import anyio.from_thread  # calls report progress from their worker thread
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
@@ -384,17 +384,19 @@ def build_server(
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
 
-    return Server(
-        name,
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=no_templates,
-        on_read_resource=read_resource,
-        on_list_prompts=no_prompts,
-        on_get_prompt=get_prompt,
-        on_set_logging_level=set_level,
-        get_tool_input_schema=lambda n: schema(by_name[n].input) if n in by_name else None,
-    )
+    with warnings.catch_warnings():  # logging/setLevel is deprecated at 2026-07-28; clients before it use it
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            name,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=no_templates,
+            on_read_resource=read_resource,
+            on_list_prompts=no_prompts,
+            on_get_prompt=get_prompt,
+            on_set_logging_level=set_level,
+            get_tool_input_schema=lambda n: schema(by_name[n].input) if n in by_name else None,
+        )
