@@ -27,19 +27,32 @@ def hit_dict(h: Hit) -> dict[str, Any]:
 
 
 def format_context(hits: Sequence[Hit]) -> str:
-    """A block ready for prompt injection: facts first, then what was said, each with its date."""
+    """A block ready for prompt injection: facts first, then what was said, each with its date. A text said
+    again (the same words, whatever their case and spacing) is one line with each of its dates: the block is
+    spent on what differs."""
     facts = [h for h in hits if h.kind == "attribute"]
     turns = [h for h in hits if h.kind != "attribute"]
     lines: list[str] = []
     if facts:
         lines.append("Known facts:")
-        lines += [f"- {h.text} (since {str(h.metadata.get('said_at', ''))[:10]})" for h in facts]
+        lines += [f"- {text} (since {', '.join(dates)})" for text, dates in _once(facts)]
     if turns:
         if lines:
             lines.append("")
         lines.append("Relevant conversation:")
-        lines += [f"- [{str(h.metadata.get('said_at', ''))[:10]}] {h.text}" for h in turns]
+        lines += [f"- [{', '.join(dates)}] {text}" for text, dates in _once(turns)]
     return "\n".join(lines)
+
+
+def _once(hits: Sequence[Hit]) -> list[tuple[str, list[str]]]:
+    """Each distinct text in the hits' order, with the distinct dates it was said on (in the hits' order)."""
+    seen: dict[str, tuple[str, list[str]]] = {}
+    for h in hits:
+        dates = seen.setdefault(" ".join(h.text.lower().split()), (h.text, []))[1]
+        date = str(h.metadata.get("said_at", ""))[:10]
+        if date not in dates:
+            dates.append(date)
+    return list(seen.values())
 
 
 def validate_query(query: str) -> str:
