@@ -17,6 +17,7 @@ from engram.errors import Forbidden, InvalidInput, NotFound, Unavailable
 from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
+from engram.families.workspace import files as files_module
 from engram.identity import ANY, Caller
 from engram.ports import SearchQuery, Write
 from engram.receipts import verify
@@ -298,16 +299,19 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     write(alice, "app.py", "from lib import util\nprint(util.SECRET_RATIO)\n")
     write(alice, "app.py", "from lib import util\nprint(util.SECRET_RATIO * 2)\n")
     write(alice, "shared.py", "X = 1\n")
-    write(bob, "shared.py", "X = 1\n")  # the same bytes in Bob's workspace: one blob, his too
-    write(alice, "legacy.py", "Z = 3\n")
-    write(bob, "b.py", "Z = 3\n")  # the same bytes, then no longer: his older version still refers to them
-    write(bob, "b.py", "Z = 4\n")
+    write(bob, "shared.py", "X = 1\n")  # the same bytes in Bob's workspace: a blob of his own
+    with monkeypatch.context() as before:  # files written when a blob was named by its bytes alone
+        before.setattr(files_module, "blob_key", lambda ctx, file_id, digest: f"{ctx}/ws/{digest}")
+        write(alice, "legacy.py", "Z = 3\n")
+        write(bob, "b.py", "Z = 3\n")  # the same bytes, one blob, then no longer: his older version refers to it
+        write(bob, "b.py", "Z = 4\n")
     session = e.collab.create_session(alice, "s", [], ["notes.md"], "editing", True)["session_id"]
     e.collab.sync(alice, "notes.md", [Edit("insert", 0, "alice's private note")], {}, "a1", session)
     e.collab.record_decision(alice, {"decision": "Use the secret ratio", "reasoning": "It is ours.", "context": {},
                                      "confidence": 0.9, "alternatives": [], "impact": "low"})  # fmt: skip
     e.queue.join()
-    bobs_blob = e.workspace.file(bob, "shared.py").data["blob_key"]
+    bobs_blob, alices_blob = (e.workspace.file(who, "shared.py").data["blob_key"] for who in (bob, alice))
+    assert bobs_blob != alices_blob
     legacy_blob = e.workspace.file(alice, "legacy.py").data["blob_key"]
     subject = e.erasure.subject(management(e), ALICE, None)
     workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
@@ -318,7 +322,8 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     )
     planned = apply(workspace.erase("acme", subject), True)
     bobs = {e.workspace.file(bob, p).id for p in ("shared.py", "b.py")}
-    assert [i for i in read if i in bobs] == [e.workspace.file(bob, "b.py").id]  # written once: no history read
+    # a blob of the older kind makes the eraser read others' histories, except a file written once
+    assert [i for i in read if i in bobs] == [e.workspace.file(bob, "b.py").id]
     assert planned["records"]["wfile"] == 5 and planned["records"]["wsession"] == 1
     assert planned["records"]["decision"] == 1 and planned["records"]["wop"] >= 2 and planned["records"]["wdep"] >= 1
 
@@ -328,14 +333,62 @@ def test_the_workspace_eraser_takes_files_versions_windows_edges_sessions_decisi
     assert read == []  # with no files left to the subject, none of the others' histories is read (a large workspace
     # made every erasure, of anyone, read every version of every file in it)
     assert sorted(f.data["path"] for f in e.records.query("acme", "wfile").items) == ["b.py", "shared.py"]  # Bob's
-    assert e.blobs.get(bobs_blob) == b"X = 1\n"  # shared bytes stay while Bob's file refers to them
-    assert e.blobs.get(legacy_blob) == b"Z = 3\n"  # ... and while an older version of his does
+    assert e.blobs.get(bobs_blob) == b"X = 1\n" and not e.blobs.exists(alices_blob)  # the same bytes, each's own
+    assert (
+        e.blobs.get(legacy_blob) == b"Z = 3\n"
+    )  # an older kind's blob stays while an older version of his refers to it
     for kind in ("wdep", "wop", "wclock", "wsnap", "wsession", "decision"):
         assert e.records.query("acme", kind).items == [], kind
     everyone = [["org/acme"]]
     hits = e.index.search(SearchQuery("acme", "SECRET_RATIO secret ratio", None, "bm25", 10, None, everyone),
                           datetime.now(UTC))  # fmt: skip
     assert hits == []
+
+
+def test_a_file_of_the_same_bytes_written_while_the_erasure_runs_keeps_them(both: Engram) -> None:
+    """Bob writes the bytes of a file of Alice's after her erasure planned it and before it ran: his file reads
+    them afterwards (when a blob was named by its bytes alone, the erasure took his, unseen at its plan)."""
+    from engram.families.workspace.files import NewFile
+
+    e = both
+    alice, bob = two_agents(e)
+    e.workspace.write(alice, NewFile("config.py", "RETRIES = 3\n", "test"))
+    workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
+    units = list(workspace.erase("acme", e.erasure.subject(management(e), ALICE, None)))  # the plan
+    e.workspace.write(bob, NewFile("config.py", "RETRIES = 3\n", "test"))
+    apply(units, False)
+    assert e.workspace.content(e.workspace.file(bob, "config.py")) == "RETRIES = 3\n"
+    assert e.records.query("acme", "wfile").items == [e.workspace.file(bob, "config.py")]
+
+
+def test_a_write_to_a_file_the_erasure_takes_meanwhile_stores_its_bytes_again(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The erasure takes Alice's file (its blob, then its record) between a writer's read of the file and its
+    commit: the commit fails on the record, and the write, tried again, makes a new file whose bytes are stored
+    (the blob was looked at before the read: the new file referred to bytes the erasure had taken)."""
+    from engram.families.workspace.files import NewFile
+
+    e = both
+    alice, _ = two_agents(e)
+    e.workspace.write(alice, NewFile("config.py", "RETRIES = 3\n", "test"))
+    file_id = e.workspace.file(alice, "config.py").id
+    workspace = e.family_services("workspace").erasing  # type: ignore[attr-defined]
+    units = list(workspace.erase("acme", e.erasure.subject(management(e), ALICE, None)))
+    get = e.records.get
+
+    def read_then_erase(ctx: str, kind: str, id_: str, *a: Any) -> Any:
+        item = get(ctx, kind, id_, *a)
+        if kind == "wfile" and id_ == file_id and units:
+            apply([units.pop()], False)  # the file's unit, after the writer read the file
+        return item
+
+    monkeypatch.setattr(e.records, "get", read_then_erase)
+    e.workspace.write(alice, NewFile("config.py", "RETRIES = 3\n", "again"))
+    monkeypatch.undo()
+    assert units == []  # the erasure ran inside the write
+    item = e.workspace.file(alice, "config.py")
+    assert item.version == 1 and e.workspace.content(item) == "RETRIES = 3\n"
 
 
 def test_a_write_that_races_the_erasure_is_erased_too(both: Engram, monkeypatch: pytest.MonkeyPatch) -> None:

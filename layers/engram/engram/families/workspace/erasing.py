@@ -1,7 +1,7 @@
 """The workspace family's eraser (`engram.erasure`): a subject's files — every version, the windows of each in
-the index, the import edges of their workspace, and each content blob no one else's file refers to (blobs are
-named by their content's hash, so the same bytes in another workspace share one) — its collaboration sessions
-with their operation logs, counters and snapshots, and its decisions (records and index documents).
+the index, the import edges of their workspace, and their content blobs (named by the file and the bytes' hash;
+a blob of the older kind, named by the hash alone, stays while another file refers to it) — its collaboration
+sessions with their operation logs, counters and snapshots, and its decisions (records and index documents).
 
 Order, so that a rerun finds what is left: for each file (a unit) its index windows, edges and unshared blobs
 (found through its versions), then the file; each session's log, then the session; each batch of decisions, their
@@ -14,7 +14,7 @@ from functools import partial
 
 from engram.erasure import Subject, Unit, batched, every, mine
 from engram.families.workspace.collab import CLOCK, DECISION, OP, SESSION, SNAP
-from engram.families.workspace.shapes import DEP, FILE, SEP
+from engram.families.workspace.shapes import DEP, FILE, SEP, context_wide
 from engram.kernel import BaseService
 from engram.ports import Item
 
@@ -25,14 +25,14 @@ class WorkspaceErasing(BaseService):
         others: list[Item] = []
         for item in every(self.records, ctx, FILE):
             (files if subject.takes(item) else others).append(item)
-        shared: set[str] = set()  # the blobs others' files refer to, in any version (read only when the subject
-        for o in others if files else ():  # has files; a file written once has no other version to read)
-            versions = self.records.history(ctx, FILE, o.id) if o.version > 1 else [o]
-            shared |= {str(v.data.get("blob_key")) for v in versions or [o]}
+        shared: set[str] | None = None  # the context-wide blobs others' files refer to, read at the first one
         for f in files:
             versions = self.records.history(ctx, FILE, f.id) or [f]
             windows = [f"{f.id}#{n}" for n in range(max(int(v.data.get("chunks") or 0) for v in versions))]
-            blobs = sorted({str(v.data["blob_key"]) for v in versions if v.data.get("blob_key")} - shared)
+            keys = {str(v.data["blob_key"]) for v in versions if v.data.get("blob_key")}
+            if shared is None and any(map(context_wide, keys)):
+                shared = self._shared(ctx, others)
+            blobs = sorted(keys - (shared or set()))
             prefix = f.id[: len(f.id) - len(str(f.data["path"]))]  # the workspace's part of the id
             edges = [f"{prefix}{d}{SEP}{f.data['path']}" for d in {d for v in versions for d in v.data.get("deps", [])}]
             edges += self.records.ids(ctx, DEP, f"{f.id}{SEP}", limit=100_000)  # its importers' edges
@@ -44,6 +44,15 @@ class WorkspaceErasing(BaseService):
             counts = {"records": {SESSION: 1, **{k: sum(1 for kind, _ in log if kind == k) for k in (OP, CLOCK, SNAP)}}}
             yield Unit(counts, partial(self._session, ctx, s.id, log))
         yield from batched(self.records, ctx, DECISION, mine(self.records, ctx, DECISION, subject), self.index.delete)
+
+    def _shared(self, ctx: str, others: list[Item]) -> set[str]:
+        """The blobs others' files refer to, in any version (a file written once has no other version to read):
+        only blobs of the older kind, named by their bytes alone, can be among them."""
+        shared: set[str] = set()
+        for o in others:
+            versions = self.records.history(ctx, FILE, o.id) if o.version > 1 else [o]
+            shared |= {str(v.data.get("blob_key")) for v in versions or [o]}
+        return shared
 
     def _file(self, ctx: str, file_id: str, windows: list[str], blobs: list[str], edges: list[str]) -> None:
         for start in range(0, len(windows), 500):

@@ -2,8 +2,9 @@
 
 A workspace is a context's files under one scope set (the writer's grant, as every write): a file is one
 `wfile` record whose id is `scope set | path`, each write a new version carrying its provenance (agent id,
-the key's principal and key id, reason, time) and the content's blob key (content-addressed: a version's
-bytes never change, and nothing refers to them before the commit). A file's imports come from the same
+the key's principal and key id, reason, time) and the content's blob key (named by the file and the bytes'
+hash, `shapes.blob_key`: a version's bytes never change, nothing refers to them before the commit, and no
+other file shares them). A file's imports come from the same
 tree-sitter parse that checks its syntax (`engram.families.workspace.code`); each one that names a workspace file is
 an edge, kept twice: in the file's data (forward) and as a `wdep` entry `target ␟ source` written in the
 same transaction (reverse: who depends on a file is one key range). Deleting is not a tool of Agrama's.
@@ -36,6 +37,7 @@ from engram.families.workspace.shapes import (
     MAX_GRAPH_ENTRIES,
     SEP,
     SYNC_EMBED_WINDOWS,
+    blob_key,
     bounded,
     chunk_docs,
     clean_path,
@@ -44,15 +46,7 @@ from engram.families.workspace.shapes import (
 )
 from engram.identity import Caller
 from engram.kernel import BaseService
-from engram.ports import (
-    Hit,
-    IndexDoc,
-    Item,
-    SearchMode,
-    SearchQuery,
-    Vector,
-    Write,
-)
+from engram.ports import Hit, IndexDoc, Item, SearchMode, SearchQuery, Vector, Write
 from engram.queue import past_hand_over
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
@@ -140,13 +134,11 @@ class WorkspaceService(BaseService):
                 )
         specs = code.imports(path, new.content, parsed) if new.update_dependencies else []
         digest = blake3.blake3(raw).hexdigest()
-        blob_key = f"{caller.context_id}/ws/{digest}"
-        if not self.blobs.exists(blob_key):
-            self.blobs.put(blob_key, raw, "text/plain; charset=utf-8")  # content-addressed: safe before the commit
         prefix, scopes = self.space(caller)
 
         def attempt() -> tuple[Item, Item | None, list[str]]:
             old = self.records.get(caller.context_id, FILE, prefix + path)
+            blob_key = self._stored(caller.context_id, prefix + path, raw, digest)
             at = old.version if old else 0
             if new.expected_version is not None and new.expected_version != at:
                 raise Conflict(f"{path!r} is at version {at}, expected {new.expected_version}", code="version_conflict")
@@ -191,6 +183,15 @@ class WorkspaceService(BaseService):
             "changes": changes,
             "external": external,
         }
+
+    def _stored(self, ctx: str, file_id: str, raw: bytes, digest: str) -> str:
+        """The key of a file's bytes, stored unless there (a loser of the commit leaves its blob, named by the
+        file and the bytes: nothing reads it). Looked at after the file's record is read: an erasure takes a
+        file's blobs before its record, so a commit over the record it read fails when the blob was taken."""
+        key = blob_key(ctx, file_id, digest)
+        if not self.blobs.exists(key):
+            self.blobs.put(key, raw, "text/plain; charset=utf-8")
+        return key
 
     @staticmethod
     def _data(
@@ -345,14 +346,12 @@ class WorkspaceService(BaseService):
         deps, external = code.resolve(path, specs, lambda p: p in known, known)
         deps = deps[:MAX_GRAPH_ENTRIES]
         digest = blake3.blake3(raw).hexdigest()
-        blob_key = f"{caller.context_id}/ws/{digest}"
-        if not self.blobs.exists(blob_key):
-            self.blobs.put(blob_key, raw, "text/plain; charset=utf-8")
         _, scopes = self.space(caller)
         valid = code.check(path, text, parsed) is None
 
         def attempt() -> tuple[Item, int]:
             old = self.records.get(caller.context_id, FILE, prefix + path)
+            blob_key = self._stored(caller.context_id, prefix + path, raw, digest)
             now = self.clock.now()
             new = NewFile(path, text, reason, agent_id)
             data = self._data(caller, path, text, blob_key, digest, specs, deps, external, scopes, old, now, new)

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+import blake3
+
 from engram.errors import InvalidInput
 from engram.ports import IndexDoc, Item
 
@@ -125,3 +127,16 @@ def slices(files: Sequence[Item], size: int) -> list[list[Item]]:
             out.append([item])
             windows = n
     return out
+
+
+def blob_key(context_id: str, file_id: str, digest: str) -> str:
+    """Where a file's bytes are stored: named by the file and their hash, so a version that returns to earlier
+    bytes shares their blob and another file never does — erasing a file's blobs cannot take bytes another
+    file refers to, or is about to. Keys written before, `{context}/ws/{hash}`, are shared by every file of
+    the context with the same bytes (`context_wide`)."""
+    return f"{context_id}/ws/{blake3.blake3(file_id.encode()).hexdigest()[:32]}/{digest}"
+
+
+def context_wide(key: str) -> bool:
+    """Whether a blob key is of the older kind, shared by every file of the context with the same bytes."""
+    return "/" not in key.rpartition("/ws/")[2]
