@@ -256,6 +256,11 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(
     for body in bad:
         assert httpx.post(url, json=body, headers=m).status_code == 400, body
     assert httpx.post(url, json=policy, headers=bearer(live.keys.agent)).status_code == 403
+    # a manager of a narrower region may not drop an issuer whose grant is wider than its own (Alice's tokens)
+    narrow, _ = live.engram.identity.create_key(["acme"], "management", ["org/acme/user/bob"])
+    dropped = httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=bearer(narrow))
+    assert dropped.status_code == 403 and dropped.json()["error"]["code"] == "grant_denied"
+    assert auth_server.issuer in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=m).status_code == 200
     assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.post(live.url + "/mcp", json=LIST, headers=bearer(token)).status_code == 401

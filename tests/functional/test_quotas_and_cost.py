@@ -180,3 +180,29 @@ def test_the_cli_sets_quotas_trusts_issuers_and_reports_usage(tmp_path: Path, ca
     capsys.readouterr()
     assert main(["quota", "usage", "--data-dir", data, "--context", "acme"]) == 0
     assert capsys.readouterr().out == ""  # no calls yet
+
+
+def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None:
+    """A management key for one user's region may not throttle the whole context, nor another region's keys
+    (an unknown key is refused alike); the context's manager may; nothing a refusal asked is set."""
+    ctx, alice, alice_id, admin = fresh_context(live)
+    region = f"org/{ctx}/user/bob"
+    bob, bob_principal = live.engram.identity.create_key([ctx], "agent", [region])
+    narrow, _ = live.engram.identity.create_key([ctx], "management", [region])
+    url = f"{live.url}/api/v1/{ctx}/quotas"
+    refused = [
+        httpx.post(url, json=body, headers=h(narrow))
+        for body in ({"requests_per_minute": 0}, {"key_id": alice_id, "requests_per_minute": 0},
+                     {"key_id": "key_000000000000", "requests_per_minute": 0})
+    ]  # fmt: skip
+    assert [r.status_code for r in refused] == [403, 403, 403]
+    assert {r.json()["error"]["code"] for r in refused} == {"grant_denied"}
+    assert refused[1].json() == refused[2].json()  # another region's key and no key: the same answer
+    for key_id in (None, alice_id):
+        got = httpx.get(url, params={"key_id": key_id} if key_id else {}, headers=h(admin)).json()
+        assert got["requests_per_minute"]["limit"] is None  # nothing was set
+    assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(alice)).status_code == 200
+    mine = httpx.post(url, json={"key_id": bob_principal.key_id, "writes_per_day": 5}, headers=h(narrow))
+    assert mine.status_code == 200 and mine.json()["writes_per_day"]["limit"] == 5  # a key inside its region
+    assert httpx.post(url, json={"requests_per_minute": 1000}, headers=h(admin)).status_code == 200
+    assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(bob)).status_code == 200

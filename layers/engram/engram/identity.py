@@ -15,7 +15,7 @@ from engram.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthent
 from engram.oauth import IssuerPolicy, Issuers, TokenVerifier, issuer_allowed, policy_from
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write, scan
-from engram.scopes import check_path, check_selector, is_registered, narrow, write_paths
+from engram.scopes import check_path, check_selector, covers, is_registered, narrow, write_paths
 
 Role = Literal["agent", "supervisor", "management"]
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -184,6 +184,31 @@ class IdentityService:
         self.issuers.put(context, policy)
         return policy
 
+    def distrust_issuer(self, caller: Caller, issuer: str) -> None:
+        """Stop trusting an issuer here: a policy whose grant lies inside the management key's own (as its trust
+        had to), or any, for a key that governs the whole context (`governs`)."""
+        policy = next((p for p in self.issuers.of_context(caller.context_id) if p.issuer == issuer), None)
+        if policy is not None and not _holds(caller.principal.grant, policy.grant) and not self.governs(caller, None):
+            raise caller.denied("that issuer's grant is wider than this key's", reason="grant_denied")
+        self.issuers.remove(caller.context_id, issuer)
+
+    def governs(self, caller: Caller, key_id: str | None) -> bool:
+        """Whether a management key may set what binds one key of its context (`key_id`: a key whose grant lies
+        inside its own) or the whole context (None: a grant that holds every scope registered there — every
+        key's grant and every trusted issuer's). A narrower manager (one user's region, say) could otherwise
+        throttle everyone else's keys."""
+        grant = caller.principal.grant
+        if _holds(grant, self.registered(caller.context_id)):
+            return True
+        if key_id is None:
+            return False
+        key = next((k for k in self.list_keys() if k["key_id"] == key_id), None)
+        return (
+            key is not None
+            and caller.context_id in cast(list[str], key["contexts"])
+            and _holds(grant, cast(list[str], key["grant"]))
+        )
+
     def warm_tokens(self) -> None:
         """Fetch every trusted issuer's keys now (the Lambda authorizer, before its SnapStart snapshot)."""
         warm = getattr(self._keys, "warm", None)
@@ -272,3 +297,8 @@ class IdentityService:
         if lens is not None:
             self._check_registered(caller, (p for c in lens for p in c))
         return visibility
+
+
+def _holds(grant: Sequence[str], paths: Iterable[str]) -> bool:
+    """Every path lies inside the grant."""
+    return all(any(covers(g, p) for g in grant) for p in paths)

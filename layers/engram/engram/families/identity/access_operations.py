@@ -57,7 +57,7 @@ class DistrustIn(OpInput):
 
 
 def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dict[str, Any]:
-    s.identity.issuers.remove(c.context_id, a.issuer)
+    s.identity.distrust_issuer(c, a.issuer)
     return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
 
 
@@ -140,6 +140,9 @@ def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(f"invalid arguments: {first['loc'][0]}: {first['msg']}") from None
+    if not s.identity.governs(c, a.key_id):
+        whose = "that key's" if a.key_id else "the whole context's (its grant holds only part of it)"
+        raise c.denied(f"this key may not set {whose} quotas", reason="grant_denied")
     s.quotas.set(c.context_id, a.key_id, limits, c.actor)
     return _quota_out(s, c, a.key_id)
 
