@@ -184,7 +184,8 @@ def test_the_cli_sets_quotas_trusts_issuers_and_reports_usage(tmp_path: Path, ca
 
 def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None:
     """A management key for one user's region may not throttle the whole context, nor another region's keys
-    (an unknown key is refused alike); the context's manager may; nothing a refusal asked is set."""
+    (an unknown key is refused alike), nor read their quotas, usage or calls; the context's manager may all of
+    it; nothing a refusal asked is set."""
     ctx, alice, alice_id, admin = fresh_context(live)
     region = f"org/{ctx}/user/bob"
     bob, bob_principal = live.engram.identity.create_key([ctx], "agent", [region])
@@ -206,3 +207,18 @@ def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None
     assert mine.status_code == 200 and mine.json()["writes_per_day"]["limit"] == 5  # a key inside its region
     assert httpx.post(url, json={"requests_per_minute": 1000}, headers=h(admin)).status_code == 200
     assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(bob)).status_code == 200
+    # what it reads likewise: another region's key's quotas, and only its region's calls in usage and the audit trail
+    assert httpx.get(url, params={"key_id": alice_id}, headers=h(narrow)).status_code == 403
+    assert httpx.get(url, params={"key_id": bob_principal.key_id}, headers=h(narrow)).status_code == 200
+    narrow_id = live.engram.identity.authenticate(narrow).key_id
+    for reader, expected in ((narrow, {bob_principal.key_id, narrow_id}), (admin, None)):
+        usage = httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(reader)).json()
+        audit = httpx.get(f"{live.url}/api/v1/{ctx}/audit", params={"limit": 500}, headers=h(reader)).json()
+        seen = [{r["key_id"] for r in usage["rows"]}, {e["key_id"] for e in audit["entries"]}]
+        if expected is None:
+            assert all(alice_id in keys and bob_principal.key_id in keys for keys in seen), seen
+        else:
+            assert all(bob_principal.key_id in keys and keys <= expected for keys in seen), seen
+    assert (
+        httpx.get(f"{live.url}/api/v1/{ctx}/usage", params={"key_id": alice_id}, headers=h(narrow)).status_code == 403
+    )

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -146,9 +146,10 @@ class Auditor:
         object_id: str | None = None,
         cursor: str | None = None,
         limit: int = 100,
+        keys: Collection[str] | None = None,
     ) -> dict[str, Any]:
-        """Entries newest first, filtered; `next_cursor` goes on where this page stopped (a page looks at no
-        more than SCAN_LIMIT entries)."""
+        """Entries newest first, filtered (`keys`: only calls of those keys); `next_cursor` goes on where this page
+        stopped (a page looks at no more than SCAN_LIMIT entries)."""
         if self.log is None:
             return {"entries": [], "next_cursor": None, "scanned": 0}
         lo, hi = parse_time(since), parse_time(until)
@@ -168,6 +169,7 @@ class Auditor:
                 and (hi is None or e.at <= hi)
                 and principal in (None, d.get("principal"))
                 and key_id in (None, d.get("key_id"))
+                and (keys is None or d.get("key_id") in keys)
                 and tool in (None, d.get("tool"))
                 and (object_id is None or object_id in d.get("objects", ()))
             ):
@@ -180,10 +182,16 @@ class Auditor:
         return {"entries": found, "next_cursor": str(last) if more else None, "scanned": scanned}
 
     def usage(
-        self, context_id: str, since: datetime, until: datetime, key_id: str | None = None, tool: str | None = None
+        self,
+        context_id: str,
+        since: datetime,
+        until: datetime,
+        key_id: str | None = None,
+        tool: str | None = None,
+        keys: Collection[str] | None = None,
     ) -> list[dict[str, Any]]:
         """What the context's calls cost, per day, key and tool (from the trail: each entry keeps its call's
-        cost): calls, errors, p50 / p99 server ms, and every cost figure summed."""
+        cost): calls, errors, p50 / p99 server ms, and every cost figure summed (`keys`: of those keys only)."""
         if self.log is None:
             raise InvalidInput("usage is read from the audit trail, which is off here (ENGRAM_AUDIT)")
         groups: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -192,6 +200,8 @@ class Auditor:
                 break
             d = e.data
             if e.at < since or e.at > until or key_id not in (None, d.get("key_id")) or tool not in (None, d["tool"]):
+                continue
+            if keys is not None and d.get("key_id") not in keys:
                 continue
             group = groups.setdefault(
                 (e.at.date().isoformat(), str(d.get("key_id")), str(d["tool"])),

@@ -193,20 +193,22 @@ class IdentityService:
         self.issuers.remove(caller.context_id, issuer)
 
     def governs(self, caller: Caller, key_id: str | None) -> bool:
-        """Whether a management key may set what binds one key of its context (`key_id`: a key whose grant lies
-        inside its own) or the whole context (None: a grant that holds every scope registered there — every
-        key's grant and every trusted issuer's). A narrower manager (one user's region, say) could otherwise
-        throttle everyone else's keys."""
+        """Whether a management key may set what binds one key of its context (`key_id`) or the whole context
+        (None) — see `governed`. A narrower manager (one user's region, say) could otherwise throttle everyone."""
+        keys = self.governed(caller)
+        return keys is None or (key_id is not None and key_id in keys)
+
+    def governed(self, caller: Caller) -> frozenset[str] | None:
+        """The keys of its context a management key governs, and whose calls it reads in the audit trail and
+        usage: those whose grant lies inside its own. None: every key and token, and the context itself — a
+        grant that holds every scope registered there (every key's grant and every trusted issuer's)."""
         grant = caller.principal.grant
         if _holds(grant, self.registered(caller.context_id)):
-            return True
-        if key_id is None:
-            return False
-        key = next((k for k in self.list_keys() if k["key_id"] == key_id), None)
-        return (
-            key is not None
-            and caller.context_id in cast(list[str], key["contexts"])
-            and _holds(grant, cast(list[str], key["grant"]))
+            return None
+        return frozenset(
+            str(k["key_id"])
+            for k in self.list_keys()
+            if caller.context_id in cast(list[str], k["contexts"]) and _holds(grant, cast(list[str], k["grant"]))
         )
 
     def warm_tokens(self) -> None:

@@ -131,7 +131,15 @@ class QuotaOut(BaseModel):
 
 
 def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
+    if key_id is not None:  # a key's quotas and use: of a key the caller governs (the context's: any manager's)
+        _governing(s, c, key_id)
     return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
+
+
+def _governing(s: IdentityServices, c: Caller, key_id: str | None) -> None:
+    if not s.identity.governs(c, key_id):
+        whose = "that key's" if key_id else "the whole context's (its grant holds only part of it)"
+        raise c.denied(f"this key does not govern {whose} quotas", reason="grant_denied")
 
 
 def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
@@ -140,9 +148,7 @@ def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(f"invalid arguments: {first['loc'][0]}: {first['msg']}") from None
-    if not s.identity.governs(c, a.key_id):
-        whose = "that key's" if a.key_id else "the whole context's (its grant holds only part of it)"
-        raise c.denied(f"this key may not set {whose} quotas", reason="grant_denied")
+    _governing(s, c, a.key_id)
     s.quotas.set(c.context_id, a.key_id, limits, c.actor)
     return _quota_out(s, c, a.key_id)
 
@@ -213,7 +219,7 @@ class UsageOut(BaseModel):
 def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str, Any]:
     now = s.root.clock.now()
     since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
-    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool)
+    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool, s.identity.governed(c))
     return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows,
             "quotas": _quota_out(s, c, a.key_id)}  # fmt: skip
 

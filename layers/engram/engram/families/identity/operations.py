@@ -151,7 +151,8 @@ class AuditOut(BaseModel):
 
 
 def _audit(s: IdentityServices, c: Caller, a: AuditIn, p: Progress) -> dict[str, Any]:
-    return s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit)
+    return s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit,
+                         s.identity.governed(c))  # fmt: skip
 
 
 declare(
