@@ -200,15 +200,18 @@ class IdentityService:
 
     def governed(self, caller: Caller) -> frozenset[str] | None:
         """The keys of its context a management key governs, and whose calls it reads in the audit trail and
-        usage: those whose grant lies inside its own. None: every key and token, and the context itself — a
-        grant that holds every scope registered there (every key's grant and every trusted issuer's)."""
+        usage: itself, and those whose grant lies inside its own. None: every key and token, and the context
+        itself — a grant that holds every scope registered there (every key's grant and every trusted issuer's)."""
         grant = caller.principal.grant
         if _holds(grant, self.registered(caller.context_id)):
             return None
         return frozenset(
-            str(k["key_id"])
-            for k in self.list_keys()
-            if caller.context_id in cast(list[str], k["contexts"]) and _holds(grant, cast(list[str], k["grant"]))
+            [caller.principal.key_id]
+            + [
+                str(k["key_id"])
+                for k in self.list_keys()
+                if caller.context_id in cast(list[str], k["contexts"]) and _holds(grant, cast(list[str], k["grant"]))
+            ]
         )
 
     def warm_tokens(self) -> None:

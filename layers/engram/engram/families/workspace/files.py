@@ -4,10 +4,10 @@ A workspace is a context's files under one scope set (the writer's grant, as eve
 `wfile` record whose id is `scope set | path`, each write a new version carrying its provenance (agent id,
 the key's principal and key id, reason, time) and the content's blob key (named by the file and the bytes'
 hash, `shapes.blob_key`: a version's bytes never change, nothing refers to them before the commit, and no
-other file shares them). A file's imports come from the same
-tree-sitter parse that checks its syntax (`engram.families.workspace.code`); each one that names a workspace file is
-an edge, kept twice: in the file's data (forward) and as a `wdep` entry `target ␟ source` written in the
-same transaction (reverse: who depends on a file is one key range). Deleting is not a tool of Agrama's.
+other file shares them). A file's imports come from the same tree-sitter parse that checks its syntax
+(`engram.families.workspace.code`); each one that names a workspace file is an edge, kept twice: in the
+file's data (forward) and as a `wdep` entry `target ␟ source` written in the same transaction (reverse: who
+depends on a file is one key range). Deleting is not a tool of Agrama's.
 
 Search: each file's text, in windows of about 60 lines, is in the search index (kind `wchunk`: BM25 and,
 with an embedder, vectors), brought up to date right after the commit, with a safety-net job committed
