@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from engram.cli import main
+from engram.identity import Caller, Principal
 from engram.ports import scan
 from tests.concurrency import together
 from tests.conftest import Live
@@ -222,3 +223,5 @@ def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None
     assert (
         httpx.get(f"{live.url}/api/v1/{ctx}/usage", params={"key_id": alice_id}, headers=h(narrow)).status_code == 403
     )
+    token_manager = Caller(Principal("tok_0123456789ab", "management", (ctx,), (region,)), ctx)  # an OAuth token's
+    assert live.engram.identity.governed(token_manager) == {"tok_0123456789ab", bob_principal.key_id, narrow_id}
