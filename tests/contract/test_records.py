@@ -249,3 +249,32 @@ def test_typed_documents_use_the_schemas_and_their_lookups_and_indexing_keeps_th
     e.documents.delete(alice, docs[1]["id"])
     left, _ = e.documents.lookup(alice, "invoice", "invoice", "prefix", "INV-", None, None, False, 10, None)
     assert [d["payload"]["invoice"] for d in left] == ["INV-1", "INV-3"]
+
+
+def test_a_schema_is_replaced_only_by_a_key_that_sees_every_object_of_its_type(both: Engram) -> None:
+    """A manager of Alice's region may replace the `order` schema while every order is one it sees; once Bob has
+    an order it does not see, it may not (409 `in_use`, naming nothing of his), and the schema stays; the
+    context's manager may. Document types likewise, by the documents that name them."""
+    from engram.families.knowledge.documents import NewDocument
+
+    e, (alice, bob, admin) = both, setup(both)
+    _, m = e.identity.create_key(["acme"], "management", [ALICE])
+    region = e.identity.enter(m, "acme", ANY, "t")
+    stricter = dict(ORDER, required=["sku", "qty", "price"])
+
+    def replace(who: Caller, type_: str, schema: dict[str, Any], surface: Any = "record") -> dict[str, Any]:
+        return e.schemas.create("acme", who.actor, type_, surface, schema, [], "keyword", None, "", who)
+
+    make(e, alice, "ABC-1", 1)
+    assert replace(region, "order", ORDER)["version"] == 2  # Alice's orders only: its own region's
+    make(e, bob, "BOB-1", 1)
+    with pytest.raises(Conflict) as refused:
+        replace(region, "order", stricter)
+    assert refused.value.code == "in_use" and "BOB" not in refused.value.message
+    assert e.schemas.get("acme", "order").json_schema == ORDER and e.schemas.get("acme", "order").version == 2
+    assert replace(admin, "order", stricter)["version"] == 3
+    memo = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert replace(region, "memo", memo, "document")["version"] == 1  # a new type: any manager's
+    e.documents.ingest(bob, NewDocument(b"Bob's memo.", "Memo", schema_id="memo", payload={"n": 1}))
+    with pytest.raises(Conflict, match="in use"):
+        replace(region, "memo", dict(memo, required=["n"]), "document")

@@ -56,7 +56,7 @@ class SchemaIn(OpInput):
 def _schema_create(s: RecordsServices, c: Caller, a: SchemaIn, p: Progress) -> dict[str, Any]:
     return s.schemas.create(
         c.context_id, c.actor, a.type, a.surface, a.jsonSchema, [f.model_dump() for f in a.lookupFields], a.indexMode,
-        a.principalType, a.description,
+        a.principalType, a.description, c,
     )  # fmt: skip
 
 

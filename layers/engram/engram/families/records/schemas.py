@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engram.clock import iso
-from engram.errors import InvalidInput, NotFound
+from engram.erasure import every
+from engram.errors import Conflict, InvalidInput, NotFound
 from engram.families.records import schema_rules
 from engram.identity import Caller
 from engram.kernel import BaseService
 from engram.ports import Item, Write, scan
 from engram.retry import on_conflict
+from engram.scopes import can_see
 
 KIND = "schema"
 Surface = Literal["record", "document", "identity"]
@@ -158,7 +160,10 @@ class SchemaService(BaseService):
         index_mode: IndexMode,
         principal_type: PrincipalType | None,
         description: str,
+        caller: Caller | None = None,
     ) -> dict[str, Any]:
+        """Register a type, or replace it: a key (`caller`) replaces one only when it sees every object of that
+        type (409 `in_use` otherwise, saying nothing of them); the CLI, run by the operator, any."""
         if not TYPE_NAME.match(type_):
             raise InvalidInput("type must start with a letter: letters, digits, _ . - (at most 64)")
         if len(json.dumps(json_schema).encode()) > MAX_SCHEMA_BYTES:
@@ -200,11 +205,25 @@ class SchemaService(BaseService):
             current = self.records.get(context_id, KIND, type_)
             if current is not None and current.data["surface"] != surface:
                 raise InvalidInput(f"type {type_!r} is a {current.data['surface']} schema; its surface stays")
+            if current is not None and caller is not None and self._unseen_use(caller, type_, surface):
+                raise Conflict(f"type {type_!r} is in use; it cannot be replaced with this key", code="in_use")
             at = current.version if current is not None else 0
             write = Write(context_id, KIND, type_, data, actor, expected_version=at)
             return self.records.transact([write], self.clock.now())[0]
 
         return _of(on_conflict(attempt)).public()
+
+    def _unseen_use(self, caller: Caller, type_: str, surface: Surface) -> bool:
+        """Whether objects of the type exist that the caller does not see: replacing the schema would change how
+        another scope's writes are checked and looked up (a key that governs the whole context sees them all)."""
+        if self.identity.governs(caller, None):
+            return False
+        lens = self.identity.read_lens(caller, None)
+        kind, field = ("document", "schema_id") if surface == "document" else ("record", "type")
+        return any(
+            item.data.get(field) == type_ and not can_see(item.data.get("scopes"), lens)
+            for item in every(self.records, caller.context_id, kind)
+        )
 
     def get(self, context_id: str, type_: str) -> Schema:
         item = self.records.get(context_id, KIND, type_) if TYPE_NAME.match(type_) else None
