@@ -717,3 +717,24 @@ def test_the_entities_eraser_reads_the_spellings_once_not_once_an_entity(
     assert apply(erasing.erase("acme", Subject(ALICE)), False) == planned and len(passes) == 2
     left = {a.id.split("|")[1] for a in e.records.query("acme", "ealias", limit=100).items}
     assert left == {f"Person:p{i}" for i in range(24) if i % 3}  # Bob's spellings stay
+
+
+def test_an_erasure_request_is_seen_by_its_key_and_those_that_govern_it(both: Engram) -> None:
+    """A manager of Bob's region does not see (not found, as an unknown id) the erasure the context's manager
+    asked for Alice, nor can it verify it; it sees its own; the context's manager sees both."""
+    e = both
+    two_agents(e)
+    admin = management(e)
+    _, p = e.identity.create_key(["acme"], "management", [BOB])
+    region = e.identity.enter(p, "acme", ANY, "t")
+    alices = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)["request_id"]
+    bobs = e.erasure.request(region, e.erasure.subject(region, BOB, None), preview=False)["request_id"]
+    e.queue.join()
+    for call in (e.erasure.status, e.erasure.verify):
+        with pytest.raises(NotFound) as hidden:
+            call(region, alices)
+        with pytest.raises(NotFound) as absent:
+            call(region, "era_" + "0" * 26)
+        assert hidden.value.message.replace(alices, "ID") == absent.value.message.replace("era_" + "0" * 26, "ID")
+    assert e.erasure.status(region, bobs)["status"] == "done"
+    assert {e.erasure.status(admin, r)["status"] for r in (alices, bobs)} == {"done"}

@@ -376,8 +376,11 @@ class ErasureService(BaseService):
         return {"words": len(words), "modes": modes, "found": len(found), "left": len(look()) if found else 0}
 
     def status(self, caller: Caller, request_id: str) -> dict[str, Any]:
+        """A request as its key sees it: one it made, or one a key it governs made (the context's manager: any);
+        another is not found, as if absent — its subject and counts are another region's."""
         item = self.records.get(caller.context_id, REQUEST, request_id)
-        if item is None:
+        keys = self.identity.governed(caller) if item is not None else None
+        if item is None or (keys is not None and item.data.get("requested_by") not in keys):
             raise NotFound(f"no erasure request {request_id!r}", code="not_found")
         d = item.data
         out = {k: d.get(k) for k in ("request_id", "subject", "status", "requested_at", "erased")}
