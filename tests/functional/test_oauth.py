@@ -256,10 +256,13 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(
     for body in bad:
         assert httpx.post(url, json=body, headers=m).status_code == 400, body
     assert httpx.post(url, json=policy, headers=bearer(live.keys.agent)).status_code == 403
-    # a manager of a narrower region may not drop an issuer whose grant is wider than its own (Alice's tokens)
+    # a manager of another region neither sees nor drops an issuer trusted for Alice's (not found, as if absent)
     narrow, _ = live.engram.identity.create_key(["acme"], "management", ["org/acme/user/bob"])
+    assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=bearer(narrow)).json()["issuers"]]
     dropped = httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=bearer(narrow))
-    assert dropped.status_code == 403 and dropped.json()["error"]["code"] == "grant_denied"
+    absent = httpx.request("DELETE", url, params={"issuer": "https://absent.example"}, headers=bearer(narrow))
+    assert dropped.status_code == absent.status_code == 404
+    assert dropped.json()["error"]["code"] == absent.json()["error"]["code"] == "issuer_not_found"
     assert auth_server.issuer in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=m).status_code == 200
     assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]

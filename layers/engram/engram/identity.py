@@ -184,12 +184,18 @@ class IdentityService:
         self.issuers.put(context, policy)
         return policy
 
+    def trusted(self, caller: Caller) -> list[IssuerPolicy]:
+        """The issuers trusted in the caller's context that a management key sees: those whose grant lies inside
+        its own (as its trust had to), or all of them, for a key that governs the whole context (`governed`)."""
+        policies = self.issuers.of_context(caller.context_id)
+        if self.governs(caller, None):
+            return policies
+        return [p for p in policies if _holds(caller.principal.grant, p.grant)]
+
     def distrust_issuer(self, caller: Caller, issuer: str) -> None:
-        """Stop trusting an issuer here: a policy whose grant lies inside the management key's own (as its trust
-        had to), or any, for a key that governs the whole context (`governs`)."""
-        policy = next((p for p in self.issuers.of_context(caller.context_id) if p.issuer == issuer), None)
-        if policy is not None and not _holds(caller.principal.grant, policy.grant) and not self.governs(caller, None):
-            raise caller.denied("that issuer's grant is wider than this key's", reason="grant_denied")
+        """Stop trusting an issuer here, one the key sees (`trusted`); another is not found, as if absent."""
+        if issuer not in {p.issuer for p in self.trusted(caller)}:
+            raise NotFound(f"no issuer {issuer!r} in this context", code="issuer_not_found")
         self.issuers.remove(caller.context_id, issuer)
 
     def governs(self, caller: Caller, key_id: str | None) -> bool:

@@ -49,7 +49,7 @@ def _trust(s: IdentityServices, c: Caller, a: TrustIn, p: Progress) -> dict[str,
 
 
 def _issuers(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
-    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+    return {"issuers": [i.model_dump() for i in s.identity.trusted(c)]}
 
 
 class DistrustIn(OpInput):
@@ -58,7 +58,7 @@ class DistrustIn(OpInput):
 
 def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dict[str, Any]:
     s.identity.distrust_issuer(c, a.issuer)
-    return {"issuers": [i.model_dump() for i in s.identity.issuers.of_context(c.context_id)]}
+    return _issuers(s, c, a, p)
 
 
 declare(
