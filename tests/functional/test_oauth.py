@@ -263,6 +263,10 @@ def test_management_trusts_and_distrusts_issuers_inside_its_own_grant(
     absent = httpx.request("DELETE", url, params={"issuer": "https://absent.example"}, headers=bearer(narrow))
     assert dropped.status_code == absent.status_code == 404
     assert dropped.json()["error"]["code"] == absent.json()["error"]["code"] == "issuer_not_found"
+    narrowed = httpx.post(url, json=dict(policy, grant=["org/acme/user/bob"]), headers=bearer(narrow))
+    assert narrowed.status_code == 409 and narrowed.json()["error"]["code"] == "in_use"  # Alice's tokens keep theirs
+    listed = {i["issuer"]: i for i in httpx.get(url, headers=m).json()["issuers"]}
+    assert listed[auth_server.issuer]["grant"] == [ALICE]
     assert auth_server.issuer in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]
     assert httpx.request("DELETE", url, params={"issuer": auth_server.issuer}, headers=m).status_code == 200
     assert auth_server.issuer not in [i["issuer"] for i in httpx.get(url, headers=m).json()["issuers"]]

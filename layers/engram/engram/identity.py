@@ -180,6 +180,10 @@ class IdentityService:
                 write_paths([policy.grant], caller.principal.grant)
             except Forbidden as exc:
                 raise caller.denied(exc.message, reason="grant_denied") from exc
+            current = {p.issuer for p in self.issuers.of_context(context)}
+            if policy.issuer in current and policy.issuer not in {p.issuer for p in self.trusted(caller)}:
+                # trusted for a grant wider than this key's: replacing it would narrow or widen others' tokens
+                raise Conflict("that issuer is trusted here already, beyond this key's grant", code="in_use")
         self._records.transact(self._scope_writes([context], policy.grant, "oauth"), self._clock.now())
         self.issuers.put(context, policy)
         return policy
