@@ -166,7 +166,8 @@ class IdentityService:
         """Trust an issuer in a context, for at most `grant` (inside the management key's own grant) and
         `roles`; its grant paths become registered scopes there. A key (`caller`) trusts only issuers the
         deployment allows (`allowed`: the server fetches their keys, and a caller's input never chooses where the
-        server connects); the CLI, run by the operator, any."""
+        server connects), and not one trusted here already beyond its grant (409 `in_use`: that policy is a wider
+        manager's); the CLI, run by the operator, any."""
         policy = policy_from(fields)
         context = caller.context_id if caller is not None else check_context(context_id)
         if caller is not None:
@@ -180,9 +181,9 @@ class IdentityService:
                 write_paths([policy.grant], caller.principal.grant)
             except Forbidden as exc:
                 raise caller.denied(exc.message, reason="grant_denied") from exc
-            current = {p.issuer for p in self.issuers.of_context(context)}
-            if policy.issuer in current and policy.issuer not in {p.issuer for p in self.trusted(caller)}:
-                # trusted for a grant wider than this key's: replacing it would narrow or widen others' tokens
+            trusted_here = any(p.issuer == policy.issuer for p in self.issuers.of_context(context))
+            if trusted_here and policy.issuer not in {p.issuer for p in self.trusted(caller)}:
+                # replacing a wider manager's policy would narrow or widen others' tokens
                 raise Conflict("that issuer is trusted here already, beyond this key's grant", code="in_use")
         self._records.transact(self._scope_writes([context], policy.grant, "oauth"), self._clock.now())
         self.issuers.put(context, policy)
