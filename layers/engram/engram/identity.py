@@ -15,7 +15,7 @@ from engram.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthent
 from engram.oauth import IssuerPolicy, Issuers, TokenVerifier, issuer_allowed, policy_from
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write, scan
-from engram.scopes import check_path, check_selector, covers, is_registered, narrow, write_paths
+from engram.scopes import check_path, check_selector, is_registered, narrow, within, write_paths
 
 Role = Literal["agent", "supervisor", "management"]
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -181,8 +181,8 @@ class IdentityService:
                 write_paths([policy.grant], caller.principal.grant)
             except Forbidden as exc:
                 raise caller.denied(exc.message, reason="grant_denied") from exc
-            trusted_here = any(p.issuer == policy.issuer for p in self.issuers.of_context(context))
-            if trusted_here and policy.issuer not in {p.issuer for p in self.trusted(caller)}:
+            here = next((p for p in self.issuers.of_context(context) if p.issuer == policy.issuer), None)
+            if here is not None and not self._sees(caller, here):
                 # replacing a wider manager's policy would narrow or widen others' tokens
                 raise Conflict("that issuer is trusted here already, beyond this key's grant", code="in_use")
         self._records.transact(self._scope_writes([context], policy.grant, "oauth"), self._clock.now())
@@ -190,16 +190,18 @@ class IdentityService:
         return policy
 
     def trusted(self, caller: Caller) -> list[IssuerPolicy]:
-        """The issuers trusted in the caller's context that a management key sees: those whose grant lies inside
-        its own (as its trust had to), or all of them, for a key that governs the whole context (`governed`)."""
-        policies = self.issuers.of_context(caller.context_id)
-        if self.governs(caller, None):
-            return policies
-        return [p for p in policies if _holds(caller.principal.grant, p.grant)]
+        """The issuers trusted in the caller's context that a management key sees (`_sees`)."""
+        return [p for p in self.issuers.of_context(caller.context_id) if self._sees(caller, p)]
+
+    def _sees(self, caller: Caller, policy: IssuerPolicy) -> bool:
+        """Whether a management key sees an issuer's policy: one whose grant lies inside its own (as its trust
+        had to), or any, for a key that governs the whole context (`governed`)."""
+        return within(caller.principal.grant, policy.grant) or self.governs(caller, None)
 
     def distrust_issuer(self, caller: Caller, issuer: str) -> None:
         """Stop trusting an issuer here, one the key sees (`trusted`); another is not found, as if absent."""
-        if issuer not in {p.issuer for p in self.trusted(caller)}:
+        here = next((p for p in self.issuers.of_context(caller.context_id) if p.issuer == issuer), None)
+        if here is None or not self._sees(caller, here):
             raise NotFound(f"no issuer {issuer!r} in this context", code="issuer_not_found")
         self.issuers.remove(caller.context_id, issuer)
 
@@ -214,14 +216,14 @@ class IdentityService:
         usage: itself, and those whose grant lies inside its own. None: every key and token, and the context
         itself — a grant that holds every scope registered there (every key's grant and every trusted issuer's)."""
         grant = caller.principal.grant
-        if _holds(grant, self.registered(caller.context_id)):
+        if within(grant, self.registered(caller.context_id)):
             return None
         return frozenset(
             [caller.principal.key_id]
             + [
                 str(k["key_id"])
                 for k in self.list_keys()
-                if caller.context_id in cast(list[str], k["contexts"]) and _holds(grant, cast(list[str], k["grant"]))
+                if caller.context_id in cast(list[str], k["contexts"]) and within(grant, cast(list[str], k["grant"]))
             ]
         )
 
@@ -313,8 +315,3 @@ class IdentityService:
         if lens is not None:
             self._check_registered(caller, (p for c in lens for p in c))
         return visibility
-
-
-def _holds(grant: Sequence[str], paths: Iterable[str]) -> bool:
-    """Every path lies inside the grant."""
-    return all(any(covers(g, p) for g in grant) for p in paths)

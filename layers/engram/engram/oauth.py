@@ -307,7 +307,7 @@ class TokenVerifier:
             raise _Refused("issued in the future")
 
     def _grant_of(self, policy: IssuerPolicy, claims: dict[str, Any], scopes: list[str]) -> tuple[str, tuple[str, ...]]:
-        from engram.scopes import check_path, covers
+        from engram.scopes import check_path, within
 
         subject = claims.get(policy.principal_claim)
         if not isinstance(subject, str) or not 0 < len(subject) <= 256:
@@ -326,7 +326,7 @@ class TokenVerifier:
             paths = tuple(sorted({check_path(p) for p in asked}))
         except InvalidInput:
             raise _Refused("malformed grant") from None
-        if len(paths) > 20 or not all(any(covers(c, p) for c in policy.grant) for p in paths):
+        if len(paths) > 20 or not within(policy.grant, paths):
             raise _Refused("grant wider than allowed")
         return role, paths
 

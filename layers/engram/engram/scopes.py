@@ -45,6 +45,11 @@ def covers(prefix: str, path: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
 
+def within(grant: Sequence[str], paths: Iterable[str]) -> bool:
+    """Every path lies inside the grant (equals one of its paths or lies below it)."""
+    return all(any(covers(g, p) for g in grant) for p in paths)
+
+
 def related(a: str, b: str) -> bool:
     return covers(a, b) or covers(b, a)
 

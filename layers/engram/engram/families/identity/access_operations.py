@@ -131,9 +131,14 @@ class QuotaOut(BaseModel):
 
 
 def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
-    if key_id is not None:  # a key's quotas and use: of a key the caller governs (the context's: any manager's)
-        _governing(s, c, key_id)
     return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
+
+
+def _quota_read(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
+    """A key's quotas and use: of a key the caller governs (the context's: any manager's)."""
+    if key_id is not None:
+        _governing(s, c, key_id)
+    return _quota_out(s, c, key_id)
 
 
 def _governing(s: IdentityServices, c: Caller, key_id: str | None) -> None:
@@ -184,7 +189,7 @@ declare(
         MANAGEMENT,
         "GET",
         "/quotas",
-        lambda s, c, a, p: _quota_out(s, c, a.key_id),
+        lambda s, c, a, p: _quota_read(s, c, a.key_id),
         read_only=True,
     )
 )
@@ -221,7 +226,7 @@ def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str,
     since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
     rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool, s.identity.governed(c))
     return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows,
-            "quotas": _quota_out(s, c, a.key_id)}  # fmt: skip
+            "quotas": _quota_read(s, c, a.key_id)}  # fmt: skip
 
 
 declare(
