@@ -211,6 +211,13 @@ def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None
     # what it reads likewise: another region's key's quotas, and only its region's calls in usage and the audit trail
     assert httpx.get(url, params={"key_id": alice_id}, headers=h(narrow)).status_code == 403
     assert httpx.get(url, params={"key_id": bob_principal.key_id}, headers=h(narrow)).status_code == 200
+    # the context's quotas: their limits bind its calls too, but their use is everyone's traffic (the manager's only)
+    for reader, used in ((narrow, False), (admin, True)):
+        for got in (httpx.get(url, headers=h(reader)).json(),
+                    httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(reader)).json()["quotas"]):  # fmt: skip
+            assert got["requests_per_minute"]["limit"] == 1000
+            assert (got["requests_per_minute"]["used"] or 0) >= (1 if used else 0)  # this very call
+            assert (got["requests_per_minute"]["used"] is None) is not used
     narrow_id = live.engram.identity.authenticate(narrow).key_id
     for reader, expected in ((narrow, {bob_principal.key_id, narrow_id}), (admin, None)):
         usage = httpx.get(f"{live.url}/api/v1/{ctx}/usage", headers=h(reader)).json()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -134,17 +134,26 @@ def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, 
     return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
 
 
-def _quota_read(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
-    """A key's quotas and use: of a key the caller governs (the context's: any manager's)."""
-    if key_id is not None:
-        _governing(s, c, key_id)
-    return _quota_out(s, c, key_id)
+def _quota_read(s: IdentityServices, c: Caller, key_id: str | None, keys: frozenset[str] | None) -> dict[str, Any]:
+    """A key's quotas and use, of a key the caller governs (`keys`: `IdentityService.governed`); or the context's
+    limits, with their use for its manager only — a narrower one would read the other regions' traffic in it
+    (`used` null)."""
+    if key_id is not None and keys is not None and key_id not in keys:
+        _refuse(c, key_id)
+    out = _quota_out(s, c, key_id)
+    if key_id is None and keys is not None:
+        out.update({k: dict(v, used=None) for k, v in out.items() if isinstance(v, dict)})
+    return out
 
 
 def _governing(s: IdentityServices, c: Caller, key_id: str | None) -> None:
     if not s.identity.governs(c, key_id):
-        whose = "that key's" if key_id else "the whole context's (its grant holds only part of it)"
-        raise c.denied(f"this key does not govern {whose} quotas", reason="grant_denied")
+        _refuse(c, key_id)
+
+
+def _refuse(c: Caller, key_id: str | None) -> NoReturn:
+    whose = "that key's" if key_id else "the whole context's (its grant holds only part of it)"
+    raise c.denied(f"this key does not govern {whose} quotas", reason="grant_denied")
 
 
 def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
@@ -183,13 +192,13 @@ declare(
     Operation(
         "quota_get",
         "identity",
-        "Quotas of this context, or of one key (key_id): limits and use now.",
+        "Quotas of this context (its use: its manager only) or of one key (key_id): limits and use now.",
         QuotaGetIn,
         QuotaOut,
         MANAGEMENT,
         "GET",
         "/quotas",
-        lambda s, c, a, p: _quota_read(s, c, a.key_id),
+        lambda s, c, a, p: _quota_read(s, c, a.key_id, s.identity.governed(c)),
         read_only=True,
     )
 )
@@ -224,9 +233,10 @@ class UsageOut(BaseModel):
 def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str, Any]:
     now = s.root.clock.now()
     since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
-    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool, s.identity.governed(c))
-    return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows,
-            "quotas": _quota_read(s, c, a.key_id)}  # fmt: skip
+    keys = s.identity.governed(c)
+    quotas = _quota_read(s, c, a.key_id, keys)  # first: another region's key is refused before its calls are read
+    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool, keys)
+    return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows, "quotas": quotas}
 
 
 declare(
