@@ -661,6 +661,55 @@ def test_a_job_that_finds_another_runner_looks_again_later_and_a_dead_runners_le
     assert keys_of(e, alice) == []
 
 
+def test_a_unit_longer_than_the_lease_keeps_the_request_from_other_runners(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit that runs past the lease (a document of many chunks on a slow store): the run keeps its lease, so a
+    second runner meeting the request mid-unit is told it is busy rather than taking it over, and the receipt
+    counts the unit once."""
+    import time
+    from datetime import timedelta
+
+    from engram.families.identity import erasure as erasure_module
+    from engram.families.identity.erasure import Busy
+
+    e = both
+    alice, _ = two_agents(e)
+    admin = management(e)
+    e.workctx.set(alice, "plan", {"step": 1}, None, None)
+    monkeypatch.setattr(erasure_module, "LEASE", timedelta(seconds=0.4))
+    erasers = e.erasure.erasers()
+    met: list[str] = []
+
+    def slow(eraser: Any) -> Any:
+        def erase(ctx: str, subject: Any) -> Iterator[Unit]:
+            for unit in eraser(ctx, subject):
+
+                def step(unit: Unit = unit) -> None:
+                    if not met:  # the first unit: past three leases, another runner comes
+                        time.sleep(1.2)
+                        met.append("?")
+                        try:
+                            e.erasure.run("acme", asked["request_id"])
+                            met[0] = "taken over"
+                        except Busy:
+                            met[0] = "busy"
+                    unit.step()
+
+                yield Unit(unit.counts, step)
+
+        return erase
+
+    monkeypatch.setattr(e.erasure, "erasers", lambda: [(n, slow(f) if n == "context" else f) for n, f in erasers])
+    subject = e.erasure.subject(admin, ALICE, None)
+    planned = summed(e.erasure.request(admin, subject, preview=True)["found"])
+    asked = e.erasure.request(admin, subject, preview=False)
+    assert e.erasure.run("acme", asked["request_id"])["status"] == "done"
+    assert met == ["busy"]
+    assert e.erasure.status(admin, asked["request_id"])["erased"] == planned
+    assert keys_of(e, alice) == []
+
+
 def test_a_runner_whose_process_died_on_this_machine_holds_the_request_no_longer(both: Engram) -> None:
     """kill -9 of a server mid-erasure: the next process on the folder takes the request at once (its runner's
     process is gone), not after the lease would have run out."""

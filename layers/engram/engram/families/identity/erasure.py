@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -251,7 +253,8 @@ class ErasureService(BaseService):
             item = self._save(ctx, data, item.version)
         progress = _Progress(self, ctx, data, item)
         try:
-            self._families(ctx, subject, erasers, progress)
+            with progress.kept():  # a unit longer than the lease keeps it
+                self._families(ctx, subject, erasers, progress)
         except _HandOver:  # out of time (the Lambda worker): what is done is saved, the rest is a job of its own
             gone = self._gone(ctx, objects)  # this run's share: its traces looked for while its words are known
             self._looked(data, ctx, gone, words, {o: blob_keys[o] for o in gone if o in blob_keys})
@@ -431,12 +434,15 @@ class _Progress:
     """What a run has erased, kept on the request: each finished unit's counts added to `erased`, saved after
     each batch, at least every `SAVE_EVERY` seconds, and at each family's end (a run killed outright loses at
     most the counts of the small units of its last second; one that fails, or runs out of time, saves them
-    first). Each save renews the run's lease on the request."""
+    first). Each save renews the run's lease on the request; while the families run (`kept`), a unit that takes
+    longer than a quarter of the lease has what was last saved written again, so no other runner takes over."""
 
     def __init__(self, service: ErasureService, ctx: str, data: dict[str, Any], item: Item) -> None:
         self.service, self.ctx, self.data, self.version = service, ctx, data, item.version
         self.data["erased"] = {k: dict(v) for k, v in data["erased"].items()}
         self.saved = time.monotonic()
+        self._last = copy.deepcopy(self.data)  # what the request holds: the keeper writes only this again
+        self._lock = threading.Lock()  # one write at a time: the run's, or the keeper's
 
     def done(self, unit: Unit) -> None:
         add(self.data["erased"], unit.counts)
@@ -446,7 +452,38 @@ class _Progress:
             self.save()
 
     def save(self) -> None:
-        if "runner" in self.data:  # the lease renewed with each save
-            self.data["runner"] = dict(self.data["runner"], until=iso(self.service.clock.now() + LEASE))
-        self.version = self.service._save(self.ctx, self.data, self.version).version
+        with self._lock:
+            self._write(self.data)
+            self._last = copy.deepcopy(self.data)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        if "runner" in data:  # the lease renewed with each save
+            data["runner"] = dict(data["runner"], until=iso(self.service.clock.now() + LEASE))
+        self.version = self.service._save(self.ctx, data, self.version).version
         self.saved = time.monotonic()
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """The lease renewed while the block runs: what was last saved, written again whenever no save came for a
+        quarter of the lease. A write that fails (another runner has the request after all) stops the keeper; the
+        run's own next save fails the same way."""
+        every = LEASE.total_seconds() / 4
+        stop = threading.Event()
+
+        def keep() -> None:
+            while not stop.wait(max(0.01, every - (time.monotonic() - self.saved))):
+                with self._lock:
+                    if time.monotonic() - self.saved < every:
+                        continue
+                    try:
+                        self._write(self._last)
+                    except Exception:  # the run meets it at its own next save
+                        return
+
+        keeper = threading.Thread(target=keep, name="erasure-lease", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join()
