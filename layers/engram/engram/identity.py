@@ -208,8 +208,10 @@ class IdentityService:
     def governs(self, caller: Caller, key_id: str | None) -> bool:
         """Whether a management key may set what binds one key of its context (`key_id`) or the whole context
         (None) — see `governed`. A narrower manager (one user's region, say) could otherwise throttle everyone."""
+        if key_id is None:  # the context: no need to list the keys
+            return within(caller.principal.grant, self.registered(caller.context_id))
         keys = self.governed(caller)
-        return keys is None or (key_id is not None and key_id in keys)
+        return keys is None or key_id in keys
 
     def governed(self, caller: Caller) -> frozenset[str] | None:
         """The keys of its context a management key governs, and whose calls it reads in the audit trail and
