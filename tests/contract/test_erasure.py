@@ -677,7 +677,7 @@ def test_a_unit_longer_than_the_lease_keeps_the_request_from_other_runners(
     alice, _ = two_agents(e)
     admin = management(e)
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
-    monkeypatch.setattr(erasure_module, "LEASE", timedelta(seconds=0.4))
+    monkeypatch.setattr(erasure_module, "LEASE", timedelta(seconds=1))
     erasers = e.erasure.erasers()
     met: list[str] = []
 
@@ -686,8 +686,8 @@ def test_a_unit_longer_than_the_lease_keeps_the_request_from_other_runners(
             for unit in eraser(ctx, subject):
 
                 def step(unit: Unit = unit) -> None:
-                    if not met:  # the first unit: past three leases, another runner comes
-                        time.sleep(1.2)
+                    if not met:  # the first unit: past two leases and more, another runner comes
+                        time.sleep(2.5)
                         met.append("?")
                         try:
                             e.erasure.run("acme", asked["request_id"])
