@@ -336,10 +336,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
-    """`admin bootstrap`: make a new deployment usable: the search index, the first management key."""
+    """`admin bootstrap`: make a new deployment usable: the search index, the first management key.
+    `admin reindex`: a context's search index made again from the record store (`engram.reindex`)."""
     from engram.wiring import build
 
     settings = _settings(args)
+    if args.admin_cmd == "reindex":
+        from engram.reindex import rebuild
+
+        engram = build(settings.model_copy(update={"queue_worker": False}))
+        done = rebuild(engram, args.context, lambda fam, n: print(f"\r{fam}: {n}", end="", file=sys.stderr))
+        print(file=sys.stderr)
+        for fam, n in done["indexed"].items():
+            print(f"{fam}: {n} indexed")
+        if done["unsettled"]:
+            print(f"{done['unsettled']} objects were still changing after {done['passes']} passes: run it again")
+        return 1 if done["unsettled"] else 0
     engram = build(settings.model_copy(update={"embedder": "none"}))
     engram.index.ensure()
     where = settings.opensearch_index if settings.backend == "aws" else "sqlite"
@@ -447,6 +459,10 @@ def parser() -> argparse.ArgumentParser:
     boot.add_argument("--grant", action="append", required=True, help="grant scope path (repeatable)")
     boot.add_argument("--scope", action="append", default=[], help="scope path to register (repeatable)")
     boot.set_defaults(fn=cmd_admin)
+    rei = ads.add_parser("reindex", help="make a context's search index again from the record store")
+    common(rei)
+    rei.add_argument("--context", required=True)
+    rei.set_defaults(fn=cmd_admin)
     return p
 
 

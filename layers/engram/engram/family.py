@@ -10,7 +10,8 @@ A family is a package under `engram/families/<name>/` holding its operations (`o
 - `kinds`: the record kinds it owns (`engram.kinds`: enforced at run time);
 - `function`: the Lambda function of `template.yaml` that serves it, and `seeds`: the seed documents whose
   replays (`tests/seeds/test_<seed>.py`) exercise its tools;
-- `eraser`: the service method that erases a subject's objects of the family (`engram.erasure`);
+- `eraser`: the service method that erases a subject's objects of the family (`engram.erasure`), and
+  `reindexer` the one that indexes them all again from the store (`engram.reindex`);
 - for SnapStart (`engram.api.snapstart`): `clients`, the store clients its requests use (made again after a
   restore), and `warm`, a read its function runs for real before the snapshot.
 
@@ -59,6 +60,9 @@ class Family:
     # (service, method) erasing a subject's objects of the family (`engram.erasure`); None: none yet, and an
     # erasure of a subject the family holds objects of is refused
     eraser: tuple[str, str] | None = None
+    # (service, method) naming the jobs that index every object of the family in a context again, from the store
+    # (`engram.reindex`); None for a family that puts nothing in the search index
+    reindexer: tuple[str, str] | None = None
 
     def service_names(self) -> list[str]:
         """The services the family offers (its Services' public attributes)."""

@@ -87,6 +87,10 @@ class Queue(Protocol):
         """Wait until every queued job has run (or failed for good). Returns False on timeout."""
         ...
 
+    def dispatch(self, name: str, payloads: list[Payload]) -> None:
+        """Run jobs of one name here and now, not queued (together when the name has a batch handler)."""
+        ...
+
 
 class Handlers:
     """The registry every adapter shares: name -> handler, payload checked at submit time."""

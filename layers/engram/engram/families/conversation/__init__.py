@@ -43,4 +43,5 @@ FAMILY = Family(
     seeds=("cortex",),
     warm=("conversation_search", {"query": "warm up"}),
     eraser=("erasing", "erase"),
+    reindexer=("erasing", "reindex"),
 )

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from engram.erasure import Subject, Unit, batched, mine
+from engram.families.conversation import INDEX_JOB
 from engram.kernel import BaseService
+from engram.reindex import Keep, Reindex, by_ids
 
 
 class ConversationErasing(BaseService):
@@ -18,3 +20,7 @@ class ConversationErasing(BaseService):
         found = {kind: mine(self.records, ctx, kind, subject) for kind in ("message", "thread")}
         yield from batched(self.records, ctx, "message", found["message"], self.index.delete)
         yield from batched(self.records, ctx, "thread", found["thread"])
+
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept messages indexed again (`engram.reindex`)."""
+        return by_ids(INDEX_JOB, self.records, ctx, "message", keep)

@@ -173,15 +173,19 @@ class ConversationService(BaseService):
             return list(self.embedder.embed(list(texts)))
 
     def _index_job(self, payload: dict[str, Any]) -> None:
+        """Messages indexed again from the store (the safety net of `append`, and a rebuild's `reindex`), with
+        the vector the index has or one made as `append` made it: with the message before it in its thread."""
         ctx = payload["context_id"]
-        docs = []
-        for mid in payload["ids"]:
-            item = self.records.get(ctx, "message", mid)
-            if item is not None:
-                docs.append(_index_doc(ctx, mid, item.data))
+        found = self.records.get_many(ctx, "message", list(payload["ids"]))
+        docs = [_index_doc(ctx, mid, item.data) for mid, item in found.items()]
         have = self.index.vectors(ctx, [d.id for d in docs])
         missing = [d for d in docs if d.id not in have]
-        fresh = dict(zip([d.id for d in missing], self._embed([d.text for d in missing]), strict=True))
+        before = {d.id: f"{found[d.id].data['thread']}|{int(found[d.id].data['n']) - 1:010d}" for d in missing}
+        earlier = {m: _index_doc(ctx, m, i.data).text for m, i in self.records.get_many(ctx, "message",
+                   sorted(set(before.values()))).items()}  # fmt: skip
+        texts = [f"{earlier[before[d.id]]}\n{d.text}" if before[d.id] in earlier and CONTEXT_EMBEDDING else d.text
+                 for d in missing]  # fmt: skip
+        fresh = dict(zip([d.id for d in missing], self._embed(texts), strict=True))
         if docs:
             self.index.upsert([d.with_vector(have.get(d.id, fresh.get(d.id))) for d in docs])
 

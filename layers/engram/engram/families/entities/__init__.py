@@ -55,4 +55,5 @@ FAMILY = Family(
     warm=("entity_list", {}),
     clients=("dynamodb", "opensearch"),
     eraser=("erasing", "erase"),
+    reindexer=("erasing", "reindex"),
 )

@@ -18,10 +18,12 @@ from functools import partial
 from typing import Any
 
 from engram.erasure import BATCH, Counts, Subject, Unit, add, every
+from engram.families.entities import INDEX_JOB
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
 from engram.families.entities.service import entity_text, fold, index_doc
 from engram.kernel import BaseService
 from engram.ports import Item, Write
+from engram.reindex import Keep, Reindex, by_ids
 from engram.retry import on_conflict
 
 PER_SCOPE_SET = ("mentions", "minfo", "gm", "ev", "edits")  # fields keyed by a scope set ("a|b")
@@ -47,6 +49,10 @@ def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], li
 
 
 class EntityErasing(BaseService):
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept entities indexed again (`engram.reindex`): a dormant or merged one taken out."""
+        return by_ids(INDEX_JOB, self.records, ctx, "entity", keep)
+
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         yield from self._marks(ctx, subject)
         yield from self._shared(ctx, "relation", subject, {})

@@ -72,4 +72,5 @@ FAMILY = Family(
     warm=("knowledge_collections", {"action": "list"}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
     eraser=("erasing", "erase"),
+    reindexer=("erasing", "reindex"),
 )

@@ -12,15 +12,29 @@ from collections.abc import Iterator
 from functools import partial
 
 from engram.erasure import Subject, Unit, every, pointing
+from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import LOOKUP, chunk_key
 from engram.kernel import BaseService
 from engram.ports import Item, Write
+from engram.reindex import Keep, Reindex, batches, object_key
 
 CONTAINERS = ("folder", "collection")
 POINTERS = (LOOKUP, "hash", "extid")
 
 
 class KnowledgeErasing(BaseService):
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept documents' chunks indexed again (`engram.reindex`), by the current version's embedding job
+        (which also says the document is indexed); a deleted document has none."""
+        for batch in batches(self.records, ctx, "document", keep):
+            for doc in batch:
+                chunks = tuple(chunk_key(doc.data, p) for p in range(int(doc.data.get("chunks") or 0)))
+                if doc.data.get("status") == "deleted":
+                    yield Reindex(None, {}, {object_key(doc): (doc.version, ())})
+                else:
+                    payload = {"context_id": ctx, "document_id": doc.id, "version": doc.version}
+                    yield Reindex(EMBED_JOB, payload, {object_key(doc): (doc.version, chunks)})
+
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         docs: list[Item] = []
         others: list[Item] = []

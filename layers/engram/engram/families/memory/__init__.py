@@ -43,4 +43,5 @@ FAMILY = Family(
     seeds=("spectron", "causantic"),
     warm=("memory_profile", {}),
     eraser=("memory", "erase"),
+    reindexer=("memory", "reindex"),
 )

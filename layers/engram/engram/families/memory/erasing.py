@@ -12,13 +12,34 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from engram.erasure import Counts, Subject, Unit, batched, every, mine
+from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import MemoryBase
+from engram.families.memory.plan import session_key
+from engram.ports import Item
+from engram.reindex import Keep, Reindex, batches, object_key
 
 OWNED = ("turn", "attribute", "session")
 INDEXED = ("turn", "attribute")
 
 
 class Erasing(MemoryBase):
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept turns and attributes indexed again (`engram.reindex`), by the write's safety-net job; each
+        turn named with the one before it in its session (by `seq`), whose text its vector was made with."""
+
+        def place(turn: Item, back: int = 0) -> tuple[str, int] | None:
+            seq = turn.data.get("seq")  # older turns have none: no turn before them is named
+            if not isinstance(seq, int):
+                return None
+            return session_key(turn.data["session_id"], turn.data["scopes"]), seq - back
+
+        turns = {p: t.id for t in every(self.records, ctx, "turn") if (p := place(t)) is not None}
+        for kind in INDEXED:
+            for batch in batches(self.records, ctx, kind, keep):
+                after = {i.id: turns[p] for i in batch if kind == "turn" and (p := place(i, 1)) in turns}
+                payload = {"context_id": ctx, "items": [[kind, i.id] for i in batch], "after": after}
+                yield Reindex(INDEX_JOB, payload, {object_key(i): (i.version, (i.id,)) for i in batch})
+
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         found = {kind: mine(self.records, ctx, kind, subject) for kind in OWNED}
         attributes = set(found["attribute"])

@@ -316,8 +316,10 @@ class MemoryService(Reading, Erasing):
     # -- the safety net -------------------------------------------------------------------
 
     def _index_job(self, payload: dict[str, Any]) -> None:
-        """Index committed turns and attributes again from the store (the safety net of `Plan.finish`):
-        each as its record says now, with the vector the index has or a new one."""
+        """Index committed turns and attributes again from the store (the safety net of `Plan.finish`, and a
+        rebuild's `reindex`): each as its record says now, with the vector the index has or a new one — a turn's
+        made as its write made it, with the turn before it in its session, when the payload names that turn
+        (`after`: turn id -> the one before)."""
         ctx = payload["context_id"]
         docs, gone = [], []
         for kind, id_ in payload["items"]:
@@ -328,7 +330,11 @@ class MemoryService(Reading, Erasing):
                 docs.append(index_doc_of(item))
         have: dict[str, Vector | None] = dict(self.index.vectors(ctx, [d.id for d in docs]))
         missing = [d for d in docs if d.id not in have]
-        have |= dict(zip([d.id for d in missing], self.embed([d.text for d in missing]), strict=True))
+        after: dict[str, str] = payload.get("after") or {}
+        before = self.records.get_many(ctx, "turn", sorted({after[d.id] for d in missing if d.id in after}))
+        texts = [d.text if d.id not in after or after[d.id] not in before or not CONTEXT_EMBEDDING else
+                 f"{index_doc_of(before[after[d.id]]).text[-400:]}\n{d.text}" for d in missing]  # fmt: skip
+        have |= dict(zip([d.id for d in missing], self.embed(texts), strict=True))
         if docs:
             self.index.upsert([d.with_vector(have.get(d.id)) for d in docs])
         if gone:

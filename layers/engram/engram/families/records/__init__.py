@@ -59,4 +59,5 @@ FAMILY = Family(
     seeds=("vectros",),
     warm=("list_schemas", {}),
     eraser=("erasing", "erase"),
+    reindexer=("erasing", "reindex"),
 )

@@ -10,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from engram.erasure import Counts, Subject, Unit, batched, mine, pointing
+from engram.families.records import INDEX_JOB
 from engram.kernel import BaseService
+from engram.reindex import Keep, Reindex, by_ids
 
 KIND, LOOKUP, EXTID = "record", "rlookup", "rextid"
 
 
 class RecordErasing(BaseService):
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept records indexed again (`engram.reindex`): a deleted one taken out."""
+        return by_ids(INDEX_JOB, self.records, ctx, KIND, keep)
+
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         ids = mine(self.records, ctx, KIND, subject)
         lookups = pointing(self.records, ctx, ((LOOKUP, "owner"), (EXTID, "record_id")), set(ids))

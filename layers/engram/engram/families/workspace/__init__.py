@@ -64,4 +64,5 @@ FAMILY = Family(
     warm=("get_context", {"context_types": ["project"]}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
     eraser=("erasing", "erase"),
+    reindexer=("erasing", "reindex"),
 )

@@ -13,13 +13,23 @@ from collections.abc import Iterator
 from functools import partial
 
 from engram.erasure import Subject, Unit, batched, every, mine
+from engram.families.workspace import DECISION_JOB, INDEX_JOB
 from engram.families.workspace.collab import CLOCK, DECISION, OP, SESSION, SNAP
 from engram.families.workspace.shapes import DEP, FILE, SEP, context_wide
 from engram.kernel import BaseService
 from engram.ports import Item
+from engram.reindex import Keep, Reindex, batches, by_ids, object_key
 
 
 class WorkspaceErasing(BaseService):
+    def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
+        """The kept files' windows and decisions indexed again (`engram.reindex`)."""
+        for batch in batches(self.records, ctx, FILE, keep):
+            objects = {object_key(i): (i.version, tuple(f"{i.id}#{n}" for n in range(int(i.data.get("chunks") or 0))))
+                       for i in batch}  # fmt: skip
+            yield Reindex(INDEX_JOB, {"context_id": ctx, "ids": [i.id for i in batch]}, objects)
+        yield from by_ids(DECISION_JOB, self.records, ctx, DECISION, keep)
+
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
         files: list[Item] = []
         others: list[Item] = []
