@@ -3,7 +3,9 @@ messages too), every version, and the messages' index documents. What the messag
 entities family's to erase; what a thread's user messages stored as memories, memory's.
 
 Order, so that a rerun finds what is left: messages (each batch's index documents, then the messages), then
-threads."""
+threads.
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 

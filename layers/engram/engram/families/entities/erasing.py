@@ -9,7 +9,9 @@ it said, and its mention and evidence marks. Memory's edges (`rel:`) belong to t
 
 Order, so that a rerun finds what is left: marks and source records first (found by their own scopes), then
 edges, then entities (an entity's index document before its record).
-"""
+
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ of each version, their index documents, processing state, lookup entries, conten
 entity graph is the entities family's to erase.
 
 Order, so that a rerun finds what is left: for each document (a unit), its entries and pointers, index documents,
-chunks, blobs and state (all found through the document and its versions), then the document; containers last."""
+chunks, blobs and state (all found through the document and its versions), then the document; containers last.
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 

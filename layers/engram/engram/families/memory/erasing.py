@@ -4,7 +4,9 @@ the entities family's to erase.
 
 Order, so that a job that dies half way and runs again finds what is left: the index documents first, then the
 slots (found through their attributes), then the records — a record still there leads back to everything of
-it."""
+it.
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ version of each, their lookup entries (whose keys hold field values), their exte
 documents. What a record fed the entity graph is the entities family's to erase.
 
 Order, so that a rerun finds what is left: for each batch of records, their index documents, lookup entries and
-pointers (found through the records), then the records."""
+pointers (found through the records), then the records.
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ sessions with their operation logs, counters and snapshots, and its decisions (r
 
 Order, so that a rerun finds what is left: for each file (a unit) its index windows, edges and unshared blobs
 (found through its versions), then the file; each session's log, then the session; each batch of decisions, their
-index documents, then the decisions."""
+index documents, then the decisions.
+
+Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
 
 from __future__ import annotations
 
