@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from engram.erasure import every
 from engram.ports import Item, RecordStore
+from engram.queue import BATCH_JOBS
 
 if TYPE_CHECKING:
     from engram.wiring import Engram
@@ -85,10 +86,19 @@ def rebuild(
     reindexers = [(fam.name, _reindexer(root, fam.services, fam.reindexer)) for fam in root.families() if fam.reindexer]
     seen: dict[str, tuple[int, tuple[str, ...]]] = {}
 
+    pending: list[Reindex] = []  # jobs of one name run together (one embedding call for many documents)
+
+    def flush() -> None:
+        if pending:
+            root.queue.dispatch(str(pending[0].job), [step.payload for step in pending])
+            pending.clear()
+
     def run(step: Reindex) -> None:
-        if step.job is not None:
-            root.queue.dispatch(step.job, [step.payload])
         seen.update(step.objects)
+        if step.job is not None:
+            if pending and (pending[0].job != step.job or len(pending) >= BATCH_JOBS):
+                flush()
+            pending.append(step)
 
     indexed: dict[str, int] = {}
     for name, reindexer in reindexers:
@@ -98,6 +108,7 @@ def rebuild(
             indexed[name] += len(step.objects)
             if progress is not None:
                 progress(name, indexed[name])
+        flush()
     passes, unsettled = 0, 0
     while passes < rounds:
         passes += 1
@@ -108,6 +119,7 @@ def rebuild(
                 root.index.delete(context_id, [d for k in step.objects for d in seen[k][1]])
                 run(step)
                 unsettled += len(step.objects)
+            flush()
         gone = [k for k in seen if k not in present]
         if gone:
             root.index.delete(context_id, [d for k in gone for d in seen.pop(k)[1]])
