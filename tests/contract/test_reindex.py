@@ -226,5 +226,10 @@ def test_the_cli_rebuilds_a_local_context(tmp_path: Path, capsys: Any) -> None:
     for f in tmp_path.glob("search.db*"):
         f.unlink()
     assert main(["admin", "reindex", "--data-dir", str(tmp_path), "--context", "acme"]) == 0
-    assert f"memory: {memories} indexed" in capsys.readouterr().out.splitlines()
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"acme: memory {memories}, knowledge 1, ")
+    assert snapshot(build_local(Settings(data_dir=tmp_path, queue_worker=False))) == before
+    for f in tmp_path.glob("search.db*"):  # lost again: every context a key names
+        f.unlink()
+    assert main(["admin", "reindex", "--data-dir", str(tmp_path), "--all"]) == 0
+    assert [line.partition(":")[0] for line in capsys.readouterr().out.splitlines() if line] == ["acme"]
     assert snapshot(build_local(Settings(data_dir=tmp_path, queue_worker=False))) == before

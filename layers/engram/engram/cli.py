@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -336,22 +337,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
-    """`admin bootstrap`: make a new deployment usable: the search index, the first management key.
-    `admin reindex`: a context's search index made again from the record store (`engram.reindex`)."""
+    """`admin bootstrap`: make a new deployment usable: the search index, the first management key."""
     from engram.wiring import build
 
     settings = _settings(args)
-    if args.admin_cmd == "reindex":
-        from engram.reindex import rebuild
-
-        engram = build(settings.model_copy(update={"queue_worker": False}))
-        done = rebuild(engram, args.context, lambda fam, n: print(f"\r{fam}: {n}", end="", file=sys.stderr))
-        print(file=sys.stderr)
-        for fam, n in done["indexed"].items():
-            print(f"{fam}: {n} indexed")
-        if done["unsettled"]:
-            print(f"{done['unsettled']} objects were still changing after {done['passes']} passes: run it again")
-        return 1 if done["unsettled"] else 0
     engram = build(settings.model_copy(update={"embedder": "none"}))
     engram.index.ensure()
     where = settings.opensearch_index if settings.backend == "aws" else "sqlite"
@@ -366,6 +355,27 @@ def cmd_admin(args: argparse.Namespace) -> int:
     print("Store this key now; it is not shown again:")
     print(secret)
     return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """`admin reindex`: a context's search index (or every context's) made again from the record store."""
+    from engram.reindex import rebuild
+    from engram.wiring import build
+
+    engram = build(_settings(args).model_copy(update={"queue_worker": False}))
+    keys = engram.identity.list_keys()
+    unsettled = 0
+    for ctx in [args.context] if args.context else sorted({c for k in keys for c in cast(list[str], k["contexts"])}):
+        done = rebuild(engram, ctx, partial(_progress, ctx))
+        print(f"\n{ctx}: " + ", ".join(f"{fam} {n}" for fam, n in done["indexed"].items()) + " indexed")
+        if done["unsettled"]:
+            print(f"{ctx}: {done['unsettled']} objects still changing after {done['passes'] + 1} passes: run it again")
+        unsettled += done["unsettled"]
+    return 1 if unsettled else 0
+
+
+def _progress(ctx: str, family: str, n: int) -> None:
+    print(f"\r{ctx} {family}: {n}", end="", file=sys.stderr)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -461,8 +471,10 @@ def parser() -> argparse.ArgumentParser:
     boot.set_defaults(fn=cmd_admin)
     rei = ads.add_parser("reindex", help="make a context's search index again from the record store")
     common(rei)
-    rei.add_argument("--context", required=True)
-    rei.set_defaults(fn=cmd_admin)
+    which = rei.add_mutually_exclusive_group(required=True)
+    which.add_argument("--context")
+    which.add_argument("--all", action="store_true", help="every context a key names")
+    rei.set_defaults(fn=cmd_reindex)
     return p
 
 
