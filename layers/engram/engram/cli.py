@@ -367,7 +367,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     unsettled = 0
     for ctx in [args.context] if args.context else sorted({c for k in keys for c in cast(list[str], k["contexts"])}):
         done = rebuild(engram, ctx, partial(_progress, ctx))
-        print(f"\n{ctx}: " + ", ".join(f"{fam} {n}" for fam, n in done["indexed"].items()) + " indexed")
+        print(file=sys.stderr)  # the progress line ends; the summary goes to standard output
+        print(f"{ctx}: " + ", ".join(f"{fam} {n}" for fam, n in done["indexed"].items()) + " indexed")
         if done["unsettled"]:
             print(f"{ctx}: {done['unsettled']} objects still changing after {done['passes'] + 1} passes: run it again")
         unsettled += done["unsettled"]
