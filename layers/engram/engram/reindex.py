@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from engram.erasure import every
 from engram.ports import Item, RecordStore
@@ -83,7 +83,9 @@ def rebuild(
     Returns the objects indexed per family, the passes after the first, and `unsettled` (objects the last pass
     still found changed: run it again once writes are quiet). `progress(family, objects so far)`."""
     root.index.ensure()
-    reindexers = [(fam.name, _reindexer(root, fam.services, fam.reindexer)) for fam in root.families() if fam.reindexer]
+    reindexers: list[tuple[str, Reindexer]] = [
+        (fam.name, root.bound(fam, *fam.reindexer)) for fam in root.families() if fam.reindexer is not None
+    ]
     seen: dict[str, tuple[int, tuple[str, ...]]] = {}
 
     pending: list[Reindex] = []  # jobs of one name run together (one embedding call for many documents)
@@ -138,9 +140,3 @@ def _moved(seen: Mapping[str, tuple[int, tuple[str, ...]]], present: set[str]) -
         return object_key(item) in seen and seen[object_key(item)][0] != item.version
 
     return moved
-
-
-def _reindexer(root: Engram, services: Any, named: tuple[str, str] | None) -> Reindexer:
-    assert named is not None
-    service, method = named
-    return cast(Reindexer, getattr(getattr(root.services(services), service), method))

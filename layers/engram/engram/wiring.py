@@ -102,7 +102,12 @@ class Engram:
                 )
 
     def _runner(self, fam: Family, service: str, method: str) -> Callable[[Any], None]:
-        return lambda payload: getattr(getattr(self.services(fam.services), service), method)(payload)
+        return lambda payload: self.bound(fam, service, method)(payload)
+
+    def bound(self, fam: Family, service: str, method: str) -> Any:
+        """A method of one of a family's services (a job's handler, its eraser, its reindexer), the family's
+        services made on first use."""
+        return getattr(getattr(self.services(fam.services), service), method)
 
     def services(self, cls: type[S]) -> S:
         """A family's Services over this root, made once."""

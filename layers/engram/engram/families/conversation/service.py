@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 else:
     np = module("numpy")
 from engram.families.conversation import INDEX_JOB
-from engram.families.memory.base import CONTEXT_EMBEDDING, Turn
+from engram.families.memory.base import Turn, in_context
 from engram.families.memory.plan import turn_text
 from engram.families.memory.service import MemoryService
 from engram.kernel import BaseService, Kernel
@@ -120,7 +120,7 @@ class ConversationService(BaseService):
             # As memory embeds a turn: with the message before it, since replies are often elliptic ("Yes,
             # last Friday!"). Before the commit (the slow part); again only if another writer came between.
             previous = thread.data.get("last_text", "") if thread is not None else ""
-            embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
+            embed_text = in_context(previous, text)
             if embedded is None or embedded[0] != embed_text:
                 embedded = (embed_text, self._embed([embed_text])[0])
             now = self.clock.now()
@@ -183,8 +183,7 @@ class ConversationService(BaseService):
         before = {d.id: f"{found[d.id].data['thread']}|{int(found[d.id].data['n']) - 1:010d}" for d in missing}
         earlier = {m: _index_doc(ctx, m, i.data).text for m, i in self.records.get_many(ctx, "message",
                    sorted(set(before.values()))).items()}  # fmt: skip
-        texts = [f"{earlier[before[d.id]]}\n{d.text}" if before[d.id] in earlier and CONTEXT_EMBEDDING else d.text
-                 for d in missing]  # fmt: skip
+        texts = [in_context(earlier.get(before[d.id]), d.text) for d in missing]
         fresh = dict(zip([d.id for d in missing], self._embed(texts), strict=True))
         if docs:
             self.index.upsert([d.with_vector(have.get(d.id, fresh.get(d.id))) for d in docs])

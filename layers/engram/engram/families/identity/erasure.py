@@ -133,8 +133,7 @@ class ErasureService(BaseService):
                 continue
             eraser: Eraser | None = None
             if fam.eraser is not None:
-                service, method = fam.eraser
-                eraser = getattr(getattr(self.root.services(fam.services), service), method)
+                eraser = self.root.bound(fam, *fam.eraser)
             out.append((fam.name, eraser))
         return out
 

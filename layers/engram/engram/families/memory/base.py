@@ -25,6 +25,12 @@ SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after
 log = logging.getLogger("engram.memory")
 
 
+def in_context(previous: str | None, text: str) -> str:
+    """What a turn's (or a message's) vector is made of: its text after the one before it in its session, since
+    replies are often elliptic ("Yes, last Friday!") and only the turn before says what they are about."""
+    return f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:64] or "x"
 

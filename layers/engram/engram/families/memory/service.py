@@ -23,7 +23,7 @@ from typing import Any
 from engram.clock import iso, new_id, parse_time
 from engram.errors import Conflict
 from engram.families.entities import service as entities
-from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug
+from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug, in_context
 from engram.families.memory.erasing import Erasing
 from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
 from engram.families.memory.plan import ATTRIBUTE_EDGES, Plan, attribute_text, index_doc_of, session_key, turn_text
@@ -115,10 +115,8 @@ class MemoryService(Reading, Erasing):
                 },
             )
             text = turn_text(turn.content, speaker)
-            # The vector also sees the turn before it in the session: replies are often elliptic
-            # ("Yes, last Friday!") and only the previous turn says what they are about.
             previous = (plan.get("session", session_key(session_id, tags)) or {}).get("last_text", "")
-            embed_text = f"{previous}\n{text}" if previous and CONTEXT_EMBEDDING else text
+            embed_text = in_context(previous, text)
             plan.index(IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text)
             self._touch_session(plan, session_id, tags, said, turn.content, text)
             turn_data = plan.get("turn", turn_id)
@@ -332,8 +330,8 @@ class MemoryService(Reading, Erasing):
         missing = [d for d in docs if d.id not in have]
         after: dict[str, str] = payload.get("after") or {}
         before = self.records.get_many(ctx, "turn", sorted({after[d.id] for d in missing if d.id in after}))
-        texts = [d.text if d.id not in after or after[d.id] not in before or not CONTEXT_EMBEDDING else
-                 f"{index_doc_of(before[after[d.id]]).text[-400:]}\n{d.text}" for d in missing]  # fmt: skip
+        earlier = {i: index_doc_of(item).text[-400:] for i, item in before.items()}  # as the session keeps it
+        texts = [in_context(earlier.get(after.get(d.id, "")), d.text) for d in missing]
         have |= dict(zip([d.id for d in missing], self.embed(texts), strict=True))
         if docs:
             self.index.upsert([d.with_vector(have.get(d.id)) for d in docs])
