@@ -3,7 +3,8 @@
 Every locked runtime dependency (with the `aws` extra) goes to one layer, except what the Lambda runtime
 provides and what no Lambda code path imports. The layers, so that each function carries only what it
 imports (template.yaml gives each function its layers; a test imports every function with nothing else):
-- engram: the package and what every function needs (pydantic, numpy, opensearch-py, Powertools, ...);
+- engram: the package and what every function needs (pydantic, numpy, opensearch-py, Powertools, PyJWT and
+  `cryptography` for tokens and signatures, ...);
 - web: the HTTP and MCP stack (FastAPI, the MCP SDK, Mangum), for the functions that serve HTTP;
 - docs: the document parsers (PDF, DOCX, HTML), for the functions that ingest files;
 - model: the local embedding model and ONNX Runtime (not deployed with Bedrock embeddings);
@@ -38,7 +39,6 @@ WEB = {
     "anyio", "httpx2", "httpcore2", "truststore",
     "jsonschema", "jsonschema-specifications", "referencing", "rpds-py", "attrs",  # the SDK's schema checks
     "jsonschema-rs",  # registered schemas (records, typed documents): served by web functions only
-    "pyjwt", "cryptography", "cffi", "pycparser",  # the SDK's auth and request-state sealing, imported by it
 }  # fmt: skip
 DOCS = {"pypdf", "python-docx", "lxml", "beautifulsoup4", "soupsieve"}
 CODE = {  # tree-sitter with its compiled grammars, and the CRDT: for the workspace function

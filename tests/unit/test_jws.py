@@ -1,4 +1,5 @@
-"""The pure-Python JWS verification OAuth tokens go through (`engram.jws`), checked against PyJWT/cryptography."""
+"""The JWS checks OAuth tokens go through (`engram.jws`, on PyJWT and `cryptography`): explicit algorithms, the
+key's type and size, any change to a signed token fails."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ def b64(raw: bytes) -> str:
 
 
 def check(token: str, jwk: dict[str, object]) -> bool:
-    header, _, signing, signature = jws.parse(token)
-    return jws.verify(str(header["alg"]), dict(jwk), signing, signature)
+    header, _ = jws.parse(token)
+    return jws.verify(str(header["alg"]), dict(jwk), token)
 
 
 @pytest.mark.parametrize("alg", ["RS256", "RS384", "RS512"])
@@ -31,10 +32,11 @@ def test_rsa_signatures_verify_and_any_change_fails(alg: str) -> None:
     head, body, sig = token.split(".")
     other = jwt.encode({"sub": "mallory", "n": 1}, key, algorithm=alg).split(".")[1]
     assert not check(f"{head}.{other}.{sig}", jwk)  # another body under this signature
-    flipped = bytearray(jws.b64url(sig))
+    raw = base64.urlsafe_b64decode(sig + "==")
+    flipped = bytearray(raw)
     flipped[-1] ^= 1
     assert not check(f"{head}.{body}.{b64(bytes(flipped))}", jwk)
-    assert not check(f"{head}.{body}.{b64(jws.b64url(sig)[:-1])}", jwk)  # a short signature
+    assert not check(f"{head}.{body}.{b64(raw[:-1])}", jwk)  # a short signature
 
 
 def test_small_rsa_keys_and_keys_of_another_type_are_refused() -> None:
@@ -55,7 +57,15 @@ def test_eddsa_and_es256() -> None:
     raw = ed.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     token = jwt.encode({"sub": "a"}, ed, algorithm="EdDSA")
     assert check(token, {"kty": "OKP", "crv": "Ed25519", "x": b64(raw)})
-    assert not check(token, {"kty": "OKP", "crv": "Ed25519", "x": b64(bytes(32))})
+    other = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    assert not check(token, {"kty": "OKP", "crv": "Ed25519", "x": b64(other)})
+    with pytest.raises(jws.BadToken):  # a key of small order "verifies" a trivial signature of anything
+        check(token, {"kty": "OKP", "crv": "Ed25519", "x": b64(bytes(32))})
+    trivial = token.rsplit(".", 1)[0] + "." + b64(bytes.fromhex("01" + "00" * 31) + bytes(32))
+    with pytest.raises(jws.BadToken):
+        check(trivial, {"kty": "OKP", "crv": "Ed25519", "x": b64(bytes.fromhex("01" + "00" * 31))})
+    with pytest.raises(jws.BadToken):  # an EdDSA token checked with an RSA key, or the key of another curve
+        check(token, rsa_jwk(rsa.generate_private_key(public_exponent=65537, key_size=2048), "k"))
     p256 = ec.generate_private_key(ec.SECP256R1())
     nums = p256.public_key().public_numbers()
     jwk = {"kty": "EC", "crv": "P-256", "x": b64(nums.x.to_bytes(32, "big")), "y": b64(nums.y.to_bytes(32, "big"))}

@@ -1,11 +1,12 @@
-"""Signed receipts (issue #27): Ed25519 over canonical JSON, checked offline, any change detected."""
+"""Signed receipts (issue #27): Ed25519 over canonical JSON, checked offline against the deployment's pinned key,
+any change detected; Ed25519 through `cryptography` (#49), keys of small order refused."""
 
 from __future__ import annotations
 
 import copy
 
-from engram import ed25519
 from engram.receipts import Signer, canonical, verify
+from engram.signing import Ed25519Signer, b64, ed25519_verify, small_order_ed25519
 
 
 def receipt() -> dict[str, object]:
@@ -16,8 +17,7 @@ def test_a_signed_receipt_verifies_with_its_key_and_the_published_one() -> None:
     signer = Signer(Signer.new_private_key())
     signed = signer.sign(receipt())
     assert signed["public_key"] == signer.public_key and signed["algorithm"] == "Ed25519"
-    assert verify(signed) == (True, "signature valid")
-    assert verify(signed, signer.public_key)[0]
+    assert verify(signed, signer.public_key) == (True, "signature valid")
     assert canonical(signed) == canonical({k: v for k, v in signed.items() if k != "signature"})
 
 
@@ -26,13 +26,24 @@ def test_any_change_or_another_key_fails() -> None:
     signed = signer.sign(receipt())
     tampered = copy.deepcopy(signed)
     tampered["erased"]["records"]["turn"] = 4  # type: ignore[index]
-    assert verify(tampered) == (False, "the signature does not match the receipt's content")
-    assert verify(dict(signed, public_key=other.public_key))[0] is False  # a key swapped in
+    assert verify(tampered, signer.public_key) == (False, "the signature does not match the receipt's content")
+    assert verify(dict(signed, public_key=other.public_key), signer.public_key)[0] is False  # a key swapped in
     assert verify(signed, other.public_key) == (False, "signed with another key than the deployment's")
     assert verify(other.sign(receipt()), signer.public_key)[0] is False  # a receipt someone else made
-    assert verify(dict(signed, signature="!!!"))[0] is False
-    assert verify(receipt())[0] is False  # unsigned
-    assert verify(dict(signed, algorithm="none"))[0] is False
+    assert verify(dict(signed, signature="!!!"), signer.public_key)[0] is False
+    assert verify(receipt(), signer.public_key)[0] is False  # unsigned
+    assert verify(dict(signed, algorithm="none"), signer.public_key)[0] is False
+
+
+def test_without_a_pinned_key_no_receipt_is_valid() -> None:
+    """#49: the key inside a receipt is anyone's; a receipt re-signed by another key was called valid."""
+    forger = Signer(Signer.new_private_key())
+    forged = forger.sign(receipt())
+    assert verify(forged, None) == (
+        False,
+        "no deployment key to check against (give --public-key, or --url of the deployment)",
+    )
+    assert verify(forged, forger.public_key)[0]  # only a checker who pins the forger's key is fooled
 
 
 def test_the_same_private_key_makes_the_same_public_key() -> None:
@@ -61,24 +72,32 @@ RFC_VECTORS = [
 
 def test_ed25519_matches_rfc_8032_vectors() -> None:
     for secret, public, message, signature in RFC_VECTORS:
-        sk, msg = bytes.fromhex(secret), bytes.fromhex(message)
-        assert ed25519.public_key(sk).hex() == public
-        assert ed25519.sign(sk, msg).hex() == signature
-        assert ed25519.verify(bytes.fromhex(public), msg, bytes.fromhex(signature))
-        assert not ed25519.verify(bytes.fromhex(public), msg + b"x", bytes.fromhex(signature))
+        signer, msg = Ed25519Signer(bytes.fromhex(secret)), bytes.fromhex(message)
+        assert signer.public_key == b64(bytes.fromhex(public))
+        assert signer.sign(msg) == b64(bytes.fromhex(signature))
+        assert ed25519_verify(signer.public_key, msg, b64(bytes.fromhex(signature)))
+        assert not ed25519_verify(signer.public_key, msg + b"x", b64(bytes.fromhex(signature)))
 
 
-def test_ed25519_agrees_with_cryptography_both_ways() -> None:
-    """The pure-Python signer against the `cryptography` package (a test dependency), on random keys."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+SMALL_ORDER = ["00" * 32, "01" + "00" * 31, "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+               "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a", "ec" + "ff" * 30 + "7f"]  # fmt: skip
 
-    for n in range(5):
-        theirs = Ed25519PrivateKey.generate()
-        sk = theirs.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        pk = theirs.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        message = f"receipt {n}".encode() * (n + 1)
-        assert ed25519.public_key(sk) == pk
-        assert ed25519.sign(sk, message) == theirs.sign(message)  # Ed25519 is deterministic
-        Ed25519PublicKey.from_public_bytes(pk).verify(ed25519.sign(sk, message), message)  # raises if not
-        assert ed25519.verify(pk, message, theirs.sign(message))
+
+def test_a_small_order_public_key_with_a_trivial_signature_is_refused() -> None:
+    """#49: under a key of small order, R = the identity and S = 0 "signs" every message (RFC 8032's
+    cofactorless equation holds; OpenSSL itself accepts it). Such a key never verifies anything here."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    identity = bytes.fromhex("01" + "00" * 31)
+    trivial = identity + bytes(32)
+    Ed25519PublicKey.from_public_bytes(identity).verify(trivial, b"any receipt")  # the library alone: accepted
+    for hexkey in SMALL_ORDER:
+        for sign_bit in (0, 0x80):
+            raw = bytearray(bytes.fromhex(hexkey))
+            raw[31] |= sign_bit
+            assert small_order_ed25519(b64(bytes(raw)))
+            assert not ed25519_verify(b64(bytes(raw)), b"any receipt", b64(trivial))
+    forged = dict(receipt(), algorithm="Ed25519", public_key=b64(identity), signature=b64(trivial))
+    assert verify(forged, b64(identity))[0] is False
+    real = Ed25519Signer(Ed25519Signer.new_private_key())
+    assert not small_order_ed25519(real.public_key) and ed25519_verify(real.public_key, b"m", real.sign(b"m"))

@@ -175,9 +175,36 @@ def cmd_erasure(args: argparse.Namespace) -> int:
         return 2
     if isinstance(receipt, dict) and isinstance(receipt.get("receipt"), dict):
         receipt = receipt["receipt"]  # erasure_status's answer, as saved
-    valid, why = verify(receipt, args.public_key) if isinstance(receipt, dict) else (False, "not a JSON object")
+    key = args.public_key
+    if key is None and args.url is not None:
+        try:
+            key = published_receipt_key(args.url)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    valid, why = verify(receipt, key) if isinstance(receipt, dict) else (False, "not a JSON object")
     print(f"{'valid' if valid else 'INVALID'}: {why}")
     return 0 if valid else 1
+
+
+def published_receipt_key(url: str) -> str:
+    """The receipt key a deployment publishes (`/.well-known/engram-receipt-key` under its base URL: https, or
+    http to loopback). Raises ValueError when it cannot be read."""
+    import httpx
+
+    from engram.errors import InvalidInput
+    from engram.oauth import check_url
+
+    try:
+        base = check_url(url.rstrip("/"), "--url")
+        answer = httpx.get(f"{base}/.well-known/engram-receipt-key", timeout=10, follow_redirects=False)
+        answer.raise_for_status()
+        body = answer.json()
+    except (InvalidInput, httpx.HTTPError, ValueError) as exc:
+        raise ValueError(f"cannot read the deployment's receipt key from {url}: {exc}") from None
+    if not isinstance(body, dict) or body.get("algorithm") != "Ed25519" or not isinstance(body.get("public_key"), str):
+        raise ValueError(f"{url} publishes no Ed25519 receipt key")
+    return str(body["public_key"])
 
 
 def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -202,7 +229,9 @@ def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     evs = ev.add_subparsers(dest="erasure_cmd", required=True)
     evv = evs.add_parser("verify", help="check a receipt's Ed25519 signature offline")
     evv.add_argument("receipt", help="the receipt (JSON), or erasure_status's answer holding it")
-    evv.add_argument("--public-key", dest="public_key", help="the deployment's published key (current_identity)")
+    pinned = evv.add_mutually_exclusive_group()
+    pinned.add_argument("--public-key", dest="public_key", help="the deployment's published key (current_identity)")
+    pinned.add_argument("--url", help="the deployment's base URL: its published key is fetched from there")
     evv.set_defaults(fn=cmd_erasure)
 
     au = sub.add_parser("audit", help="a context's audit trail: verify its hash chain, or list entries")

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from engram import jws
 from engram.clock import Clock
-from engram.errors import InvalidInput, NotFound, Unauthenticated
+from engram.errors import InvalidInput, NotFound, Unauthenticated, Unavailable
 from engram.expiring import Expiring
 from engram.observability import deny
 from engram.ports import KeySource, RecordStore, Write
@@ -247,15 +247,13 @@ class TokenVerifier:
             raise InvalidToken() from None
 
     def _verify(self, token: str) -> TokenGrant:
-        header, claims, signing_input, signature = jws.parse(token)
+        header, claims = jws.parse(token)
         issuer = claims.get("iss")
         if not isinstance(issuer, str) or not issuer:
             raise _Refused("no iss")
         policies = self.issuers.for_issuer(issuer)
         if not policies:
             raise _Refused("untrusted issuer")
-        self._check_signature(issuer, policies, header, signing_input, signature)
-        self._check_times(claims)
         audiences = claims.get("aud")
         aud = {audiences} if isinstance(audiences, str) else set(audiences) if isinstance(audiences, list) else set()
 
@@ -267,6 +265,12 @@ class TokenVerifier:
         matching = {c: p for c, p in policies.items() if _for_us(aud, p.audience) and c in (named(p) or {c})}
         if not matching:
             raise _Refused("wrong audience")
+        # Each context's trust is its own: a context accepts the token only if the keys *its* policy names
+        # signed it. Another context trusting the same issuer URL with keys of its own signs for nobody else.
+        matching = self._signed_for(issuer, matching, header, token)
+        self._check_times(claims)
+        if len(matching) > 1 and not any(named(p) for p in matching.values()):
+            raise _Refused("the issuer is trusted in several contexts; name one with engram:context:<id>")
         grants = {(c, *self._grant_of(p, claims, _scopes(claims, p.scope_claim))) for c, p in matching.items()}
         shapes = {(g[1], g[2]) for g in grants}
         if len(shapes) != 1:
@@ -275,11 +279,28 @@ class TokenVerifier:
         subject = str(claims.get(next(iter(matching.values())).principal_claim))
         return TokenGrant(token_key_id(issuer, subject), role, tuple(sorted(matching)), grant)
 
-    def _check_signature(
-        self, issuer: str, policies: dict[str, IssuerPolicy], header: dict[str, Any], signing: bytes, sig: bytes
-    ) -> None:
-        uris = {p.jwks_uri for p in policies.values()}
-        jwks_uri = sorted(u for u in uris if u)[0] if any(uris) else None
+    def _signed_for(
+        self, issuer: str, policies: dict[str, IssuerPolicy], header: dict[str, Any], token: str
+    ) -> dict[str, IssuerPolicy]:
+        """The contexts among `policies` whose own key source (the policy's `jwks_uri`, or the issuer's
+        metadata) holds the key that signed `token`. Raises _Refused when none does."""
+        by_source: dict[str | None, list[str]] = {}
+        for context, policy in policies.items():
+            by_source.setdefault(policy.jwks_uri, []).append(context)
+        signed: dict[str, IssuerPolicy] = {}
+        why: Exception = _Refused("bad signature")
+        for jwks_uri, contexts in sorted(by_source.items(), key=lambda kv: kv[0] or ""):
+            try:
+                self._check_signature(issuer, jwks_uri, header, token)
+            except (_Refused, Unavailable) as exc:  # one context's keys out of reach fail only that context
+                why = exc
+                continue
+            signed.update({c: policies[c] for c in contexts})
+        if not signed:
+            raise why
+        return signed
+
+    def _check_signature(self, issuer: str, jwks_uri: str | None, header: dict[str, Any], token: str) -> None:
         kid = header.get("kid")
         alg = str(header["alg"])
         for refresh in (False, True):  # an unknown kid: the issuer may have rotated its keys
@@ -289,7 +310,7 @@ class TokenVerifier:
             else:
                 keys = [k for k in keys if k.get("alg") in (None, alg)][:5]
             if keys:
-                if not any(_verifies(alg, k, signing, sig) for k in keys):
+                if not any(_verifies(alg, k, token) for k in keys):
                     raise _Refused("bad signature")
                 return
         raise _Refused("unknown kid")
@@ -341,9 +362,9 @@ def _for_us(aud: set[str], audiences: list[str]) -> bool:
     return any(a == b or a.startswith(b.rstrip("/") + "/") for a in aud if isinstance(a, str) for b in audiences)
 
 
-def _verifies(alg: str, jwk: dict[str, Any], signing: bytes, sig: bytes) -> bool:
+def _verifies(alg: str, jwk: dict[str, Any], token: str) -> bool:
     try:
-        return jws.verify(alg, jwk, signing, sig)
+        return jws.verify(alg, jwk, token)
     except jws.BadToken:
         return False
 

@@ -1,0 +1,115 @@
+"""Issue #49, trust at the seams, tried as an attacker would over real HTTP: each context's trust is its own, nobody
+lifts a limit that binds themselves, the observability surfaces say nothing without a key. Each test failed on the
+code before its fix."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engram.adapters import jwks
+from engram.devserver import cli
+from engram.errors import NotFound
+from engram.receipts import Signer
+from tests.conftest import Live
+from tests.oauth_server import AuthServer, running_auth_server
+
+ALICE = "org/acme/user/alice"
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+WHO = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "current_identity", "arguments": {}}}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def two_servers(live: Live, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[AuthServer, AuthServer]]:
+    """acme's authorization server, trusted by acme's manager; and another one, which globex's manager runs."""
+    with running_auth_server() as acme_idp, running_auth_server() as globex_idp:
+        monkeypatch.setattr(live.engram.settings, "oauth_allowed_issuers", [acme_idp.issuer, globex_idp.issuer])
+        jwks.forget()
+        policy = {"issuer": acme_idp.issuer, "audience": [f"{live.url}/mcp"], "grant": ["org/acme/user"]}
+        made = httpx.post(f"{live.url}/api/v1/acme/oauth/issuers", json=policy, headers=bearer(live.keys.management))
+        assert made.status_code == 200, made.text
+        try:
+            yield acme_idp, globex_idp
+        finally:
+            for context in ("acme", "globex"):
+                with contextlib.suppress(NotFound):  # not trusted there
+                    live.engram.identity.issuers.remove(context, acme_idp.issuer)
+            jwks.forget()
+
+
+def test_another_context_trusting_the_same_issuer_url_with_its_own_keys_signs_for_nobody_else(
+    live: Live, two_servers: tuple[AuthServer, AuthServer]
+) -> None:
+    """The critical one: globex's manager trusted acme's issuer URL with globex's own `jwks_uri`. A token globex
+    signed, claiming acme, was accepted as acme's user, and acme's real tokens got 401."""
+    acme_idp, globex_idp = two_servers
+    aud = f"{live.url}/mcp"
+    real = acme_idp.mint(aud=aud, scope=f"engram:agent engram:grant:{ALICE}")
+    assert httpx.post(live.url + "/mcp", json=WHO, headers=bearer(real)).status_code == 200
+    attack = {"issuer": acme_idp.issuer, "jwks_uri": f"{globex_idp.issuer}/jwks", "audience": [aud],
+              "grant": ["org/globex"]}  # fmt: skip
+    made = httpx.post(f"{live.url}/api/v1/globex/oauth/issuers", json=attack, headers=bearer(live.keys.other_tenant))
+    assert made.status_code == 200, made.text  # globex may trust whom it likes, for globex
+    live.engram.identity.issuers._cache.drop(acme_idp.issuer)  # as after POLICY_TTL: every process reads it again
+    forged_claims: dict[str, Any] = {"iss": acme_idp.issuer, "aud": aud}
+    for scope in (f"engram:context:acme engram:agent engram:grant:{ALICE}", f"engram:agent engram:grant:{ALICE}"):
+        forged = globex_idp.mint(scope=scope, **forged_claims)  # globex's key, acme's issuer name
+        answer = httpx.post(live.url + "/mcp", json=WHO, headers=bearer(forged))
+        if answer.status_code == 200:  # may only ever be globex's own user, never acme's
+            assert answer.json()["result"]["structuredContent"]["contexts"] == ["globex"], scope
+        else:
+            assert answer.status_code == 401, answer.text
+    # acme's real tokens still pass, and are acme's
+    again = httpx.post(live.url + "/mcp", json=WHO, headers=bearer(real))
+    assert again.status_code == 200, again.text
+    me = again.json()["result"]["structuredContent"]
+    assert me["contexts"] == ["acme"] and me["grant"] == [ALICE]
+    # a token signed by acme's key naming globex is not globex's either (globex trusts other keys)
+    crossed = acme_idp.mint(aud=aud, scope="engram:context:globex engram:agent engram:grant:org/globex")
+    assert httpx.post(live.url + "/mcp", json=WHO, headers=bearer(crossed)).status_code == 401
+
+
+def test_an_issuer_trusted_in_two_contexts_needs_the_token_to_name_one(
+    live: Live, two_servers: tuple[AuthServer, AuthServer]
+) -> None:
+    """A token is the context's it names, or the single context its issuer is trusted in (a guard of the rule: the
+    code before refused this token too, by the grant's shape)."""
+    acme_idp, _ = two_servers
+    aud = f"{live.url}/mcp"
+    both = {"issuer": acme_idp.issuer, "audience": [aud], "grant": ["org/globex"]}
+    made = httpx.post(f"{live.url}/api/v1/globex/oauth/issuers", json=both, headers=bearer(live.keys.other_tenant))
+    assert made.status_code == 200, made.text
+    live.engram.identity.issuers._cache.drop(acme_idp.issuer)
+    unnamed = acme_idp.mint(aud=aud, scope=f"engram:agent engram:grant:{ALICE}")
+    assert httpx.post(live.url + "/mcp", json=WHO, headers=bearer(unnamed)).status_code == 401
+    named = acme_idp.mint(aud=aud, scope=f"engram:context:acme engram:agent engram:grant:{ALICE}")
+    answer = httpx.post(live.url + "/mcp", json=WHO, headers=bearer(named))
+    assert answer.status_code == 200 and answer.json()["result"]["structuredContent"]["contexts"] == ["acme"]
+
+
+def test_an_offline_receipt_check_trusts_only_the_deployments_published_key(live: Live, tmp_path: Path) -> None:
+    """`engram erasure verify` without `--public-key` trusted the key inside the receipt: a receipt re-signed by
+    anyone's key was `valid`. Now it needs a pinned key, or `--url` to read the one the deployment publishes."""
+    document = {"request": "er_x", "subject": {"scope": ALICE}, "erased": {"records": {"turn": 3}}}
+    genuine = live.engram.erasure.signer().sign(document)
+    forged = Signer(Signer.new_private_key()).sign(dict(document, erased={"records": {"turn": 0}}))
+    good, bad = tmp_path / "good.json", tmp_path / "forged.json"
+    good.write_text(json.dumps(genuine))
+    bad.write_text(json.dumps(forged))
+    data = tmp_path / "data"
+    assert cli("erasure", "verify", str(good), f"--url={live.url}", data_dir=data).startswith("valid")
+    for args in ((str(bad),), (str(bad), f"--url={live.url}"), (str(good),)):
+        with pytest.raises(RuntimeError):  # exit status 1: INVALID
+            cli("erasure", "verify", *args, data_dir=data)
+    with pytest.raises(RuntimeError, match="cannot read the deployment's receipt key"):
+        cli("erasure", "verify", str(good), "--url=http://example.com", data_dir=data)  # http off loopback: refused
