@@ -167,7 +167,10 @@ SAMPLES: dict[str, Any] = {
         "grant": ["org/acme"],
     },
     "oauth_issuers": {},
-    "quota_set": {"key_id": "key_sample", "writes_per_day": 1000},
+    "quota_set": lambda live: {  # a key below the caller (a manager sets no quota that binds itself)
+        "key_id": live.engram.identity.create_key(["acme"], "agent", ["org/acme/user/bob"])[1].key_id,
+        "writes_per_day": 1000,
+    },
     "quota_get": {},
     "usage_report": {"tool": "memory_recall"},
     "oauth_distrust": lambda live: {"issuer": _issuer(live)},

@@ -15,6 +15,7 @@ from engram.cli import main
 from engram.identity import Caller, Principal
 from engram.ports import scan
 from tests.concurrency import together
+from engram.quotas import QuotaLimits
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -111,7 +112,7 @@ def test_a_call_that_only_reads_counts_no_write_and_passes_a_spent_write_quota(l
 
 async def test_over_quota_on_mcp_is_a_tool_error_with_the_same_code_and_time(live: Live) -> None:
     ctx, agent, _, manager = fresh_context(live)
-    assert httpx.post(f"{live.url}/api/v1/{ctx}/quotas", json={"requests_per_minute": 4}, headers=h(manager)).is_success
+    live.engram.quotas.set(ctx, None, QuotaLimits(requests_per_minute=4), "operator")  # the context's: the operator's
     results: list[Any] = []
     async with connect(live.url, agent) as c:
         for _ in range(7):
@@ -206,7 +207,7 @@ def test_a_manager_sets_quotas_only_for_what_its_grant_holds(live: Live) -> None
     assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(alice)).status_code == 200
     mine = httpx.post(url, json={"key_id": bob_principal.key_id, "writes_per_day": 5}, headers=h(narrow))
     assert mine.status_code == 200 and mine.json()["writes_per_day"]["limit"] == 5  # a key inside its region
-    assert httpx.post(url, json={"requests_per_minute": 1000}, headers=h(admin)).status_code == 200
+    live.engram.quotas.set(ctx, None, QuotaLimits(requests_per_minute=1000), "operator")
     assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=h(bob)).status_code == 200
     # what it reads likewise: another region's key's quotas, and only its region's calls in usage and the audit trail
     assert httpx.get(url, params={"key_id": alice_id}, headers=h(narrow)).status_code == 403

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,36 @@ def test_an_offline_receipt_check_trusts_only_the_deployments_published_key(live
             cli("erasure", "verify", *args, data_dir=data)
     with pytest.raises(RuntimeError, match="cannot read the deployment's receipt key"):
         cli("erasure", "verify", str(good), "--url=http://example.com", data_dir=data)  # http off loopback: refused
+
+
+def test_nobody_sets_or_lifts_a_limit_that_binds_themselves(live: Live) -> None:
+    """A manager of one region removed the quota its context's manager had set on its key and raised its own
+    `writes_per_day` to a million. Now a key sets quotas only of keys strictly below it; the context's are the
+    operator's."""
+    ctx = f"q{uuid.uuid4().hex[:10]}"
+    region = f"org/{ctx}/user/bob"
+    admin, admin_p = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}"])
+    peer, peer_p = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}"])
+    agent, agent_p = live.engram.identity.create_key([ctx], "agent", [f"org/{ctx}"])
+    narrow, narrow_p = live.engram.identity.create_key([ctx], "management", [region])
+    url = f"{live.url}/api/v1/{ctx}/quotas"
+    set_by_admin = httpx.post(url, json={"key_id": narrow_p.key_id, "writes_per_day": 10}, headers=bearer(admin))
+    assert set_by_admin.status_code == 200, set_by_admin.text  # a narrower manager: below the context's
+    attempts = [
+        (narrow, {"key_id": narrow_p.key_id}),  # lifting its own limit (every field unset)
+        (narrow, {"key_id": narrow_p.key_id, "writes_per_day": 1_000_000}),
+        (narrow, {"writes_per_day": 1_000_000}),  # the context's, which bind it too
+        (admin, {"key_id": admin_p.key_id, "requests_per_minute": 10**6}),  # the context's manager, on itself
+        (admin, {"key_id": peer_p.key_id, "requests_per_minute": 0}),  # a peer as wide as itself
+        (peer, {"key_id": admin_p.key_id, "requests_per_minute": 0}),
+        (admin, {"requests_per_minute": 10**6}),  # the context's
+    ]
+    for key, body in attempts:
+        answer = httpx.post(url, json=body, headers=bearer(key))
+        assert answer.status_code == 403 and answer.json()["error"]["code"] == "grant_denied", (body, answer.text)
+    got = httpx.get(url, params={"key_id": narrow_p.key_id}, headers=bearer(admin)).json()
+    assert got["writes_per_day"]["limit"] == 10  # what the context's manager set stands
+    assert httpx.get(url, headers=bearer(admin)).json()["writes_per_day"]["limit"] is None
+    lesser = httpx.post(url, json={"key_id": agent_p.key_id, "writes_per_day": 5}, headers=bearer(admin))
+    assert lesser.status_code == 200  # an agent key of the same paths: a lesser role, so below it
+    assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=bearer(agent)).status_code == 200

@@ -213,6 +213,24 @@ class IdentityService:
         keys = self.governed(caller)
         return keys is None or key_id in keys
 
+    def may_limit(self, caller: Caller, key_id: str | None) -> bool:
+        """Whether a management key may set or lift the quotas of `key_id` (None: the whole context). Nobody
+        governs a limit that binds themselves: never its own key's; never the context's (they bind every key of it,
+        this one too: the operator's, `engram quota set`); only those of a key it governs (`governs`) that is
+        strictly below it — a grant inside its own and narrower, or the same paths with a lesser role (an agent
+        key of its region) — never a key as wide as itself or wider, such as a peer manager. An OAuth principal's
+        (`tok_…`, no key record) only by the context's manager."""
+        if key_id is None or key_id == caller.principal.key_id or not self.governs(caller, key_id):
+            return False
+        record = next((k for k in self.list_keys() if k["key_id"] == key_id), None)
+        if record is None:
+            return key_id.startswith("tok_") and self.governed(caller) is None
+        theirs = cast(list[str], record["grant"])
+        lesser = ROLES.index(str(record["role"])) < ROLES.index(caller.principal.role)
+        return lesser or not within(
+            theirs, caller.principal.grant
+        )  # not as wide: the caller's grant is not inside theirs
+
     def governed(self, caller: Caller) -> frozenset[str] | None:
         """The keys of its context a management key governs, and whose calls it reads in the audit trail and
         usage: itself, and those whose grant lies inside its own. None: every key and token, and the context

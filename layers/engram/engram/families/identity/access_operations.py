@@ -146,9 +146,16 @@ def _quota_read(s: IdentityServices, c: Caller, key_id: str | None, keys: frozen
     return out
 
 
-def _governing(s: IdentityServices, c: Caller, key_id: str | None) -> None:
-    if not s.identity.governs(c, key_id):
-        _refuse(c, key_id)
+def _limiting(s: IdentityServices, c: Caller, key_id: str | None) -> None:
+    if not s.identity.may_limit(c, key_id):
+        if key_id is None:
+            raise c.denied(
+                "the context's quotas bind every key of it, this one too: its operator sets them", reason="grant_denied"
+            )
+        raise c.denied(
+            "this key may set the quotas only of keys it governs with a narrower grant (never its own)",
+            reason="grant_denied",
+        )
 
 
 def _refuse(c: Caller, key_id: str | None) -> NoReturn:
@@ -162,7 +169,7 @@ def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(f"invalid arguments: {first['loc'][0]}: {first['msg']}") from None
-    _governing(s, c, a.key_id)
+    _limiting(s, c, a.key_id)
     s.quotas.set(c.context_id, a.key_id, limits, c.actor)
     return _quota_out(s, c, a.key_id)
 
@@ -179,7 +186,7 @@ declare(
     Operation(
         "quota_set",
         "identity",
-        "Set the quotas of this context, or of one key (key_id); unset: the default.",
+        "Set the quotas of a key below this one (key_id); unset: the default. The context's: the operator's.",
         QuotaSetIn,
         QuotaOut,
         MANAGEMENT,
