@@ -14,8 +14,8 @@ import httpx
 from engram.cli import main
 from engram.identity import Caller, Principal
 from engram.ports import scan
-from tests.concurrency import together
 from engram.quotas import QuotaLimits
+from tests.concurrency import together
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -111,7 +111,7 @@ def test_a_call_that_only_reads_counts_no_write_and_passes_a_spent_write_quota(l
 
 
 async def test_over_quota_on_mcp_is_a_tool_error_with_the_same_code_and_time(live: Live) -> None:
-    ctx, agent, _, manager = fresh_context(live)
+    ctx, agent, _, _ = fresh_context(live)
     live.engram.quotas.set(ctx, None, QuotaLimits(requests_per_minute=4), "operator")  # the context's: the operator's
     results: list[Any] = []
     async with connect(live.url, agent) as c:
