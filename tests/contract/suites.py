@@ -13,15 +13,16 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from engram.audit import Auditor, seal
+from engram.audit import Auditor, Chain, legacy_seal
 from engram.clock import FixedClock as FrozenClock
 from engram.errors import Conflict, InvalidInput, NotFound
-from engram.ports import AuditLog, BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
+from engram.ports import AuditEntry, AuditLog, BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
 from engram.queue import JOBS, Queue
 from engram.search_rules import Rules, using
 from tests.concurrency import together
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CHAIN = Chain(lambda: b"the deployment's audit key, 32 b")  # the contract tests' audit key
 
 
 class RecordStoreContract:
@@ -501,19 +502,26 @@ class AuditLogContract:
     def remove(self, log: AuditLog, context_id: str, seq: int) -> None:
         raise NotImplementedError
 
+    def rewrite(self, log: AuditLog, context_id: str, seq: int, data: dict[str, object], prev: str, hash: str) -> None:
+        """Replace an entry's stored data, prev and hash, as someone with write access to the store would."""
+        raise NotImplementedError
+
     @staticmethod
     def auditor(log: AuditLog) -> Auditor:
-        return Auditor(log, FrozenClock(T0 + timedelta(days=1)), 365)
+        return Auditor(log, FrozenClock(T0 + timedelta(days=1)), 365, CHAIN)
 
     def test_entries_chain_in_order_per_context(self, log: AuditLog) -> None:
         for i in range(5):
-            log.append("c1", {"tool": f"t{i}", "objects": [f"o{i}"]}, T0 + timedelta(seconds=i), None)
-        log.append("c2", {"tool": "other"}, T0, None)
+            log.append("c1", {"tool": f"t{i}", "objects": [f"o{i}"]}, T0 + timedelta(seconds=i), None, CHAIN)
+        log.append("c2", {"tool": "other"}, T0, None, CHAIN)
         got = log.entries("c1")
         assert [e.seq for e in got] == [1, 2, 3, 4, 5] and got[0].prev == ""
         assert all(b.prev == a.hash for a, b in itertools.pairwise(got))
-        assert all(e.hash == seal(e.context_id, e.seq, e.at, e.data, e.prev) for e in got)
-        assert got[2].data == {"tool": "t2", "objects": ["o2"]} and got[2].at == T0 + timedelta(seconds=2)
+        assert all(e.hash == CHAIN.seal(e.context_id, e.seq, e.at, e.data, e.prev) for e in got)
+        assert all(e.hash.startswith("k1:") and e.hash != legacy_seal(e.context_id, e.seq, e.at, e.data, e.prev)
+                   for e in got)  # fmt: skip
+        assert got[2].data == {"tool": "t2", "objects": ["o2"], "prev_expires_at": None}
+        assert got[2].at == T0 + timedelta(seconds=2)
         assert [e.seq for e in log.entries("c1", after=1, before=5)] == [2, 3, 4]
         assert [e.seq for e in log.entries("c1", descending=True, limit=2)] == [5, 4]
         assert [e.seq for e in log.entries("c1", before=3, descending=True)] == [2, 1]
@@ -522,17 +530,17 @@ class AuditLogContract:
 
     def test_expired_entries_leave_the_chain_verifiable_from_the_oldest_kept(self, log: AuditLog) -> None:
         for i in range(4):
-            log.append("c1", {"i": i}, T0 + timedelta(hours=i), T0 + timedelta(hours=i, minutes=30))
+            log.append("c1", {"i": i}, T0 + timedelta(hours=i), T0 + timedelta(hours=i, minutes=30), CHAIN)
         later = T0 + timedelta(hours=1, minutes=45)  # the first two have expired
         assert [e.seq for e in log.entries("c1", now=later)] == [3, 4]
         assert [e.seq for e in log.entries("c1")] == [1, 2, 3, 4]  # without a time: whatever is stored
-        report = Auditor(log, FrozenClock(later), 1).verify("c1")
+        report = Auditor(log, FrozenClock(later), 1, CHAIN).verify("c1")
         assert report["ok"] and (report["first"], report["last"], report["entries"]) == (3, 4, 2)
 
     def test_many_concurrent_writers_take_consecutive_numbers_and_one_chain(self, log: AuditLog) -> None:
         def write(i: int) -> None:
             for j in range(5):
-                log.append("c1", {"writer": i, "n": j}, T0, None)
+                log.append("c1", {"writer": i, "n": j}, T0, None, CHAIN)
 
         assert together(16, write) == []
         got = log.entries("c1")
@@ -542,12 +550,68 @@ class AuditLogContract:
 
     def test_an_altered_or_removed_entry_is_detected(self, log: AuditLog) -> None:
         for i in range(6):
-            log.append("c1", {"tool": f"t{i}"}, T0, None)
+            log.append("c1", {"tool": f"t{i}"}, T0, None, CHAIN)
         self.alter(log, "c1", 2)
         report = self.auditor(log).verify("c1")
         assert not report["ok"] and [p["seq"] for p in report["problems"]] == [2]
         self.remove(log, "c1", 4)
         report = self.auditor(log).verify("c1")
         assert [p["seq"] for p in report["problems"]] == [2, 5] and "missing" in report["problems"][1]["problem"]
-        self.remove(log, "c1", 1)  # the first entry ever gone: the chain now starts at 2, which chains to it
-        assert self.auditor(log).verify("c1")["first"] == 2
+        self.remove(log, "c1", 1)  # the first entry, inside its retention (none): a log cut at its start
+        report = self.auditor(log).verify("c1")
+        assert report["first"] == 2 and any(
+            "removed inside their retention" in p["problem"] for p in report["problems"]
+        )
+
+    # -- #49: a chain nobody re-seals, cut at neither end --------------------------------------------------
+
+    def _six(self, log: AuditLog, expires: timedelta | None = None, context_id: str = "c1") -> list[AuditEntry]:
+        for i in range(6):
+            log.append(context_id, {"tool": f"t{i}"}, T0 + timedelta(seconds=i),
+                       T0 + timedelta(seconds=i) + expires if expires else None, CHAIN)  # fmt: skip
+        return list(log.entries(context_id))
+
+    def test_an_edit_resealed_with_the_published_algorithm_or_another_key_is_found(self, log: AuditLog) -> None:
+        """The chain was keyless: edit an entry, re-seal it and every later one with SHA-256 as the module says
+        (or any key but the deployment's), and `verify` said ok."""
+        for ctx, forger in (("c1", legacy_seal), ("c2", Chain(lambda: b"a key that is not the deployment").seal)):
+            entries = self._six(log, context_id=ctx)
+            prev = entries[1].hash
+            for e in entries[2:]:
+                data = dict(e.data, tool="forged") if e.seq == 3 else e.data
+                digest = forger(ctx, e.seq, e.at, data, prev)
+                self.rewrite(log, ctx, e.seq, data, prev, digest)
+                prev = digest
+            report = self.auditor(log).verify(ctx)
+            assert not report["ok"] and 3 in [p["seq"] for p in report["problems"]], report
+
+    def test_a_log_cut_at_its_start_inside_retention_is_found_and_retention_is_not(self, log: AuditLog) -> None:
+        self._six(log, expires=timedelta(days=30))
+        self.remove(log, "c1", 1)
+        self.remove(log, "c1", 2)  # the oldest entries, well inside their 30 days
+        report = self.auditor(log).verify("c1")
+        assert not report["ok"] and "removed inside their retention" in report["problems"][0]["problem"]
+        later = Auditor(log, FrozenClock(T0 + timedelta(days=30, seconds=2)), 30, CHAIN)  # 1 and 2 expired
+        assert later.verify("c1")["ok"], later.verify("c1")
+
+    def test_a_log_cut_at_its_end_or_emptied_is_found_by_the_mark_kept_apart(self, log: AuditLog) -> None:
+        entries = self._six(log, expires=timedelta(days=30))
+        mark = log.mark("c1")
+        assert mark is not None and (mark.seq, mark.hash) == (6, entries[-1].hash)
+        self.remove(log, "c1", 6)
+        report = self.auditor(log).verify("c1")
+        assert not report["ok"] and "removed from the log's end" in report["problems"][-1]["problem"]
+        for e in entries[:5]:
+            self.remove(log, "c1", e.seq)
+        report = self.auditor(log).verify("c1")  # every entry gone: the mark still names the sixth
+        assert not report["ok"] and report["entries"] == 0, report
+        after = Auditor(log, FrozenClock(T0 + timedelta(days=31)), 30, CHAIN)  # ... unless retention took them all
+        assert after.verify("c1")["ok"]
+
+    def test_the_next_entry_after_retention_took_every_one_goes_on_from_the_mark(self, log: AuditLog) -> None:
+        self._six(log, expires=timedelta(hours=1))
+        for seq in range(1, 7):  # the sweep (SQLite) or DynamoDB's TTL
+            self.remove(log, "c1", seq)
+        entry = log.append("c1", {"tool": "later"}, T0 + timedelta(days=2), None, CHAIN)
+        assert entry.seq == 7
+        assert Auditor(log, FrozenClock(T0 + timedelta(days=2)), 1, CHAIN).verify("c1")["ok"]

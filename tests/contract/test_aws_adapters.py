@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Write
 from engram.queue import Queue
 from tests.concurrency import together
-from tests.contract.suites import T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
+from tests.contract.suites import CHAIN, T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
 from tests.fixtures.lossy_proxy import lossy_proxy
 
 pytestmark = pytest.mark.aws
@@ -261,15 +262,22 @@ class TestDynamoAuditLog(AuditLogContract):
     def remove(self, log: object, context_id: str, seq: int) -> None:
         self.db.delete_item(TableName=self.table, Key=self._key(context_id, seq))
 
+    def rewrite(self, log: object, context_id: str, seq: int, data: dict[str, object], prev: str, hash: str) -> None:
+        self.db.update_item(TableName=self.table, Key=self._key(context_id, seq),
+                            UpdateExpression="SET #d = :d, #p = :p, #h = :h",
+                            ExpressionAttributeNames={"#d": "data", "#p": "prev", "#h": "hash"},
+                            ExpressionAttributeValues={":d": {"S": json.dumps(data)}, ":p": {"S": prev},
+                                                       ":h": {"S": hash}})  # fmt: skip
+
     def test_a_lost_answer_to_an_append_writes_the_entry_once(self, endpoint: str, log: DynamoAuditLog) -> None:
         """The put lands, its answer is lost, the SDK retries and meets the entry it wrote: before, the log chained
         a second copy of the entry after it."""
         with lossy_proxy(endpoint) as (url, proxy):
             log = DynamoAuditLog(client(url, "dynamodb"), self.table)  # the same table, through the proxy
-            log.append("c2", {"n": 1}, T0, None)
-            proxy.lose(".PutItem")
-            entry = log.append("c2", {"n": 2}, T0, None)
-            assert proxy.lost == ["DynamoDB_20120810.PutItem"]
+            log.append("c2", {"n": 1}, T0, None, CHAIN)
+            proxy.lose(".TransactWriteItems")
+            entry = log.append("c2", {"n": 2}, T0, None, CHAIN)
+            assert proxy.lost == ["DynamoDB_20120810.TransactWriteItems"]
             assert entry.seq == 2
             got = log.entries("c2")
             assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2)] and got[1].hash == entry.hash
@@ -278,9 +286,9 @@ class TestDynamoAuditLog(AuditLogContract):
         """Two Lambda instances, each with its own idea of the last entry: the one that is behind loses the
         condition on the key, reads the last entry and chains to it."""
         other = DynamoAuditLog(self.db, self.table)
-        log.append("c1", {"n": 1}, T0, None)
-        other.append("c1", {"n": 2}, T0, None)
-        log.append("c1", {"n": 3}, T0, None)  # its head (1) is stale: it takes 3, chained to 2
+        log.append("c1", {"n": 1}, T0, None, CHAIN)
+        other.append("c1", {"n": 2}, T0, None, CHAIN)
+        log.append("c1", {"n": 3}, T0, None, CHAIN)  # its head (1) is stale: it takes 3, chained to 2
         got = log.entries("c1")
         assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2), (3, 3)]
         assert got[2].prev == got[1].hash and got[1].prev == got[0].hash

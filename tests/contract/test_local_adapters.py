@@ -1,5 +1,6 @@
 """The embedded adapters against the port contract suites."""
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.errors import InvalidInput
 from engram.queue import Queue, StoreQueue
 from tests.contract.suites import (
+    CHAIN,
     AuditLogContract,
     BlobStoreContract,
     QueueContract,
@@ -115,6 +117,10 @@ class TestSqliteAuditLog(AuditLogContract):
     def remove(self, log: object, context_id: str, seq: int) -> None:
         self._edit("DELETE FROM audit WHERE context_id=? AND seq=?", context_id, seq)
 
+    def rewrite(self, log: object, context_id: str, seq: int, data: dict[str, object], prev: str, hash: str) -> None:
+        self._edit("UPDATE audit SET data=?, prev=?, hash=? WHERE context_id=? AND seq=?", json.dumps(data), prev, hash,
+                   context_id, seq)  # fmt: skip
+
     def test_expired_entries_are_swept_by_their_expiry_not_by_reading_the_whole_log(self, log: SqliteAuditLog) -> None:
         """Every PRUNE_EVERY appends, entries past their retention go; the sweep finds them by the expiry index
         (every call appends an entry: a year's log is millions of rows, which a sweep must not read)."""
@@ -125,7 +131,7 @@ class TestSqliteAuditLog(AuditLogContract):
         t0 = datetime(2026, 1, 1, tzinfo=UTC)
         for i in range(PRUNE_EVERY):  # the first half expires an hour in, the rest in a year; the last comes later
             lasts = timedelta(hours=1) if i < PRUNE_EVERY // 2 else timedelta(days=365)
-            log.append("c1", {"i": i}, t0 + timedelta(hours=2 if i == PRUNE_EVERY - 1 else 0), t0 + lasts)
+            log.append("c1", {"i": i}, t0 + timedelta(hours=2 if i == PRUNE_EVERY - 1 else 0), t0 + lasts, CHAIN)
         with sqlite3.connect(self.path) as conn:
             assert conn.execute("SELECT count(*) FROM audit").fetchone() == (PRUNE_EVERY // 2,)  # swept at the last
             plan = " ".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {SWEEP}", ("x",)))

@@ -45,7 +45,11 @@ async def test_every_call_leaves_ids_and_outcome_and_no_content(live: Live) -> N
         assert memory_id in store["objects"]
         assert memory_id in by_tool["memory_recall"]["objects"]  # reads name what they returned
         assert (by_tool["knowledge_get"]["outcome"], by_tool["knowledge_get"]["code"]) == ("error", "not_found")
-        assert "doc:nope" in by_tool["knowledge_get"]["objects"]
+        assert "doc:nope" not in by_tool["knowledge_get"]["objects"]  # an id a caller chose: a keyed hash of it
+        assert [o[:2] for o in by_tool["knowledge_get"]["objects"]] == ["h:"]
+        chosen = await m.call_tool("audit_query", {"object_id": "doc:nope", "key_id": agent_key})
+        assert chosen.structured_content is not None
+        assert [e["tool"] for e in chosen.structured_content["entries"]][:1] == ["knowledge_get"]
         assert by_tool["audit_query"]["outcome"] == "error"  # the refusal too
         seqs = [e["seq"] for e in entries]
         assert seqs == sorted(seqs, reverse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,15 @@ import httpx
 import pytest
 
 from engram.adapters import jwks
+from engram.clock import SystemClock
 from engram.devserver import cli
 from engram.errors import NotFound
 from engram.receipts import Signer
+from engram.settings import Settings
+from engram.wiring import build_local
 from tests.conftest import Live
+from tests.fixtures.files import sqlite_files_holding
+from tests.functional.mcpclient import connect
 from tests.oauth_server import AuthServer, running_auth_server
 
 ALICE = "org/acme/user/alice"
@@ -147,3 +153,131 @@ def test_nobody_sets_or_lifts_a_limit_that_binds_themselves(live: Live) -> None:
     lesser = httpx.post(url, json={"key_id": agent_p.key_id, "writes_per_day": 5}, headers=bearer(admin))
     assert lesser.status_code == 200  # an agent key of the same paths: a lesser role, so below it
     assert httpx.get(f"{live.url}/api/v1/{ctx}/profile", headers=bearer(agent)).status_code == 200
+
+
+EXTREME_TIMES = ["0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-14:00", "0001-01-01", "1969-12-31T23:59:59Z"]
+BAD_CURSORS = ["1" * 32, "²", "١٢٣", "-1", " 7"]
+
+
+def _mcp(live: Live, key: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    answer = httpx.post(live.url + "/mcp", json=call, headers=bearer(key))
+    assert answer.status_code == 200, (tool, arguments, answer.status_code, answer.text[:300])
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _refused_as_input(body: dict[str, Any]) -> bool:
+    if "error" in body:
+        return bool(body["error"]["code"] == -32602)
+    result = body["result"]
+    return bool(result.get("isError")) and result["structuredContent"]["error"]["status"] == 400
+
+
+def test_extreme_dates_and_cursors_are_precise_errors_never_a_500(live: Live) -> None:
+    """`since` year 1 at +05:00 or 9999 at -14:00, a 32-digit or a superscript-digit cursor, `said_at` year 1 with
+    an offset, Agrama's `dateTo` at the end of 9999: HTTP 500 on MCP and REST. Now one bounded date type at the
+    edge (1970 to 9999 UTC) and cursors checked: 400 / invalid input, and the server answers the next call."""
+    m, a = live.keys.management, live.keys.agent
+    for when in EXTREME_TIMES:
+        calls = [
+            (m, "audit_query", {"since": when}),
+            (m, "audit_query", {"until": when}),
+            (m, "usage_report", {"since": when}),
+            (a, "memory_store", {"content": "I moved to Lisbon.", "said_at": when}),
+            (a, "memory_recall", {"query": "where do I live", "as_of": when}),
+            (a, "hybrid_search", {"query": "paths", "dateTo": when}),
+            (a, "hybrid_search", {"query": "paths", "dateFrom": when}),
+        ]
+        for key, tool, arguments in calls:
+            assert _refused_as_input(_mcp(live, key, tool, arguments)), (tool, arguments)
+        for path in ("audit", "usage"):
+            answer = httpx.get(f"{live.url}/api/v1/acme/{path}", params={"since": when}, headers=bearer(m))
+            assert answer.status_code in (400, 422), (path, when, answer.status_code, answer.text[:200])
+    for cursor in BAD_CURSORS:
+        body = _mcp(live, m, "audit_query", {"cursor": cursor})
+        assert _refused_as_input(body), (cursor, body)
+        answer = httpx.get(f"{live.url}/api/v1/acme/audit", params={"cursor": cursor}, headers=bearer(m))
+        assert answer.status_code in (400, 422), (cursor, answer.status_code, answer.text[:200])
+    fine = _mcp(live, m, "audit_query", {"since": "1970-01-01T00:00:00Z", "until": "9999-12-31T00:00:00+00:00"})
+    assert "result" in fine and not fine["result"].get("isError"), fine
+
+
+def test_metrics_need_a_managers_key_and_show_only_its_own_contexts_counters(live: Live) -> None:
+    """`GET /metrics` answered without a key with every tenant's `authz.denied` counters: who is probing whom, as
+    it happens. Now it needs a key that governs a whole context, and counts only that context's."""
+    refused = httpx.post(f"{live.url}/api/v1/acme/oauth/issuers", json={}, headers=bearer(live.keys.agent))
+    assert refused.status_code in (400, 403)
+    probe = {"issuer": "https://issuer.example", "audience": ["https://x.example/mcp"], "grant": ["org/acme"]}
+    assert (
+        httpx.post(f"{live.url}/api/v1/acme/oauth/issuers", json=probe, headers=bearer(live.keys.agent)).status_code
+        == 403
+    )
+    assert httpx.get(f"{live.url}/metrics").status_code == 401
+    assert httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.agent)).status_code == 403
+    acme = httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.management))
+    assert acme.status_code == 200
+    denied = [r for r in acme.json() if r["name"] == "authz.denied"]
+    assert denied and all(r["dimensions"]["context"] == "acme" for r in denied)
+    globex = httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.other_tenant)).json()
+    assert all(r["dimensions"].get("context") == "globex" for r in globex)
+
+
+def test_a_narrower_manager_reads_no_counts_of_the_whole_contexts_trail(live: Live) -> None:
+    """`audit_verify`'s `entries` (and first / last) and `audit_query`'s `scanned` counted everyone's calls in the
+    context for a manager of one user's region."""
+    narrow, _ = live.engram.identity.create_key(["acme"], "management", ["org/acme/user/bob"])
+    for key, whole in ((narrow, False), (live.keys.management, True)):
+        verified = _mcp(live, key, "audit_verify", {})["result"]["structuredContent"]
+        page = _mcp(live, key, "audit_query", {"limit": 5})["result"]["structuredContent"]
+        assert verified["ok"]
+        if whole:
+            assert verified["entries"] > 0 and verified["last"] >= verified["first"] and page["scanned"] > 0
+        else:
+            assert (verified["entries"], verified["first"], verified["last"], page["scanned"]) == (None,) * 4
+
+
+def test_the_cli_finds_an_emptied_or_deleted_audit_log(tmp_path: Path) -> None:
+    """Deleting every entry of `audit.db` (or the file) verified `ok`: the mark in `audit-mark.db` names the last."""
+    data = tmp_path / "data"
+    engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())
+    for i in range(5):
+        engram.audit.record("acme", "k1", "agent", f"tool{i}", "http", [f"obj{i}"], "ok")
+    assert '"ok": true' in cli("audit", "verify", "--context", "acme", data_dir=data)
+    with sqlite3.connect(data / "audit.db") as conn:
+        conn.execute("DELETE FROM audit")
+    with pytest.raises(RuntimeError, match="removed from the log's end"):
+        cli("audit", "verify", "--context", "acme", data_dir=data)
+    engram.audit.log = None  # let go of the file
+    for name in ("audit.db", "audit.db-wal", "audit.db-shm"):
+        (data / name).unlink(missing_ok=True)
+    with pytest.raises(RuntimeError, match="removed from the log's end"):
+        cli("audit", "verify", "--context", "acme", data_dir=data)
+
+
+async def test_the_audit_trail_holds_nothing_taken_from_content(live: Live) -> None:
+    """Entries held entity ids with names extracted from content (`Person:alice wonderbeam`, a home town) and
+    caller-chosen ids, and kept them after an erasure. Now an id Engram did not make is a keyed hash."""
+    name = "Zorb" + "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:6])  # a company, by its name
+    async with connect(live.url, live.keys.agent) as c:
+        stored = await c.call_tool(
+            "memory_store",
+            {"content": f"My name is Quilla Wonderbeam and I work at {name.title()}.", "scopes": [[ALICE]]},
+        )
+        assert not stored.is_error
+        live.engram.queue.join()
+        found = await c.call_tool("entity_list", {"limit": 50})
+        assert found.structured_content is not None
+        ids = [e["id"] for e in found.structured_content["entities"] if name.lower() in e["id"].lower()]
+        assert ids, found.structured_content  # the extractor named the entity after the person
+        await c.call_tool("entity_query", {"name": name.title()})
+        await c.call_tool("context_set", {"key": f"notes-{name}", "value": {"x": 1}})
+    async with connect(live.url, live.keys.management) as m:
+        page = await m.call_tool("audit_query", {"limit": 20})
+        assert page.structured_content is not None
+        text = json.dumps(page.structured_content)
+        assert name.lower() not in text.lower(), text[:500]
+        by_id = await m.call_tool("audit_query", {"object_id": ids[0]})  # found by the id all the same
+        assert by_id.structured_content is not None and by_id.structured_content["entries"]
+    held = sqlite_files_holding(live.engram.settings.data_dir, "audit*.db*", name.encode(), name.lower().encode())
+    assert held[name.encode()] == [] and held[name.lower().encode()] == []

@@ -36,9 +36,13 @@ class Metrics:
             self.counts.clear()
             return out
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self, contexts: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The counters; with `contexts`, only those of these contexts (a counter names its `context`): what
+        one tenant's manager may read. Counters of no context (a request with no valid key) are the operator's."""
         with self._lock:
-            return [{"name": n, "dimensions": dict(d), "value": v} for (n, d), v in sorted(self.counts.items())]
+            counts = sorted(self.counts.items())
+        keep = [(n, dict(d), v) for (n, d), v in counts if contexts is None or dict(d).get("context") in contexts]
+        return [{"name": n, "dimensions": d, "value": v} for n, d, v in keep]
 
     # Each call's figures (family, tool, ms, ok, embeddings), kept only where something publishes them: the
     # Lambda handlers turn them into CloudWatch embedded metrics per invocation (`engram.api.lambda_runtime`).
@@ -132,4 +136,6 @@ def audit(event: str, **fields: Any) -> None:
 def deny(event_fields: dict[str, Any]) -> None:
     """Record an authorization denial: one audit record and one metric."""
     audit("authz.denied", **event_fields)
-    metrics.incr("authz.denied", reason=str(event_fields.get("reason", "")))
+    metrics.incr(
+        "authz.denied", reason=str(event_fields.get("reason", "")), context=str(event_fields.get("context_id", ""))
+    )

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from engram.clock import bounded_time
 from engram.errors import InvalidInput
 from engram.identity import Caller, Role
 from engram.limits import Bounded, check_arguments, where
@@ -28,8 +30,24 @@ Selector = Annotated[list[Annotated[list[ScopePath], Field(max_length=16)]], Fie
 """A DNF selector of scope paths: at most 32 clauses of at most 16 paths."""
 Short = Annotated[str, Field(max_length=256)]
 """An id, a name, a cursor, a filter value."""
-Stamp = Annotated[str, Field(max_length=64)]
-"""An ISO 8601 time."""
+
+
+def _when(value: str | datetime) -> datetime:
+    try:
+        return bounded_time(value)
+    except InvalidInput as exc:  # a ValueError for pydantic, which names the field
+        raise ValueError(exc.message) from None
+
+
+def _stamp(value: str) -> str:
+    _when(value)
+    return value
+
+
+Stamp = Annotated[str, Field(max_length=64), AfterValidator(_stamp)]
+"""An ISO 8601 time, between 1970 and 9999 UTC (`engram.clock.bounded_time`), kept as the caller wrote it."""
+When = Annotated[datetime, AfterValidator(_when)]
+"""The same bounds, parsed: an aware UTC datetime."""
 Metadata = Annotated[dict[str, Any], Bounded("metadata")]
 Filter = Annotated[dict[str, Any], Bounded("filter")]
 

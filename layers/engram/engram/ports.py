@@ -172,13 +172,46 @@ class AuditEntry:
     hash: str
 
 
+@dataclass(frozen=True)
+class AuditMark:
+    """A context's high-water mark, kept apart from its log (another file; another item): the last entry appended
+    (`seq`, `hash`) and when it expires, bound to the deployment's audit key by `mac` (`engram.audit.Chain`)."""
+
+    context_id: str
+    seq: int
+    hash: str
+    expires_at: datetime | None
+    mac: str
+
+
+class Sealer(Protocol):
+    """How an adapter seals what it appends (`engram.audit.Chain`: keyed with the deployment's secret)."""
+
+    def entry(
+        self, context_id: str, seq: int, at: datetime, data: dict[str, Any], prev: str, prev_expires: datetime | None
+    ) -> tuple[dict[str, Any], str]:
+        """(the data to store: `data` with the expiry of the entry before it, the entry's hash)."""
+        ...
+
+    def mark(self, context_id: str, seq: int, hash: str, expires_at: datetime | None) -> str:
+        """The `mac` of a high-water mark."""
+        ...
+
+
 class AuditLog(Protocol):
     """An append-only log per context, hash-chained (`engram.audit`). Appends from many threads and processes
     (and Lambda instances) are serialised per context: each entry takes the next `seq` and chains to the entry
-    before it, or the append tries again."""
+    before it, or the append tries again. With each entry the context's high-water mark moves to it, in the same
+    transaction, kept where removing the log's entries does not remove it."""
 
-    def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
-        """The entry appended (sealed with `engram.audit.seal`)."""
+    def append(
+        self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None, sealer: Sealer
+    ) -> AuditEntry:
+        """The entry appended (its data and hash from `sealer.entry`), and the mark moved to it."""
+        ...
+
+    def mark(self, context_id: str) -> AuditMark | None:
+        """The context's high-water mark (None: nothing was ever appended, or it was removed)."""
         ...
 
     def entries(

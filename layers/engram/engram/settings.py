@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.quotas import QuotaLimits
@@ -108,6 +108,12 @@ class Settings(BaseSettings):
     audit: bool = Field(True, description="Keep each context's audit trail (every call: who, what, which objects)")
     audit_retention_days: int = Field(
         365, ge=0, description="How long an audit entry is kept (0: for ever); DynamoDB's TTL removes it on AWS"
+    )
+    audit_key: SecretStr | None = Field(
+        None,
+        description="The audit chain's HMAC key (base64 of 32 bytes or more), kept where the deployment keeps "
+        "secrets: apart from the log, so whoever can edit the log cannot re-seal it; unset: one made on first use "
+        "and kept in the record store",
     )
     queue_worker: bool = Field(
         True,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from engram.audit import Auditor
+from engram.audit import Auditor, Chain, stored_key
 from engram.clock import Clock, SystemClock
 from engram.families import all_families, family
 from engram.family import Family, Services
@@ -80,7 +81,7 @@ class Engram:
         if self.queue is None:
             self.queue = StoreQueue(self.records, self.clock, worker=self.settings.queue_worker)
         self.identity = IdentityService(self.records, self.clock, key_source())
-        self.audit = Auditor(self.audit_log, self.clock, self.settings.audit_retention_days)
+        self.audit = Auditor(self.audit_log, self.clock, self.settings.audit_retention_days, self._audit_chain())
         self.quotas = Quotas(
             self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
         )
@@ -88,6 +89,7 @@ class Engram:
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
         )
         self._services: dict[type[Services], Services] = {}
+
         self._lock = threading.Lock()
         # Each family's services are built when first used, so a family's Lambda builds only its own (the
         # context function never loads memory's or documents'). Their queued jobs may arrive first (a
@@ -108,6 +110,16 @@ class Engram:
         """A method of one of a family's services (a job's handler, its eraser, its reindexer), the family's
         services made on first use."""
         return getattr(getattr(self.services(fam.services), service), method)
+
+    def _audit_chain(self) -> Chain:
+        """The audit chain's key: the deployment's secret (`audit_key`), or one kept in the record store."""
+        secret = self.settings.audit_key
+        if secret is None:
+            return Chain(stored_key(self.records, self.clock))
+        key = base64.b64decode(secret.get_secret_value())
+        if len(key) < 32:
+            raise ValueError("ENGRAM_AUDIT_KEY must be base64 of 32 bytes or more")
+        return Chain(lambda: key)
 
     def services(self, cls: type[S]) -> S:
         """A family's Services over this root, made once."""

@@ -23,9 +23,9 @@ from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.mcp_fast import FastCall
 from engram.api.rest import error_response, mount_rest
-from engram.errors import EngramError, MethodNotAllowed, NotFound, Unauthenticated
+from engram.errors import EngramError, Forbidden, MethodNotAllowed, NotFound, Unauthenticated
 from engram.families import families, find, select
-from engram.identity import ROLES, Principal
+from engram.identity import ROLES, Caller, Principal
 from engram.observability import metrics
 from engram.wiring import Engram
 
@@ -283,7 +283,16 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
     app.add_route(WELL_KNOWN + "/{path:path}", protected_resource, methods=["GET"], include_in_schema=False)
 
     @app.get("/metrics", include_in_schema=False)
-    async def get_metrics() -> list[dict[str, Any]]:
-        return metrics.snapshot()
+    async def get_metrics(request: Request) -> Response:
+        """The process's counters of the contexts whose manager calls (a management key governing the whole
+        context): who is refused where is each tenant's own, and nothing without a key."""
+        try:
+            principal = await anyio.to_thread.run_sync(principal_for, engram, request.scope)
+            if principal.role != "management":
+                raise Forbidden("metrics are for a context's manager", code="forbidden")
+            governed = [c for c in principal.contexts if engram.identity.governs(Caller(principal, c), None)]
+        except EngramError as exc:
+            return error_response(exc)
+        return JSONResponse(metrics.snapshot(governed))
 
     return app

@@ -1,6 +1,8 @@
 """AuditLog on the records' DynamoDB table: a context's log is one partition (`PK = "_audit#{context}"`,
 `SK` = the sequence number, zero-padded), apart from every record's key (a record's PK starts with its
-context id, which never starts with `_`). An entry expires through the table's TTL attribute (`ttl`).
+context id, which never starts with `_`). An entry expires through the table's TTL attribute (`ttl`). The
+context's high-water mark is another item (`PK = "_auditmark#{context}"`), written in the same transaction as
+each entry, so removing the log's items leaves the mark that names its last entry.
 
 Appends from many Lambda instances are serialised by the key: an entry is put on the condition that its
 sequence number is free; a writer that loses reads the partition's last entry and chains to it instead. Each
@@ -10,25 +12,30 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from engram.audit import seal
 from engram.clock import iso, parse_time
-from engram.ports import AuditEntry
+from engram.ports import AuditEntry, AuditMark, Sealer
 
 PREFIX = "_audit#"
+MARK_PREFIX = "_auditmark#"
 MAX_TRIES = 50
+Head = tuple[int, str, datetime | None]  # the last entry known: seq, hash, expiry
 
 
 def _sk(seq: int) -> str:
     return f"{seq:016d}"
 
 
+def _expiry(raw: dict[str, Any]) -> datetime | None:
+    return datetime.fromtimestamp(int(raw["ttl"]["N"]), UTC) if "ttl" in raw else None
+
+
 class DynamoAuditLog:
     def __init__(self, client: Any, table: str) -> None:
         self._db, self._table = client, table
-        self._heads: dict[str, tuple[int, str]] = {}
+        self._heads: dict[str, Head] = {}
         self._lock = threading.Lock()
 
     def _entry(self, context_id: str, raw: dict[str, Any]) -> AuditEntry:
@@ -37,7 +44,7 @@ class DynamoAuditLog:
         data = json.loads(raw["data"]["S"])
         return AuditEntry(context_id, int(raw["SK"]["S"]), at, data, raw["prev"]["S"], raw["hash"]["S"])
 
-    def _last(self, context_id: str) -> tuple[int, str]:
+    def _last(self, context_id: str) -> Head:
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="PK = :p",
@@ -47,7 +54,10 @@ class DynamoAuditLog:
             ConsistentRead=True,
         )
         items = page.get("Items", [])
-        return (int(items[0]["SK"]["S"]), items[0]["hash"]["S"]) if items else (0, "")
+        if items:
+            return int(items[0]["SK"]["S"]), items[0]["hash"]["S"], _expiry(items[0])
+        mark = self.mark(context_id)  # every entry expired (or none yet): the mark goes on from its own
+        return (mark.seq, mark.hash, mark.expires_at) if mark is not None else (0, "", None)
 
     def _holds(self, item: dict[str, Any], digest: str) -> bool:
         key = {"PK": item["PK"], "SK": item["SK"]}
@@ -55,36 +65,60 @@ class DynamoAuditLog:
                                 ExpressionAttributeNames={"#h": "hash"})  # fmt: skip
         return bool(got.get("Item", {}).get("hash", {}).get("S") == digest)
 
-    def append(self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None) -> AuditEntry:
+    def append(
+        self, context_id: str, data: dict[str, Any], now: datetime, expires_at: datetime | None, sealer: Sealer
+    ) -> AuditEntry:
         with self._lock:
             head = self._heads.get(context_id)
         if head is None:
             head = self._last(context_id)
         for _ in range(MAX_TRIES):
             seq, prev = head[0] + 1, head[1]
-            digest = seal(context_id, seq, now, data, prev)
+            stored, digest = sealer.entry(context_id, seq, now, data, prev, head[2])
             item = {
                 "PK": {"S": PREFIX + context_id},
                 "SK": {"S": _sk(seq)},
                 "at": {"S": iso(now) or ""},
-                "data": {"S": json.dumps(data)},
+                "data": {"S": json.dumps(stored)},
                 "prev": {"S": prev},
                 "hash": {"S": digest},
             }
+            mark = {
+                "PK": {"S": MARK_PREFIX + context_id},
+                "SK": {"S": "MARK"},
+                "seq": {"N": str(seq)},
+                "hash": {"S": digest},
+                "mac": {"S": sealer.mark(context_id, seq, digest, expires_at)},
+            }
             if expires_at is not None:
                 item["ttl"] = {"N": str(int(expires_at.timestamp()))}
-            try:
-                self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(SK)")
-            except self._db.exceptions.ConditionalCheckFailedException:
-                # Taken: by another writer (chain to what is there now), or by our own first attempt, whose answer
-                # was lost before the SDK's retry met it (then it is written, once).
+                mark["expires_at"] = {"S": iso(expires_at) or ""}
+            writes = [
+                {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(SK)"}},
+                {"Put": {"TableName": self._table, "Item": mark,
+                         "ConditionExpression": "attribute_not_exists(seq) OR seq < :s",
+                         "ExpressionAttributeValues": {":s": {"N": str(seq)}}}},
+            ]  # fmt: skip
+            try:  # the token: an SDK retry of a transaction whose answer was lost is the same transaction
+                self._db.transact_write_items(TransactItems=writes, ClientRequestToken=digest[-36:])
+            except self._db.exceptions.TransactionCanceledException:
+                # Taken: by another writer (chain to what is there now), or by our own first attempt
                 if not self._holds(item, digest):
                     head = self._last(context_id)
                     continue
             with self._lock:
-                self._heads[context_id] = (seq, digest)
-            return AuditEntry(context_id, seq, now, data, prev, digest)
+                self._heads[context_id] = (seq, digest, expires_at)
+            return AuditEntry(context_id, seq, now, stored, prev, digest)
         raise RuntimeError(f"audit log of {context_id!r}: no free sequence number after {MAX_TRIES} tries")
+
+    def mark(self, context_id: str) -> AuditMark | None:
+        got = self._db.get_item(
+            TableName=self._table, Key={"PK": {"S": MARK_PREFIX + context_id}, "SK": {"S": "MARK"}}, ConsistentRead=True
+        ).get("Item")
+        if got is None:
+            return None
+        expires = parse_time(got["expires_at"]["S"]) if "expires_at" in got else None
+        return AuditMark(context_id, int(got["seq"]["N"]), got["hash"]["S"], expires, got["mac"]["S"])
 
     def entries(
         self,

@@ -19,6 +19,7 @@ running (`TransactionInProgressException`) asks again with the same token until 
 from __future__ import annotations
 
 import base64
+import binascii
 import itertools
 import json
 import time
@@ -26,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from engram.clock import iso, parse_time
 from engram.errors import Conflict, InvalidInput, Unavailable
@@ -325,7 +326,7 @@ class DynamoRecordStore:
             "Limit": limit,
         }
         if cursor:
-            kwargs["ExclusiveStartKey"] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+            kwargs["ExclusiveStartKey"] = _start_key(cursor, "GSI1PK", values[":p"])
         page = self._db.query(**kwargs)
         items = [i for i in (self._live(self._item(r), now) for r in page["Items"]) if i is not None]
         last = page.get("LastEvaluatedKey")
@@ -409,3 +410,21 @@ class DynamoRecordStore:
         ]
         self._delete(keys)
         return len(keys)
+
+
+def _start_key(cursor: str, partition: str, value: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The DynamoDB start key a cursor of this store carries, checked: string attributes only, and the very
+    partition the query reads (a cursor naming another context's is not one this store gave)."""
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, binascii.Error, UnicodeError):
+        key = None
+    valid = (
+        isinstance(key, dict)
+        and 0 < len(key) <= 4
+        and all(isinstance(v, dict) and list(v) == ["S"] and isinstance(v["S"], str) for v in key.values())
+        and key.get(partition) == value
+    )
+    if not valid:
+        raise InvalidInput("the cursor is not one this tool gave", code="invalid_cursor")
+    return cast(dict[str, dict[str, str]], key)

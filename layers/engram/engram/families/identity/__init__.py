@@ -62,6 +62,7 @@ FAMILY = Family(
     kinds={
         "erasure": Kind("identity", "system"),  # an erasure request, its progress and its signed receipt
         "receiptkey": Kind("identity", "system"),  # the deployment's receipt signing key (context `_system`)
+        "auditkey": Kind("identity", "system"),  # the audit chain's HMAC key, without ENGRAM_AUDIT_KEY (`_system`)
     },
     seeds=("vectros",),
     clients=("dynamodb",),

@@ -11,7 +11,7 @@ from engram.clock import iso, parse_time
 from engram.errors import InvalidInput
 from engram.families.identity import IdentityServices
 from engram.identity import MANAGEMENT, Caller
-from engram.operation import Operation, OpInput, declare
+from engram.operation import Operation, OpInput, Stamp, declare
 from engram.ports import Progress
 from engram.quotas import QuotaLimits
 
@@ -212,8 +212,8 @@ declare(
 
 
 class UsageIn(OpInput):
-    since: str | None = Field(None, max_length=64, description="ISO 8601; default 7 days ago")
-    until: str | None = Field(None, max_length=64, description="ISO 8601")
+    since: Stamp | None = Field(None, description="ISO 8601; default 7 days ago")
+    until: Stamp | None = Field(None, description="ISO 8601")
     key_id: str | None = Field(None, max_length=64)
     tool: str | None = Field(None, max_length=128)
 

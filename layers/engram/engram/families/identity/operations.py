@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.families.identity import IdentityServices
 from engram.identity import ANY, MANAGEMENT, Caller
-from engram.operation import Operation, OpInput, Scalar, declare
+from engram.operation import Operation, OpInput, Scalar, Stamp, declare
 from engram.ports import Progress
 
 
@@ -121,8 +121,8 @@ declare(
 
 
 class AuditIn(OpInput):
-    since: str | None = Field(None, max_length=64, description="ISO 8601")
-    until: str | None = Field(None, max_length=64, description="ISO 8601")
+    since: Stamp | None = Field(None, description="ISO 8601")
+    until: Stamp | None = Field(None, description="ISO 8601")
     principal: str | None = Field(None, max_length=64, description="agent, supervisor or management")
     key_id: str | None = Field(None, max_length=128)
     tool: str | None = Field(None, max_length=128)
@@ -147,12 +147,16 @@ class AuditEntryOut(BaseModel):
 class AuditOut(BaseModel):
     entries: list[AuditEntryOut]
     next_cursor: str | None
-    scanned: int
+    scanned: int | None = Field(description="entries looked at (the context's manager only: null for a narrower one)")
 
 
 def _audit(s: IdentityServices, c: Caller, a: AuditIn, p: Progress) -> dict[str, Any]:
-    return s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit,
-                         s.identity.governed(c))  # fmt: skip
+    keys = s.identity.governed(c)
+    page = s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit,
+                         keys)  # fmt: skip
+    if keys is not None:  # how many entries the page looked at counts everyone's calls
+        page["scanned"] = None
+    return page
 
 
 declare(
@@ -174,14 +178,20 @@ declare(
 class VerifyOut(BaseModel):
     context_id: str
     ok: bool
-    entries: int
+    entries: int | None
     first: int | None
     last: int | None
     problems: list[dict[str, Any]]
 
 
 def _verify(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
-    return s.audit.verify(c.context_id)
+    report = s.audit.verify(c.context_id)
+    if not s.identity.governs(c, None):  # a narrower manager: whether the chain holds, not the context's volume
+        found = (
+            [{"problem": "the chain does not hold (the context's manager sees where)"}] if report["problems"] else []
+        )
+        report.update(entries=None, first=None, last=None, problems=found)
+    return report
 
 
 declare(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -13,7 +12,7 @@ from engram.families.memory.base import Turn
 from engram.families.memory.results import validate_query
 from engram.identity import ANY, WRITERS, Caller
 from engram.limits import Bounded
-from engram.operation import Operation, OpInput, Scalar, Selector, Stamp, declare, declare_all
+from engram.operation import Operation, OpInput, Scalar, Selector, Stamp, When, declare, declare_all
 from engram.ports import Progress
 
 MAX_CONTENT = 32_000
@@ -30,7 +29,7 @@ class StoreIn(OpInput):
     role: str = Field("user", max_length=64)
     session_id: str | None = Field(None, max_length=128)
     scopes: Selector | None = SCOPES
-    said_at: datetime | None = Field(None, description="ISO 8601; default now")
+    said_at: When | None = Field(None, description="ISO 8601; default now")
     metadata: Meta | None = None
 
 
@@ -87,7 +86,7 @@ class TurnIn(BaseModel):
     content: str = Field(..., min_length=1, max_length=MAX_CONTENT)
     role: str = Field("user", max_length=64)
     session_id: str | None = Field(None, max_length=128)
-    said_at: datetime | None = None
+    said_at: When | None = None
     metadata: Meta | None = None
 
 
@@ -124,7 +123,7 @@ class RecallIn(OpInput):
     query: str = Field(..., min_length=1, max_length=MAX_QUERY)
     k: int = Field(10, ge=1, le=MAX_K)
     lens: Selector | None = LENS
-    as_of: datetime | None = Field(None, description="ISO 8601: what was valid then")
+    as_of: When | None = Field(None, description="ISO 8601: what was valid then")
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
 
 
