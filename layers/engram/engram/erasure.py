@@ -69,6 +69,7 @@ class Subject:
 
     scope: str | None = None
     ids: tuple[str, ...] = ()
+    region: tuple[str, ...] = ()  # subjects named by ids: the asking key's grant (its parts of shared objects)
 
     def __post_init__(self) -> None:
         if (self.scope is None) == (not self.ids):
@@ -80,17 +81,27 @@ class Subject:
         """Whether an object with these scope tags is the subject's (a scope subject only)."""
         return self.scope is not None and any(covers(self.scope, t) for t in tags or ())
 
+    def owns_part(self, tags: Iterable[str] | None) -> bool:
+        """Whether a part of a shared object (`engram.parts`), fed under these scope tags, is the subject's: for a
+        scope subject as `owns`; for objects named by ids, a part inside the asking key's grant (`region`; none:
+        the operator's, every part)."""
+        if self.scope is not None:
+            return self.owns(tags)
+        return not self.region or any(covers(r, t) for r in self.region for t in tags or ())
+
     def takes(self, item: Item) -> bool:
         """Whether a family's object is the subject's: by its scopes, or by its id."""
         return item.id in self.ids if self.ids else self.owns(item.data.get("scopes"))
 
     def describe(self) -> dict[str, Any]:
         """What a request keeps of the subject (the ids themselves: a receipt hashes them)."""
-        return {"scope": self.scope} if self.scope is not None else {"ids": list(self.ids)}
+        if self.scope is not None:
+            return {"scope": self.scope}
+        return {"ids": list(self.ids)} | ({"region": list(self.region)} if self.region else {})
 
     @staticmethod
     def of(described: Mapping[str, Any]) -> Subject:
-        return Subject(described.get("scope"), tuple(described.get("ids") or ()))
+        return Subject(described.get("scope"), tuple(described.get("ids") or ()), tuple(described.get("region") or ()))
 
 
 def add(total: Counts, more: Mapping[str, Mapping[str, int]]) -> Counts:

@@ -31,6 +31,7 @@ class Kind:
     via: str | None = None
     indexed: bool = False  # documents of this kind go to the search index (each with its object's scopes)
     blobs: bool = False  # its versions name blobs (`blob_key`): an erasure looks for those after
+    shared: bool = False  # several scopes feed it, part by part (`engram.parts`): read, exported, erased so
 
 
 # The kernel's own kinds; every family declares its own with its package (`engram.family`), added here when the

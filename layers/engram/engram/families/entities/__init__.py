@@ -44,8 +44,8 @@ FAMILY = Family(
     function="EntitiesFunction",
     jobs={INDEX_JOB: Job("entities", "_index_job"), GRAPH_JOB: Job("graph", "_job", passable=True)},
     kinds={
-        "entity": Kind("entities", "scoped", indexed=True),
-        "relation": Kind("entities", "scoped"),
+        "entity": Kind("entities", "scoped", indexed=True, shared=True),
+        "relation": Kind("entities", "scoped", shared=True),
         "ealias": Kind("entities", "via", "entity"),
         "gmention": Kind("entities", "via", "entity"),  # a source's mention, counted on its entity
         "grelev": Kind("entities", "via", "relation"),  # a source's evidence, counted on its edge

@@ -1,11 +1,13 @@
 """The entities family's eraser (`engram.erasure`): what a subject's objects fed the graph.
 
-An entity or an edge carries, per scope set, what each set's writers said of it (memory's `mentions` and
-`minfo`, the graph's `gm` and `ev`, callers' `edits`). The subject's scope sets go (a set is the subject's when
-any of its paths is); an entity or an edge nobody else speaks of goes whole — record, every version, index
-document, spellings — and one that others speak of keeps their part, its older versions (which quote the
-subject) squashed away. The graph's bookkeeping of the subject's sources goes too: each source's record of what
-it said, and its mention and evidence marks. Memory's edges (`rel:`) belong to the turn that stated them.
+An entity or an edge is a set of parts (`engram.parts`): per scope set, what that set's writers said of it
+(memory's `mentions` and `minfo`, the graph's `gm` and `ev`, callers' `edits`, `first`). The subject's parts go
+(a set is the subject's when any of its paths is; for a subject named by ids, the parts inside the asking key's
+grant: `Subject.owns_part`), and with an editing set what callers wrote into it (never left to speak for the
+erased one under the scopes that remain); an entity or an edge nobody else speaks of goes whole — record, every
+version, index document, spellings — and one that others speak of keeps their part, its older versions (which
+quote the subject) squashed away. The graph's bookkeeping of the subject's sources goes too: each source's record
+of what it said, and its mention and evidence marks. Memory's edges (`rel:`) belong to the turn that stated them.
 
 Order, so that a rerun finds what is left: marks and source records first (found by their own scopes), then
 edges, then entities (an entity's index document before its record).
@@ -24,30 +26,15 @@ from engram.families.entities import INDEX_JOB
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
 from engram.families.entities.service import entity_text, fold, index_doc
 from engram.kernel import BaseService
+from engram.parts import without
 from engram.ports import Item, Write
 from engram.reindex import Keep, Reindex, by_ids
 from engram.retry import on_conflict
 
-PER_SCOPE_SET = ("mentions", "minfo", "gm", "ev", "edits")  # fields keyed by a scope set ("a|b")
-
-
-def _owned(subject: Subject, key: str) -> bool:
-    return subject.owns(key.split("|"))
-
 
 def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
-    """(the data without the subject's scope sets, the scopes left, whether anything was the subject's)."""
-    out, touched = dict(data), False
-    for name in PER_SCOPE_SET:
-        field = data.get(name) or {}
-        kept = {k: v for k, v in field.items() if not _owned(subject, k)}
-        if len(kept) != len(field):
-            out[name], touched = kept, True
-    keys = [k for name in PER_SCOPE_SET if name != "minfo" for k in (out.get(name) or {})]
-    left = sorted({p for k in keys for p in k.split("|") if p})
-    if not keys:  # nothing keyed by scope sets: what it carries itself, less the subject's
-        left = [t for t in data.get("scopes") or [] if not subject.owns([t])]
-    return out, left, touched or subject.owns(data.get("scopes"))
+    """(the data without the subject's parts, the scopes left, whether anything was the subject's)."""
+    return without(data, subject.owns_part)
 
 
 class EntityErasing(BaseService):
@@ -105,10 +92,8 @@ class EntityErasing(BaseService):
 
     def _shared(self, ctx: str, kind: str, subject: Subject, spellings: dict[str, list[Item]]) -> Iterator[Unit]:
         for item in list(every(self.records, ctx, kind)):
-            if subject.ids:  # an entity or an edge named by id goes whole
-                if subject.takes(item):
-                    yield self._whole_unit(ctx, kind, item.id, spellings)
-                continue
+            if subject.ids and not subject.takes(item):
+                continue  # named by id: the asker's parts of it (`Subject.owns_part`), the others' left whole
             _, left, touched = _without(subject, item.data)
             if not touched:
                 continue

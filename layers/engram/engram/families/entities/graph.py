@@ -29,7 +29,7 @@ from engram.clock import iso
 from engram.errors import Conflict
 from engram.families.entities import GRAPH_JOB as JOB
 from engram.families.entities import graph_rules
-from engram.families.entities.service import entity_id, fold, index_doc, scope_set
+from engram.families.entities.service import entity_id, first_fed, fold, index_doc, scope_set
 from engram.kernel import BaseService
 from engram.ports import Item, Write
 from engram.queue import Queue
@@ -210,6 +210,7 @@ class GraphService(BaseService):
                 writes.append(Write(ctx, "ealias", f"{fold(spelling)}|{target}", {"entity": target, "alias": spelling},
                                     "graph", None))  # fmt: skip
             data["gm"] = gm
+            data["first"] = first_fed(data, key, now)
             data["scopes"] = _scopes(data)
             data["dormant"] = False
             writes.insert(1, Write(ctx, "entity", target, data, "graph", item.version if item else 0))

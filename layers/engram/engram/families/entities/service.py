@@ -88,6 +88,7 @@ def mention(
             "description": "",
             "metadata": {},
             "mentions": {key: 1},
+            "first": {key: iso(plan.now)},
             "created_at": iso(plan.now),
             "scopes": sorted(tags),
         }
@@ -99,7 +100,7 @@ def mention(
     scopes = sorted(set(current.get("scopes") or []) | set(tags))
     mentions = dict(current.get("mentions") or {})
     mentions[key] = mentions.get(key, 0) + 1
-    data = dict(current, scopes=scopes, mentions=mentions, dormant=False)
+    data = dict(current, scopes=scopes, mentions=mentions, dormant=False, first=first_fed(current, key, plan.now))
     _note(data, key, sentence, source)
     plan.put("entity", eid, data)
     if scopes != sorted(current.get("scopes") or []) or current.get("dormant"):  # the index filters by scopes
@@ -121,6 +122,24 @@ def _note(data: dict[str, Any], key: str, sentence: str, source: dict[str, str] 
 
 def scope_set(tags: list[str]) -> str:
     return "|".join(sorted(set(tags)))
+
+
+def first_fed(data: dict[str, Any], key: str, now: datetime) -> dict[str, str]:
+    """`first` (when each scope set first fed the entity: `engram.parts`) with `key`'s, if it is new."""
+    first = dict(data.get("first") or {})
+    first.setdefault(key, str(iso(now)))
+    return first
+
+
+def created_at(d: dict[str, Any], lens: list[list[str]]) -> str | None:
+    """When the entity came to be, as a caller may know it: the first time a scope set it sees fed it (another
+    scope's first mention is that scope's private time). An entity from before `first` was kept: its own
+    `created_at` to a caller who sees every part of it, else none."""
+    first = [str(t) for key, t in (d.get("first") or {}).items() if can_see(key.split("|"), lens)]
+    if first:
+        return min(first)
+    keys = [k for name in ("mentions", "gm", "edits") for k in (d.get(name) or {})]
+    return d.get("created_at") if all(can_see(k.split("|"), lens) for k in keys) else None
 
 
 def _seen(d: dict[str, Any], field: str, lens: list[list[str]]) -> list[dict[str, Any]]:
@@ -153,7 +172,7 @@ def public(item: Item, lens: list[list[str]]) -> dict[str, Any]:
         "description": d.get("description") or sentence,
         "mention_count": mention_count(d, lens),
         "metadata": dict(d.get("metadata") or {}),
-        "created_at": d.get("created_at"),
+        "created_at": created_at(d, lens),
         "sources": sources,
     }
 
@@ -280,7 +299,7 @@ class EntityService(BaseService):
         key = {
             "name": lambda i: (fold(i.data["name"]), i.id),
             "mention_count": lambda i: (-mention_count(i.data, lens), i.id),
-            "created_at": lambda i: (str(i.data.get("created_at") or ""), i.id),
+            "created_at": lambda i: (created_at(i.data, lens) or "", i.id),
         }[sort]
         items.sort(key=key)
         page = items[offset : offset + limit]
@@ -318,7 +337,9 @@ class EntityService(BaseService):
             if changed:
                 # a caller's entity: it stays in lists and search, for the editor's scopes, when nobody mentions it
                 d["edited"] = True
-                d["edits"] = {**(d.get("edits") or {}), scope_set(self.identity.write_scopes(caller, None)): 1}
+                mine = scope_set(self.identity.write_scopes(caller, None))
+                d["edits"] = {**(d.get("edits") or {}), mine: 1}
+                d["first"] = first_fed(d, mine, now)
                 d["scopes"] = sorted({p for k in [*(d.get("mentions") or {}), *(d.get("gm") or {}), *d["edits"]]
                                       for p in k.split("|") if p})  # fmt: skip
                 writes.insert(0, Write(caller.context_id, "entity", item.id, d, caller.actor, item.version))
@@ -378,6 +399,11 @@ class EntityService(BaseService):
                     mine["n"] = int(mine.get("n", 0)) + int(v.get("n", 0))
                     mine["aliases"] = {**v.get("aliases", {}), **mine.get("aliases", {})}
             k[field] = merged
+        first = {**(g.get("first") or {}), **(k.get("first") or {})}  # each scope set's earliest
+        for key, at in (g.get("first") or {}).items():
+            first[key] = min(first[key], at)
+        k["first"] = first
+        k["edits"] = {**(g.get("edits") or {}), **(k.get("edits") or {})}
         k["metadata"] = {**(g.get("metadata") or {}), **(k.get("metadata") or {})}
         k["description"] = k.get("description") or g.get("description") or ""
         k["scopes"] = sorted(set(k.get("scopes") or []) | set(g.get("scopes") or []))

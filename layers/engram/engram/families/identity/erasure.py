@@ -103,7 +103,8 @@ class ErasureService(BaseService):
         if sum(x is not None for x in (scope, external_id, ids)) != 1:
             raise InvalidInput("name the subject by scope, by externalId or by ids (one of them)")
         if ids is not None:
-            subject = Subject(ids=tuple(dict.fromkeys(ids)))
+            # of a shared object (an entity, an edge) the key takes its own parts, those inside its grant
+            subject = Subject(ids=tuple(dict.fromkeys(ids)), region=tuple(caller.principal.grant))
             grant = [[g] for g in caller.principal.grant]
             seen = set()
             for object_ in owned_objects(self.records, caller.context_id, subject, [n for n, _ in self.erasers()]):

@@ -6,7 +6,9 @@ when one of its scope tags is the subject's path or below it (`engram.erasure.Su
 yet swept included; and of those only what the caller sees (`can_see`, the one rule of visibility). Each comes with
 its stored data and its earlier versions still stored (`earlier`: those that were the subject's too), and an object
 with a file (a document, a workspace file) with a link to its bytes where the blob store gives one (S3: presigned,
-for an hour). Parts (a document's chunks, a file's windows) are not repeated: they
+for an hour). A shared object (an entity, an edge: `engram.parts`) comes as the subject's parts of it alone — no
+other scope's sentences, sources or counts, what callers wrote only when all of it was the subject's — and without
+earlier versions, each of which holds every part. Parts (a document's chunks, a file's windows) are not repeated: they
 are their object's text (`document_get` with `include_text`).
 
 The cursor is the kind and the last id given, so each page is one key range a kind. A page stops at `limit`
@@ -28,6 +30,8 @@ from engram.erasure import EPOCH, Subject
 from engram.errors import InvalidInput
 from engram.identity import Caller
 from engram.kernel import BaseService
+from engram.kinds import KINDS
+from engram.parts import part_of
 from engram.ports import Item
 from engram.scopes import can_see
 
@@ -75,9 +79,11 @@ class SubjectAccess(BaseService):
                 read += 1
                 after = item.id
                 if subject.takes(item) and can_see(item.data.get("scopes"), grant):
-                    objects.append(self._object(kind, family, item))
+                    objects.append(self._object(kind, family, item, subject, grant))
                     size += len(json.dumps(objects[-1], default=str))
-                    if item.version > 1:  # what it said before: the versions still stored, as far as the page holds
+                    if (
+                        item.version > 1 and not KINDS[kind].shared
+                    ):  # what it said before: the versions still stored, as far as the page holds
                         earlier, below = self._earlier(ctx, kind, item.id, item.version, subject, grant,
                                                        PAGE_BYTES - size)  # fmt: skip
                         objects[-1]["earlier"] = earlier
@@ -91,7 +97,10 @@ class SubjectAccess(BaseService):
         cursor = _cursor(kinds[at][0], after, below) if at < len(kinds) else None
         return {"subject": subject.describe(), "objects": objects, "cursor": cursor}
 
-    def _object(self, kind: str, family: str, item: Item) -> dict[str, Any]:
+    def _object(self, kind: str, family: str, item: Item, subject: Subject, grant: list[list[str]]) -> dict[str, Any]:
+        data = item.data
+        if KINDS[kind].shared:  # several scopes' object: the subject's parts of it, no versions (they hold all)
+            data = part_of(data, lambda tags: subject.owns_part(tags) and can_see(tags, grant))
         out: dict[str, Any] = {
             "kind": kind,
             "family": family,
@@ -100,7 +109,7 @@ class SubjectAccess(BaseService):
             "created_at": iso(item.created_at),
             "updated_at": iso(item.updated_at),
             "expires_at": iso(item.expires_at),
-            "data": item.data,
+            "data": data,
         }
         blob = item.data.get("blob_key")
         if isinstance(blob, str) and (url := self.blobs.url(blob)) is not None:
