@@ -58,7 +58,7 @@ def test_a_subjects_export_holds_only_its_parts_of_a_shared_entity(both: Engram)
 def test_an_erasure_by_id_of_a_shared_entity_takes_the_askers_part_only(both: Engram) -> None:
     """Bob's manager erased, by id, an entity Alice and Bob both mention: it went whole, Alice's view with it."""
     e = both
-    alice, bob = shared_jane(e)
+    alice, _ = shared_jane(e)
     bobs_manager = manager_of(e, BOB)
     asked = e.erasure.request(bobs_manager, e.erasure.subject(bobs_manager, None, None, [JANE]), preview=False)
     e.erasure.run("acme", asked["request_id"])
@@ -68,9 +68,8 @@ def test_an_erasure_by_id_of_a_shared_entity_takes_the_askers_part_only(both: En
     seen = e.entities.query(alice, "Jane Smith", None)["entity"]
     assert seen["id"] == JANE and seen["mention_count"] == 1 and "sister" in seen["description"]
     assert "colleague" not in json.dumps(kept.data)
-    assert any(r["target"]["id"] == JANE for r in e.entities.relationships(alice, "Person:alice", "both", None)[
-        "relationships"
-    ]) or e.entities.relationships(alice, JANE, "both", None)["relationships"]  # fmt: skip
+    edges = e.entities.relationships(alice, JANE, "both", None)["relationships"]
+    assert edges and all(r["target"]["id"] != "" for r in edges)  # Alice's edge still has both its ends
 
 
 def test_what_an_erased_subject_wrote_into_a_shared_entity_does_not_stay_under_the_scopes_left(both: Engram) -> None:
