@@ -98,8 +98,8 @@ def test_the_cli_verifies_and_finds_a_tampered_entry(tmp_path: Path) -> None:
         engram.audit.record("acme", "k1", "agent", f"tool{i}", "http", [f"obj{i}"], "ok")
     assert '"ok": true' in cli("audit", "verify", "--context", "acme", data_dir=tmp_path)
     lines = cli("audit", "query", "--context", "acme", "--tool", "tool3", data_dir=tmp_path).splitlines()
-    assert len(lines) == 1 and '"obj3"' in lines[0]
+    assert len(lines) == 1 and '"obj3"' not in lines[0] and '"h:' in lines[0]  # an id no Engram made: hashed
     with sqlite3.connect(tmp_path / "audit.db") as conn:  # someone edits the file behind Engram's back
-        conn.execute("UPDATE audit SET data = replace(data, 'obj5', 'obj6') WHERE seq = 6")
+        conn.execute("UPDATE audit SET data = replace(data, 'tool5', 'tool6') WHERE seq = 6")
     with pytest.raises(RuntimeError, match="altered"):
         cli("audit", "verify", "--context", "acme", data_dir=tmp_path)

@@ -206,19 +206,17 @@ def test_extreme_dates_and_cursors_are_precise_errors_never_a_500(live: Live) ->
 def test_metrics_need_a_managers_key_and_show_only_its_own_contexts_counters(live: Live) -> None:
     """`GET /metrics` answered without a key with every tenant's `authz.denied` counters: who is probing whom, as
     it happens. Now it needs a key that governs a whole context, and counts only that context's."""
-    refused = httpx.post(f"{live.url}/api/v1/acme/oauth/issuers", json={}, headers=bearer(live.keys.agent))
-    assert refused.status_code in (400, 403)
-    probe = {"issuer": "https://issuer.example", "audience": ["https://x.example/mcp"], "grant": ["org/acme"]}
-    assert (
-        httpx.post(f"{live.url}/api/v1/acme/oauth/issuers", json=probe, headers=bearer(live.keys.agent)).status_code
-        == 403
-    )
+    ctx = f"m{uuid.uuid4().hex[:10]}"  # a context of its own: the session's others register scopes as they go
+    manager, _ = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}"])
+    agent, _ = live.engram.identity.create_key([ctx], "agent", [f"org/{ctx}"])
+    probe = {"issuer": "https://issuer.example", "audience": ["https://x.example/mcp"], "grant": [f"org/{ctx}"]}
+    assert httpx.post(f"{live.url}/api/v1/{ctx}/oauth/issuers", json=probe, headers=bearer(agent)).status_code == 403
     assert httpx.get(f"{live.url}/metrics").status_code == 401
-    assert httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.agent)).status_code == 403
-    acme = httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.management))
-    assert acme.status_code == 200
-    denied = [r for r in acme.json() if r["name"] == "authz.denied"]
-    assert denied and all(r["dimensions"]["context"] == "acme" for r in denied)
+    assert httpx.get(f"{live.url}/metrics", headers=bearer(agent)).status_code == 403
+    mine = httpx.get(f"{live.url}/metrics", headers=bearer(manager))
+    assert mine.status_code == 200
+    denied = [r for r in mine.json() if r["name"] == "authz.denied"]
+    assert denied and all(r["dimensions"]["context"] == ctx for r in denied), mine.json()
     globex = httpx.get(f"{live.url}/metrics", headers=bearer(live.keys.other_tenant)).json()
     assert all(r["dimensions"].get("context") == "globex" for r in globex)
 
@@ -226,8 +224,10 @@ def test_metrics_need_a_managers_key_and_show_only_its_own_contexts_counters(liv
 def test_a_narrower_manager_reads_no_counts_of_the_whole_contexts_trail(live: Live) -> None:
     """`audit_verify`'s `entries` (and first / last) and `audit_query`'s `scanned` counted everyone's calls in the
     context for a manager of one user's region."""
-    narrow, _ = live.engram.identity.create_key(["acme"], "management", ["org/acme/user/bob"])
-    for key, whole in ((narrow, False), (live.keys.management, True)):
+    ctx = f"n{uuid.uuid4().hex[:10]}"
+    manager, _ = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}"])
+    narrow, _ = live.engram.identity.create_key([ctx], "management", [f"org/{ctx}/user/bob"])
+    for key, whole in ((narrow, False), (manager, True)):
         verified = _mcp(live, key, "audit_verify", {})["result"]["structuredContent"]
         page = _mcp(live, key, "audit_query", {"limit": 5})["result"]["structuredContent"]
         assert verified["ok"]
