@@ -1,5 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
-records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure), as JSON on
+records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
+trust), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
 Beside each benchmark, the machine's pace before and after it (`pace_ms`): one forward pass of the shipped model
@@ -60,6 +61,7 @@ def main(names: list[str]) -> None:
         reads,
         records,
         scores,
+        trust,
         workspace,
     )
 
@@ -81,6 +83,7 @@ def main(names: list[str]) -> None:
         "reads": reads.run,
         "erasure": erasure.run,
         "access": access.run,
+        "trust": trust.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -57,6 +57,7 @@ class SqliteAuditLog:
         self._conn = connect(path)
         self._conn.execute("ATTACH DATABASE ? AS mark", (str(mark_path(path)),))
         self._conn.execute("PRAGMA mark.journal_mode=WAL")
+        self._conn.execute("PRAGMA mark.synchronous=NORMAL")  # as the log itself (a schema's own setting)
         self._conn.execute("PRAGMA mark.secure_delete=ON")
         self._lock = threading.Lock()
         self._conn.executescript(_SCHEMA)
