@@ -137,3 +137,36 @@ class TestSqliteAuditLog(AuditLogContract):
             plan = " ".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {SWEEP}", ("x",)))
         assert "audit_expiry" in plan and "SCAN audit" not in plan, plan
         assert [e.seq for e in log.entries("c1")][:1] == [PRUNE_EVERY // 2 + 1]
+
+
+def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_load_again(tmp_path: Path) -> None:
+    """#49: `search.db`'s change log kept entity ids (`Person:zelda quux`: a name) after an erasure. Now the
+    expunge leaves one mark a context; a process whose copy was behind loads the context again, without the
+    erased document."""
+    from datetime import UTC, datetime
+
+    from engram.ports import IndexDoc, SearchQuery
+    from tests.fixtures.files import sqlite_files_holding
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    path = tmp_path / "search.db"
+    a, b = SqliteSearchIndex(path), SqliteSearchIndex(path)  # two processes on one data folder
+    scopes = ["org/acme/user/alice"]
+    docs = [IndexDoc("acme", "entity", "Person:zelda quux", "Zelda Quux", None, scopes, None, None, {}),
+            IndexDoc("acme", "entity", "Person:bob", "Bob lives in Porto", None, scopes, None, None, {})]  # fmt: skip
+
+    def found(index: SqliteSearchIndex, text: str) -> set[str]:
+        hits = index.search(SearchQuery("acme", text, None, "bm25", 10, ("entity",), [scopes]), now)
+        return {h.id for h in hits}
+
+    a.upsert(docs)
+    assert found(b, "zelda") == {"Person:zelda quux"}  # b has its copy
+    a.upsert([IndexDoc("acme", "entity", "Person:bob", "Bob lives in Braga", None, scopes, None, None, {})])
+    a.delete("acme", ["Person:zelda quux"])  # b is behind by both
+    a.expunge()
+    assert found(a, "zelda") == set() and found(a, "braga") == {"Person:bob"}
+    assert found(b, "zelda") == set() and found(b, "braga") == {"Person:bob"} and found(b, "porto") == set()
+    held = sqlite_files_holding(tmp_path, "search.db*", b"zelda", b"Zelda")
+    assert held == {b"zelda": [], b"Zelda": []}, held
+    a.upsert([IndexDoc("acme", "entity", "Person:carol", "Carol", None, scopes, None, None, {})])
+    assert found(b, "carol") == {"Person:carol"}  # and changes flow again after the marks

@@ -57,7 +57,23 @@ class SqliteSearchIndex:
     # -- writes ---------------------------------------------------------------------------
 
     def expunge(self) -> None:
+        """After an erasure: the change log forgets every id it named (an entity's id holds its name), leaving one
+        mark a context, past which a process whose copy is behind loads the context again, from what is left; then
+        the freed pages and the log file are overwritten (`secure_delete`, a checkpoint that truncates)."""
         with self._lock:
+            self._refresh_marks()  # copies another process's commits left behind stay so: they will load again
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                contexts = [r[0] for r in self._conn.execute("SELECT DISTINCT context_id FROM changes")]
+                self._conn.execute("DELETE FROM changes")
+                self._conn.executemany("INSERT INTO changes (context_id, id) VALUES (?, '')", [(c,) for c in contexts])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            for ctx, cache in self._contexts.items():  # this process's current copies go on from the marks
+                if ctx not in self._stale:
+                    cache.seq = self._last_seq(ctx)
             expunge(self._conn)
 
     def ensure(self) -> None:
