@@ -18,21 +18,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from bench.access import timed
+from bench.latency import pct
+
 SAMPLES = 2000
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))], 4)
-
-
-def timed(fn: Any, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
 
 
 class _Keys:
