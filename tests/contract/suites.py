@@ -548,6 +548,19 @@ class AuditLogContract:
         assert sorted((e.data["writer"], e.data["n"]) for e in got) == [(i, j) for i in range(16) for j in range(5)]
         assert self.auditor(log).verify("c1")["ok"]
 
+    def test_primed_appends_from_many_writers_in_two_contexts_keep_each_chain(self, log: AuditLog) -> None:
+        """`prime` (a call began: read the head ahead) from every writer, racing the appends of others."""
+
+        def write(i: int) -> None:
+            for j in range(4):
+                log.prime(f"p{i % 2}")
+                log.append(f"p{i % 2}", {"writer": i, "n": j}, T0, None, CHAIN)
+
+        assert together(12, write) == []
+        for ctx in ("p0", "p1"):
+            assert [e.seq for e in log.entries(ctx)] == list(range(1, 25))
+            assert self.auditor(log).verify(ctx)["ok"]
+
     def test_an_altered_or_removed_entry_is_detected(self, log: AuditLog) -> None:
         for i in range(6):
             log.append("c1", {"tool": f"t{i}"}, T0, None, CHAIN)

@@ -293,6 +293,26 @@ class TestDynamoAuditLog(AuditLogContract):
         assert [(e.seq, e.data["n"]) for e in got] == [(1, 1), (2, 2), (3, 3)]
         assert got[2].prev == got[1].hash and got[1].prev == got[0].hash
 
+    def test_a_cold_instance_reads_the_head_from_the_mark_or_from_a_log_kept_before_marks(
+        self, log: DynamoAuditLog
+    ) -> None:
+        """A new instance's first append reads one item (the mark) for the head, primed while its call runs; a
+        log written before marks existed has none, and its newest entry is the head."""
+        for n in range(3):
+            log.append("c1", {"n": n}, T0, None, CHAIN)
+        cold = DynamoAuditLog(self.db, self.table)
+        calls: list[str] = []
+        self.db.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+        cold.prime("c1")
+        entry = cold.append("c1", {"n": 3}, T0, None, CHAIN)
+        assert calls == ["GetItem", "TransactWriteItems"]  # no query, no conflict
+        assert (entry.seq, entry.prev) == (4, log.entries("c1")[2].hash)
+        legacy = DynamoAuditLog(self.db, self.table)
+        legacy.append("c2", {"n": 0}, T0, None, CHAIN)
+        self.db.delete_item(TableName=self.table, Key={"PK": {"S": "_auditmark#c2"}, "SK": {"S": "MARK"}})
+        later = DynamoAuditLog(self.db, self.table).append("c2", {"n": 1}, T0, None, CHAIN)
+        assert later.seq == 2 and later.prev == legacy.entries("c2")[0].hash
+
 
 class TestDynamoCounters:
     """A running total (stored bytes) never expires: a lost answer's retry that counted twice would stay counted."""

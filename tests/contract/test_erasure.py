@@ -787,3 +787,34 @@ def test_an_erasure_request_is_seen_by_its_key_and_those_that_govern_it(both: En
         assert hidden.value.message.replace(alices, "ID") == absent.value.message.replace("era_" + "0" * 26, "ID")
     assert e.erasure.status(region, bobs)["status"] == "done"
     assert {e.erasure.status(admin, r)["status"] for r in (alices, bobs)} == {"done"}
+
+
+def test_a_graph_job_that_read_a_source_before_its_erasure_writes_nothing_of_it_after(
+    both: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#49: the graph job read Alice's message, the erasure took the message and her part of the graph, then
+    the job wrote what it had read: the entity held her sentence again (and its bytes were back on disk), for
+    no look after the erasure to find."""
+    e = both
+    alice, bob = two_agents(e)
+    admin = management(e)
+    read = e.graph._source
+    raced: list[str] = []
+
+    def read_then_erase(ctx: str, source: str) -> Any:
+        found = read(ctx, source)
+        if found is not None and not raced:  # the job has the text: now the whole erasure runs, to its receipt
+            raced.append(source)
+            asked = e.erasure.request(admin, e.erasure.subject(admin, ALICE, None), preview=False)
+            assert e.erasure.run(ctx, asked["request_id"])["status"] == "done"
+        return found
+
+    monkeypatch.setattr(e.graph, "_source", read_then_erase)
+    e.conversation.append(alice, "t1", "user", "Quentin Marsh works at Zorblat Industries in Vexford.", None)
+    e.queue.join()
+    monkeypatch.undo()
+    assert raced and raced[0].startswith("message:")
+    for kind in ("entity", "relation", "ealias", "gmention", "grelev", "gsource", "message"):
+        left = [i.id for i in e.records.query("acme", kind).items if "Zorblat" in str(i.data) or "Zorblat" in i.id]
+        assert left == [], (kind, left)
+    assert e.entities.list(bob, None, "name", 100, 0)["entities"] == []

@@ -239,6 +239,14 @@ class Auditor:
         except Exception:
             log.exception("audit entry for %s in %s not written", tool, context_id)
 
+    def prime(self, context_id: str) -> None:
+        """A call in this context began: the log may start reading what its append will need."""
+        if self.log is not None:
+            try:
+                self.log.prime(context_id)
+            except Exception:  # the append reads it itself
+                log.exception("audit log of %s not primed", context_id)
+
     def _scan(self, context_id: str, before: int | None) -> Iterator[AuditEntry]:
         assert self.log is not None
         while True:

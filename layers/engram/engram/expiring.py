@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -31,6 +31,24 @@ class Expiring(Generic[K, V]):
                 self._entries.clear()
             self._entries[key] = (now + self.seconds, value)
         return value
+
+    def get_many(self, keys: Sequence[K], load: Callable[[list[K]], dict[K, V]]) -> dict[K, V]:
+        """The cached values of `keys`; those missing or expired come from one `load(missing)` call (which
+        answers every key it is given)."""
+        now = time.monotonic()
+        with self._lock:
+            cached = {k: self._entries.get(k) for k in keys}
+        found = {k: c[1] for k, c in cached.items() if c is not None and c[0] > now}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            loaded = load(missing)
+            with self._lock:
+                if len(self._entries) + len(missing) > self.max_entries:
+                    self._entries.clear()
+                for k in missing:
+                    self._entries[k] = (now + self.seconds, loaded[k])
+            found.update(loaded)
+        return found
 
     def drop(self, key: K) -> None:
         with self._lock:

@@ -214,6 +214,11 @@ class AuditLog(Protocol):
         """The context's high-water mark (None: nothing was ever appended, or it was removed)."""
         ...
 
+    def prime(self, context_id: str) -> None:
+        """A call in this context has begun and will append: a store whose append first reads the chain's head
+        may start that read now (in the background; nothing is written)."""
+        ...
+
     def entries(
         self,
         context_id: str,

@@ -73,6 +73,10 @@ class Ticket:
 NO_TICKET = Ticket()
 
 
+def _limits(data: dict[str, Any]) -> QuotaLimits:
+    return QuotaLimits(**{k: data.get(k) for k in QuotaLimits.model_fields})
+
+
 class Quotas:
     def __init__(
         self,
@@ -107,19 +111,25 @@ class Quotas:
         self._cache.drop(qid)
         return limits
 
+    def _stored(self, qids: list[str]) -> dict[str, QuotaLimits | None]:
+        """The stored quotas of these ids, read in one call when any is not cached."""
+
+        def load(missing: list[str]) -> dict[str, QuotaLimits | None]:
+            items = self._records.get_many(SYSTEM, QUOTA, missing)
+            return {q: _limits(items[q].data) if q in items else None for q in missing}
+
+        return self._cache.get_many(qids, load)
+
     def stored(self, context_id: str, key_id: str | None) -> QuotaLimits | None:
         qid = self._id(context_id, key_id)
-
-        def load() -> QuotaLimits | None:
-            item = self._records.get(SYSTEM, QUOTA, qid)
-            return QuotaLimits(**{k: item.data.get(k) for k in QuotaLimits.model_fields}) if item else None
-
-        return self._cache.get(qid, load)
+        return self._stored([qid])[qid]
 
     def limits(self, context_id: str, key_id: str | None) -> QuotaLimits:
         """The limits in force: the stored ones over the settings' defaults."""
-        default = self.context_default if key_id is None else self.key_default
-        stored = self.stored(context_id, key_id)
+        return self._in_force(key_id is None, self.stored(context_id, key_id))
+
+    def _in_force(self, of_context: bool, stored: QuotaLimits | None) -> QuotaLimits:
+        default = self.context_default if of_context else self.key_default
         return stored.over(default) if stored is not None else default
 
     # -- admission ---------------------------------------------------------------------------------
@@ -132,8 +142,10 @@ class Quotas:
 
     def admit(self, context_id: str, key_id: str, writes: bool, size: Callable[[], int]) -> Ticket:
         """Take what the call needs of every quota in force, or refuse it (RateLimited: 429) taking nothing."""
-        scopes = [(f"c:{context_id}", self.limits(context_id, None)), (f"k:{context_id}:{key_id}",
-                  self.limits(context_id, key_id))]  # fmt: skip
+        cid, kid = self._id(context_id, None), self._id(context_id, key_id)
+        stored = self._stored([cid, kid])  # one read for both when neither is cached (a cold start's first call)
+        scopes = [(f"c:{context_id}", self._in_force(True, stored[cid])),
+                  (f"k:{context_id}:{key_id}", self._in_force(False, stored[kid]))]  # fmt: skip
         scopes = [(s, lim) for s, lim in scopes if lim.any()]
         if not scopes or self._counters is None:
             return NO_TICKET

@@ -44,6 +44,7 @@ async def run(
             with metering(cost):
                 caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
                 entered.append(caller)
+                engram.audit.prime(caller.context_id)  # a cold instance reads the chain's head while the call runs
                 ticket = engram.quotas.admit(caller.context_id, principal.key_id, op.writes(args), lambda: _size(args))
                 try:
                     result = op.run(engram.family_services(op.family), caller, args, progress)

@@ -6,12 +6,14 @@ each entry, so removing the log's items leaves the mark that names its last entr
 
 Appends from many Lambda instances are serialised by the key: an entry is put on the condition that its
 sequence number is free; a writer that loses reads the partition's last entry and chains to it instead. Each
-process keeps the last entry it knows per context, so a warm instance appends in one request."""
+process keeps the last entry it knows per context, so a warm instance appends in one request; a cold one reads the
+head in a thread of its own while the call runs (`prime`), so the read costs no time of the call's."""
 
 from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +38,22 @@ class DynamoAuditLog:
     def __init__(self, client: Any, table: str) -> None:
         self._db, self._table = client, table
         self._heads: dict[str, Head] = {}
+        self._reading: dict[str, Future[Head]] = {}
         self._lock = threading.Lock()
+
+    def prime(self, context_id: str) -> None:
+        with self._lock:
+            if context_id in self._heads or context_id in self._reading:
+                return
+            future: Future[Head] = Future()
+            self._reading[context_id] = future
+        threading.Thread(target=self._read_head, args=(context_id, future), daemon=True).start()
+
+    def _read_head(self, context_id: str, future: Future[Head]) -> None:
+        try:
+            future.set_result(self._last(context_id))
+        except BaseException as exc:  # the append reads it again itself
+            future.set_exception(exc)
 
     def _entry(self, context_id: str, raw: dict[str, Any]) -> AuditEntry:
         at = parse_time(raw["at"]["S"])
@@ -45,6 +62,11 @@ class DynamoAuditLog:
         return AuditEntry(context_id, int(raw["SK"]["S"]), at, data, raw["prev"]["S"], raw["hash"]["S"])
 
     def _last(self, context_id: str) -> Head:
+        # The mark is written in the transaction of every entry, so it names the head: one item read. A log
+        # kept before marks existed has none: its newest entry is the head.
+        mark = self.mark(context_id)
+        if mark is not None:
+            return mark.seq, mark.hash, mark.expires_at
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="PK = :p",
@@ -56,8 +78,7 @@ class DynamoAuditLog:
         items = page.get("Items", [])
         if items:
             return int(items[0]["SK"]["S"]), items[0]["hash"]["S"], _expiry(items[0])
-        mark = self.mark(context_id)  # every entry expired (or none yet): the mark goes on from its own
-        return (mark.seq, mark.hash, mark.expires_at) if mark is not None else (0, "", None)
+        return 0, "", None
 
     def _holds(self, item: dict[str, Any], digest: str) -> bool:
         key = {"PK": item["PK"], "SK": item["SK"]}
@@ -70,6 +91,12 @@ class DynamoAuditLog:
     ) -> AuditEntry:
         with self._lock:
             head = self._heads.get(context_id)
+            reading = self._reading.pop(context_id, None)
+        if head is None and reading is not None:
+            try:
+                head = reading.result(timeout=30)
+            except Exception:
+                head = None
         if head is None:
             head = self._last(context_id)
         for _ in range(MAX_TRIES):

@@ -98,6 +98,9 @@ class SqliteAuditLog:
                 raise
         return AuditEntry(context_id, seq, now, stored, prev, digest)
 
+    def prime(self, context_id: str) -> None:
+        """Nothing to start: the append reads the head inside its own transaction, in process."""
+
     def mark(self, context_id: str) -> AuditMark | None:
         with self._lock:
             row = self._conn.execute(

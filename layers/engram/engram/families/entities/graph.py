@@ -47,17 +47,31 @@ def source_id(kind: str, id_: str) -> str:
     return f"{kind}:{id_}"
 
 
+def _guard(item: Item) -> Write:
+    return Write(item.context_id, item.kind, item.id, {}, "graph", item.version, check=True)
+
+
 def extraction_job(queue: Queue, ctx: str, kind: str, id_: str, now: datetime) -> Write:
     """The job a write of a source commits with itself: the graph follows the source after the commit."""
     return queue.job(JOB, {"context_id": ctx, "source": source_id(kind, id_)}, now)
 
 
+class SourceChanged(Exception):
+    """The source was changed or erased after the job read it: what the job would write is read again."""
+
+
+READS = 5  # reads of a source that keeps changing under the job before it gives up (and is tried later)
+Found = tuple[str, list[str], dict[str, str], Write]
+
+
 class GraphService(BaseService):
     # -- reading a source as it is now ------------------------------------------------------------------------
 
-    def _source(self, ctx: str, source: str) -> tuple[str, list[str], dict[str, str]] | None:
-        """(text, scopes, how a caller names it) of the source, or None when it is gone (deleted, or not
-        searchable any more)."""
+    def _source(self, ctx: str, source: str) -> Found | None:
+        """(text, scopes, how a caller names it, the guard) of the source, or None when it is gone (deleted,
+        or not searchable any more). The guard is a check of the item read at the version read: every write
+        the job makes from this text holds it, so a write can never land after the source was erased or
+        replaced (it would bring back words an erasure took)."""
         kind, _, id_ = source.partition(":")
         if kind == "document":
             from engram.families.knowledge.base import chunk_key
@@ -68,19 +82,19 @@ class GraphService(BaseService):
             keys = [chunk_key(doc.data, p) for p in range(int(doc.data.get("chunks") or 0))]
             chunks = self.records.get_many(ctx, "chunk", keys)
             text = "\n\n".join(str(chunks[k].data.get("text") or "") for k in keys if k in chunks)
-            return text[:MAX_TEXT], list(doc.data.get("scopes") or []), {"kind": "document", "id": id_}
+            return text[:MAX_TEXT], list(doc.data.get("scopes") or []), {"kind": "document", "id": id_}, _guard(doc)
         if kind == "message":
             msg = self.records.get(ctx, "message", id_)
             if msg is None:
                 return None
             shown = {"kind": "message", "id": str(msg.data.get("message_id")), "thread_id": str(msg.data["thread_id"])}
-            return str(msg.data.get("content") or ""), list(msg.data.get("scopes") or []), shown
+            return str(msg.data.get("content") or ""), list(msg.data.get("scopes") or []), shown, _guard(msg)
         if kind == "record":
             rec = self.records.get(ctx, "record", id_)
             if rec is None or rec.data.get("status") == "deleted" or rec.data.get("index_mode") == "none":
                 return None
             text = ". ".join(_strings(rec.data.get("payload") or {}))[:MAX_TEXT]
-            return text, list(rec.data.get("scopes") or []), {"kind": "record", "id": id_}
+            return text, list(rec.data.get("scopes") or []), {"kind": "record", "id": id_}, _guard(rec)
         raise ValueError(f"unknown graph source {source!r}")
 
     # -- the job ----------------------------------------------------------------------------------------------
@@ -89,9 +103,19 @@ class GraphService(BaseService):
         self.extract(payload["context_id"], payload["source"])
 
     def extract(self, ctx: str, source: str, gone: bool = False) -> dict[str, int]:
-        """Bring the graph to what `source` says now (nothing, if it is gone, or `gone`: an erasure's). Idempotent."""
+        """Bring the graph to what `source` says now (nothing, if it is gone, or `gone`: an erasure's). Idempotent.
+        A source changed or erased while the job writes is read again (what was written from it before the
+        change is undone by the next reading, as for any edit of it)."""
+        for _ in range(READS):
+            try:
+                return self._extract(ctx, source, gone)
+            except SourceChanged:
+                continue
+        raise Conflict(f"graph source {source!r} kept changing while it was read: the job is tried again")
+
+    def _extract(self, ctx: str, source: str, gone: bool) -> dict[str, int]:
         found = None if gone else self._source(ctx, source)
-        text, scopes, shown = found if found is not None else ("", [], {})
+        text, scopes, shown, guard = found if found is not None else ("", [], {}, None)
         shown = dict(shown, source=source)
         mentions: dict[str, tuple[str, str, str]] = {}  # entity id -> (type, spelling, sentence)
         edges: dict[str, tuple[str, str, str, str]] = {}  # relation id -> (from id, type, to id, sentence)
@@ -131,28 +155,39 @@ class GraphService(BaseService):
             if moved or eid not in mentions:
                 touched.add(self._unmention(ctx, eid, source, old.get("scopes") or []))
         for eid, (etype, spelling, sentence) in mentions.items():
-            touched.add(self._mention(ctx, eid, etype, spelling, sentence, shown, scopes))
+            touched.add(self._mention(ctx, eid, etype, spelling, sentence, shown, scopes, guard))
         for rid, (head, rtype, tail, sentence) in edges.items():
             ends = ([head.split(":", 1)[0], self._name(ctx, head, spelled)],
                     [tail.split(":", 1)[0], self._name(ctx, tail, spelled)])  # fmt: skip
-            self._relate(ctx, rid, ends, rtype, shown, scopes, sentence)
+            self._relate(ctx, rid, ends, rtype, shown, scopes, sentence, guard)
         now = self.clock.now()
         if found is None:
             if before is not None:
                 self.records.purge(ctx, SOURCE, source)
         else:
             data = {"mentions": sorted(mentions), "relations": sorted(edges), "scopes": scopes, "at": iso(now)}
-            self._put(ctx, SOURCE, source, data)
+            self._put(ctx, SOURCE, source, data, guard)
         self._reindex(ctx, touched)
         return {"mentions": len(mentions), "relations": len(edges)}
 
-    def _put(self, ctx: str, kind: str, id_: str, data: dict[str, Any]) -> None:
+    def _put(self, ctx: str, kind: str, id_: str, data: dict[str, Any], guard: Write | None = None) -> None:
         def attempt() -> None:
             current = self.records.get(ctx, kind, id_)
             at = current.version if current is not None else 0
-            self.records.transact([Write(ctx, kind, id_, data, "graph", at)], self.clock.now())
+            self._transact(ctx, [Write(ctx, kind, id_, data, "graph", at)], self.clock.now(), guard)
 
         on_conflict(attempt)
+
+    def _transact(self, ctx: str, writes: list[Write], now: datetime, guard: Write | None) -> None:
+        """`writes`, holding the source's guard: a conflict because the source moved is SourceChanged."""
+        try:
+            self.records.transact([*writes, guard] if guard is not None else writes, now)
+        except Conflict:
+            if guard is not None:
+                current = self.records.get(ctx, guard.kind, guard.id)
+                if current is None or current.version != guard.expected_version:
+                    raise SourceChanged(guard.id) from None
+            raise
 
     # -- names: which entity a spelling is ---------------------------------------------------------------------
 
@@ -178,7 +213,15 @@ class GraphService(BaseService):
     # -- mentions ----------------------------------------------------------------------------------------------
 
     def _mention(
-        self, ctx: str, eid: str, etype: str, spelling: str, sentence: str, shown: dict[str, str], scopes: list[str]
+        self,
+        ctx: str,
+        eid: str,
+        etype: str,
+        spelling: str,
+        sentence: str,
+        shown: dict[str, str],
+        scopes: list[str],
+        guard: Write | None = None,
     ) -> str:
         key, source = scope_set(scopes), shown["source"]
 
@@ -214,7 +257,7 @@ class GraphService(BaseService):
             data["scopes"] = _scopes(data)
             data["dormant"] = False
             writes.insert(1, Write(ctx, "entity", target, data, "graph", item.version if item else 0))
-            self.records.transact(writes, now)
+            self._transact(ctx, writes, now, guard)
             return target
 
         return on_conflict(attempt)
@@ -279,6 +322,7 @@ class GraphService(BaseService):
         shown: dict[str, str],
         scopes: list[str],
         sentence: str,
+        guard: Write | None = None,
     ) -> None:
         key, source = scope_set(scopes), shown["source"]
 
@@ -296,10 +340,12 @@ class GraphService(BaseService):
             data["ev"] = ev
             data["scopes"] = sorted({p for k in ev for p in k.split("|") if p})
             data["retracted"] = False
-            self.records.transact(
+            self._transact(
+                ctx,
                 [Write(ctx, EVIDENCE, f"{rid}|{source}", {"relation": rid, "source": source}, "graph", 0),
                  Write(ctx, "relation", rid, data, "graph", item.version if item else 0)],
                 now,
+                guard,
             )  # fmt: skip
 
         on_conflict(attempt)
