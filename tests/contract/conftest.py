@@ -57,3 +57,15 @@ def two_agents(e: Engram) -> tuple[Caller, Caller]:
     keys = [e.identity.create_key(["acme"], "agent", [g])[1] for g in (ALICE, BOB)]
     alice, bob = (e.identity.enter(p, "acme", ANY, "t") for p in keys)
     return alice, bob
+
+
+def eid(e: Engram, etype: str, name: str, ctx: str = "acme") -> str:
+    """The id the context gives the entity of this type and name (`engram.opaque`: it holds nothing of the name)."""
+    return e.ids.entity(ctx, etype, name)
+
+
+def rid(e: Engram, subject: str, rtype: str, target: str, ctx: str = "acme") -> str:
+    """The id of memory's edge from its subject to a value (`engram.families.memory.plan.Plan.relation_id`)."""
+    from engram.families.memory.base import _slug
+
+    return e.ids.relation(ctx, "memory", _slug(subject), rtype, _slug(target))

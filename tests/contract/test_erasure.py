@@ -22,7 +22,7 @@ from engram.identity import ANY, Caller
 from engram.ports import SearchQuery, Write
 from engram.receipts import verify
 from engram.wiring import Engram
-from tests.contract.conftest import ALICE, BOB, two_agents
+from tests.contract.conftest import ALICE, BOB, eid, rid, two_agents
 
 
 def summed(by_family: dict[str, dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
@@ -159,7 +159,7 @@ def test_the_entities_eraser_takes_the_subjects_part_of_the_graph_and_keeps_ever
     e.memory.store(bob, Turn("My colleague is Jane Smith."), [[BOB]])
     e.documents.ingest(alice, NewDocument(b"Jane Smith works at Acme Corporation.", "d"))
     e.queue.join()  # the graph reads the document
-    jane = "Person:jane smith"
+    jane, bobs = eid(e, "Person", "jane smith"), eid(e, "Person", "bob")
     assert len(e.records.history("acme", "entity", jane)) >= 2
     erasing = e.family_services("entities").erasing  # type: ignore[attr-defined]
     subject = e.erasure.subject(management(e), ALICE, None)
@@ -171,16 +171,16 @@ def test_the_entities_eraser_takes_the_subjects_part_of_the_graph_and_keeps_ever
     assert apply(erasing.erase("acme", subject), False) == preview
     assert apply(erasing.erase("acme", subject), True) == {}  # nothing of hers left to find
     names = {i.id for i in e.records.query("acme", "entity").items}
-    assert names == {jane, "Person:bob"}
+    assert names == {jane, bobs}
     kept = e.records.get("acme", "entity", jane)
     assert kept is not None and kept.data["scopes"] == [BOB]
     assert [h.version for h in e.records.history("acme", "entity", jane)] == [kept.version]  # older ones gone
     assert "sister" not in str(kept.data) and "Acme" not in str(kept.data) and "Alice" not in str(kept.data)
     relations = {i.id for i in e.records.query("acme", "relation").items}
-    assert relations == {"rel:bob:colleague:jane-smith"}
+    assert relations == {rid(e, "bob", "colleague", "Jane Smith")}
     for kind in ("gsource", "gmention", "grelev"):
         assert e.records.query("acme", kind).items == [], kind
-    assert {i.id for i in e.records.query("acme", "ealias").items} == {"bob|Person:bob", f"jane smith|{jane}"}
+    assert {i.id for i in e.records.query("acme", "ealias").items} == {f"bob|{bobs}", f"jane smith|{jane}"}
     everyone = [["org/acme"]]
     found = e.index.search(SearchQuery("acme", "Acme Corporation Alice Jane", None, "bm25", 10, ("entity",), everyone),
                            datetime.now(UTC))  # fmt: skip
@@ -201,7 +201,7 @@ def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both:
     e.erasure.run("acme", asked["request_id"])  # the erasure before the document's own jobs
     e.queue.join()  # then they run: they find nothing to bring back
     assert e.records.get("acme", "document", doc) is None and e.records.query("acme", "chunk").items == []
-    assert "Person:quentin blake" not in {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
+    assert eid(e, "Person", "quentin blake") not in {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
     blobs = e.erasure.status(admin, asked["request_id"])["receipt"]["traces"]["blobs"]
     assert blobs == {"checked": 1, "left": 0, "kept_shared": 0}  # the document's blob, looked for: gone
     done = e.erasure.status(admin, asked["request_id"])
@@ -211,7 +211,7 @@ def test_a_subject_with_memories_entities_and_context_is_erased_end_to_end(both:
     assert e.memory.recall(alice, "sister Lisbon", everything_when_small=False)["results"] == []
     assert keys_of(e, alice) == []
     assert "Jane Smith" in str(e.memory.recall(bob, "colleague Jane", everything_when_small=False)["results"])
-    assert e.records.get("acme", "entity", "Person:jane smith").data["scopes"] == [BOB]  # type: ignore[union-attr]
+    assert e.records.get("acme", "entity", eid(e, "Person", "jane smith")).data["scopes"] == [BOB]  # type: ignore[union-attr]
 
 
 def test_conversation_and_records_erasers_take_threads_messages_records_lookups_and_pointers(both: Engram) -> None:
@@ -469,8 +469,8 @@ def test_a_subject_of_object_ids_takes_those_objects_and_what_they_fed_the_graph
     assert e.records.get("acme", "turn", gone) is None and e.records.get("acme", "turn", kept) is not None
     assert e.records.get("acme", "document", doc) is None and e.records.history("acme", "document", doc) == []
     names = {i.id for i in e.records.query("acme", "entity", now=EPOCH).items}
-    assert "Organization:umbrella corporation" not in names and "Person:zed quill" not in names
-    assert "Organization:initech" in names  # Bob's document's
+    assert eid(e, "Organization", "umbrella corporation") not in names and eid(e, "Person", "zed quill") not in names
+    assert eid(e, "Organization", "initech") in names  # Bob's document's
     assert e.records.query("acme", "gsource").items and all(
         s.id != f"document:{doc}" for s in e.records.query("acme", "gsource").items
     )

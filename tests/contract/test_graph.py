@@ -15,7 +15,7 @@ from engram.families.entities.graph import JOB
 from engram.families.knowledge.documents import NewDocument
 from engram.wiring import Engram
 from tests.concurrency import together
-from tests.contract.conftest import two_agents
+from tests.contract.conftest import eid, two_agents
 
 
 def names(e: Engram, who: Any) -> dict[str, int]:
@@ -39,7 +39,7 @@ def test_messages_documents_and_records_all_feed_one_graph(both: Engram) -> None
     assert names(e, alice) == {"Acme Corporation": 3, "Bob Jones": 2, "Boston": 1, "Initech": 1, "Jane Smith": 2,
                                "Maria Garcia": 1}  # fmt: skip
     acme = e.entities.query(alice, "Acme Corp", None)["entity"]  # another spelling leads to the same entity
-    assert acme["id"] == "Organization:acme corporation" and acme["aliases"] == ["Acme Corp"]
+    assert acme["id"] == eid(e, "Organization", "acme corporation") and acme["aliases"] == ["Acme Corp"]
     assert acme["description"] == "Jane Smith works at Acme Corporation."
     assert {s["kind"] for s in acme["sources"]} == {"message", "document"}
     assert edges(e, alice, "Person:jane smith") == [("outgoing", "reports_to", "Bob Jones"),

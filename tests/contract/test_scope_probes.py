@@ -20,6 +20,7 @@ from engram.families.knowledge.search import Search
 from engram.families.memory.service import Turn
 from engram.identity import ANY, Caller
 from engram.wiring import Engram
+from tests.contract.conftest import eid
 
 ALICE, BOB = "org/acme/user/alice", "org/acme/user/bob"
 BOB_BYTES = b"Bob's private notes: the vault code is kept in the blue binder."
@@ -115,7 +116,7 @@ def test_a_shared_entity_changes_only_within_the_callers_view(world: dict[str, A
     # what Bob alone mentions, Bob may merge; the manager, who sees both scopes, may merge the shared one
     e.memory.store(bob, Turn("My friend is Zed Private."), None)
     merged = e.entities.merge(bob, "Person:bob", e.entities.query(bob, "Zed Private", None)["entity"]["id"])
-    assert merged["kept_entity_id"] == "Person:bob"
+    assert merged["kept_entity_id"] == eid(e, "Person", "bob")
     e.memory.store(alice, Turn("My sister is Zelda."), None)
     assert e.entities.merge(manager, zelda, "Person:zelda")["kept_entity_id"] == zelda
 

@@ -13,9 +13,11 @@ from engram.clock import iso
 from engram.families.memory.base import Turn
 from engram.identity import ANY, Caller
 from engram.wiring import Engram
-from tests.contract.conftest import ALICE, BOB, two_agents
+from tests.contract.conftest import ALICE, BOB, eid, two_agents
 
-JANE = "Person:jane smith"
+
+def jane_id(e: Engram) -> str:
+    return eid(e, "Person", "jane smith")
 
 
 def manager_of(e: Engram, grant: str) -> Caller:
@@ -47,7 +49,7 @@ def test_a_subjects_export_holds_only_its_parts_of_a_shared_entity(both: Engram)
     alice, _ = shared_jane(e)
     alice_turns = [t["id"] for t in e.memory.recall(alice, "sister Jane", everything_when_small=False)["results"]]
     bobs = exported(e, manager_of(e, BOB), scope=BOB, external_id=None)
-    jane = next(o for o in bobs if o["kind"] == "entity" and o["id"] == JANE)
+    jane = next(o for o in bobs if o["kind"] == "entity" and o["id"] == jane_id(e))
     text = json.dumps(jane)
     assert "sister" not in text and "red pot" not in text, text
     assert not any(t in text for t in alice_turns) and ALICE not in text
@@ -60,15 +62,15 @@ def test_an_erasure_by_id_of_a_shared_entity_takes_the_askers_part_only(both: En
     e = both
     alice, _ = shared_jane(e)
     bobs_manager = manager_of(e, BOB)
-    asked = e.erasure.request(bobs_manager, e.erasure.subject(bobs_manager, None, None, [JANE]), preview=False)
+    asked = e.erasure.request(bobs_manager, e.erasure.subject(bobs_manager, None, None, [jane_id(e)]), preview=False)
     e.erasure.run("acme", asked["request_id"])
     assert e.erasure.status(bobs_manager, asked["request_id"])["status"] == "done"
-    kept = e.records.get("acme", "entity", JANE)
+    kept = e.records.get("acme", "entity", jane_id(e))
     assert kept is not None and kept.data["scopes"] == [ALICE]
     seen = e.entities.query(alice, "Jane Smith", None)["entity"]
-    assert seen["id"] == JANE and seen["mention_count"] == 1 and "sister" in seen["description"]
+    assert seen["id"] == jane_id(e) and seen["mention_count"] == 1 and "sister" in seen["description"]
     assert "colleague" not in json.dumps(kept.data)
-    edges = e.entities.relationships(alice, JANE, "both", None)["relationships"]
+    edges = e.entities.relationships(alice, jane_id(e), "both", None)["relationships"]
     assert edges and all(r["target"]["id"] != "" for r in edges)  # Alice's edge still has both its ends
 
 
@@ -79,13 +81,13 @@ def test_what_an_erased_subject_wrote_into_a_shared_entity_does_not_stay_under_t
     alice, bob = two_agents(e)
     e.memory.store(bob, Turn("My colleague is Jane Smith."), [[BOB]])
     e.queue.join()
-    e.entities.update(bob, JANE, None, "Bob's informant on project Nightjar", {"codename": "nightjar"})
+    e.entities.update(bob, jane_id(e), None, "Bob's informant on project Nightjar", {"codename": "nightjar"})
     e.memory.store(alice, Turn("My sister is Jane Smith."), [[ALICE]])
     e.queue.join()
     admin = manager_of(e, "org/acme")
     asked = e.erasure.request(admin, e.erasure.subject(admin, BOB, None), preview=False)
     e.erasure.run("acme", asked["request_id"])
-    kept = e.records.get("acme", "entity", JANE)
+    kept = e.records.get("acme", "entity", jane_id(e))
     assert kept is not None and kept.data["scopes"] == [ALICE]
     assert "nightjar" not in json.dumps(kept.data).lower()
     seen = e.entities.query(alice, "Jane Smith", None)["entity"]
@@ -109,4 +111,4 @@ def test_an_entity_shows_each_reader_its_own_first_mention_time(both: Engram) ->
     assert hers is not None and hers >= str(before_alice) > str(bobs_time)
     assert e.entities.query(bob, "Jane Smith", None)["entity"]["created_at"] == bobs_time
     listed = e.entities.list(alice, None, "created_at", 50, 0)["entities"]
-    assert JANE in [x["id"] for x in listed]
+    assert jane_id(e) in [x["id"] for x in listed]

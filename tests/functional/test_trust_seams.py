@@ -281,3 +281,42 @@ async def test_the_audit_trail_holds_nothing_taken_from_content(live: Live) -> N
         assert by_id.structured_content is not None and by_id.structured_content["entries"]
     held = sqlite_files_holding(live.engram.settings.data_dir, "audit*.db*", name.encode(), name.lower().encode())
     assert held[name.encode()] == [] and held[name.lower().encode()] == []
+
+
+def test_no_call_in_one_context_changes_what_another_context_holds_or_accepts(live: Live) -> None:
+    """Every per-context setting a manager can change — quotas, schemas, scope paths, trusted issuers (above) —
+    tried from a second context's manager against the first's keys and names: refused or confined to its own
+    context, and the first context keeps what it had."""
+    a, b = f"a{uuid.uuid4().hex[:9]}", f"b{uuid.uuid4().hex[:9]}"
+    ident = live.engram.identity
+    manager_a, _ = ident.create_key([a], "management", [f"org/{a}"])
+    manager_b, _ = ident.create_key([b], "management", [f"org/{b}"])
+    agent_a, agent_a_p = ident.create_key([a], "agent", [f"org/{a}"])
+
+    def call(key: str, method: str, ctx: str, path: str, **kw: Any) -> httpx.Response:
+        return httpx.request(method, f"{live.url}/api/v1/{ctx}{path}", headers=bearer(key), **kw)
+
+    # quotas: B's manager names A's agent key, from B's context and from A's path
+    from_b = call(manager_b, "POST", b, "/quotas", json={"key_id": agent_a_p.key_id, "writes_per_day": 0})
+    unknown = call(manager_b, "POST", b, "/quotas", json={"key_id": "key_000000000000", "writes_per_day": 0})
+    assert from_b.status_code == unknown.status_code == 403, from_b.text  # as a key that does not exist
+    assert from_b.json()["error"] == unknown.json()["error"]
+    assert call(manager_b, "POST", a, "/quotas", json={"writes_per_day": 0}).status_code == 401  # masked
+    limits = call(manager_a, "GET", a, "/quotas", params={"key_id": agent_a_p.key_id}).json()
+    assert limits["writes_per_day"]["limit"] is None
+    # schemas: the same type name in both, each its own
+    note_b = {"type": "note", "jsonSchema": {"type": "object", "required": ["b_only"]}}
+    assert call(manager_b, "POST", b, "/schemas", json=note_b).status_code == 200
+    assert call(agent_a, "GET", a, "/schemas", params={"type": "note"}).json()["schemas"] == []
+    note_a = {"type": "note", "jsonSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    assert call(manager_a, "POST", a, "/schemas", json=note_a).status_code == 200
+    made = call(agent_a, "POST", a, "/records", json={"type": "note", "payload": {"text": "hello"}})
+    assert made.status_code == 200, made.text  # B's `required` does not bind A
+    # scope paths: B's manager registers paths of A's namespace; A's own register stays as it was
+    before = ident.registered(a)
+    from_b = call(manager_b, "POST", b, "/scopes", json={"paths": [f"org/{a}/user/mallory"]})
+    assert from_b.status_code in (400, 403), from_b.text
+    assert call(manager_b, "POST", a, "/scopes", json={"paths": [f"org/{a}/user/mallory"]}).status_code == 401
+    assert ident.registered(a) == before and f"org/{a}/user/mallory" not in ident.registered(b)
+    # and A's agent works as before every attempt
+    assert call(agent_a, "GET", a, "/identity").status_code == 200

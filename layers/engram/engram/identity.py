@@ -223,6 +223,8 @@ class IdentityService:
         if key_id is None or key_id == caller.principal.key_id or not self.governs(caller, key_id):
             return False
         record = next((k for k in self.list_keys() if k["key_id"] == key_id), None)
+        if record is not None and caller.context_id not in cast(list[str], record["contexts"]):
+            return False  # another context's key: as a key that does not exist (nothing says it does)
         if record is None:
             return key_id.startswith("tok_") and self.governed(caller) is None
         theirs = cast(list[str], record["grant"])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from engram.clock import Clock
 from engram.identity import IdentityService
+from engram.opaque import OpaqueIds
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue
 
@@ -23,6 +24,7 @@ class Kernel:
     identity: IdentityService
     queue: Queue  # its jobs' handlers are registered by the composition root, never by a service
     generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
+    ids: OpaqueIds | None = None  # ids made from words, keyed (`engram.opaque`); None: made on the records
 
 
 class BaseService:
@@ -42,4 +44,5 @@ class BaseService:
             kernel.queue,
             kernel.generator,
         )
+        self.ids = kernel.ids if kernel.ids is not None else OpaqueIds(kernel.records, kernel.clock)
         self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)

@@ -41,6 +41,7 @@ KINDS: dict[str, Kind] = {
     "scope": Kind("identity", "system"),
     "issuer": Kind("identity", "system"),  # OAuth issuers trusted per context (engram.oauth)
     "quota": Kind("identity", "system"),  # quotas per context and per key (engram.quotas)
+    "idkey": Kind("identity", "system"),  # the context's key of ids made from words (engram.opaque)
     "job": Kind("queue", "system"),
 }
 

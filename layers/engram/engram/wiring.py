@@ -17,6 +17,7 @@ from engram.identity import IdentityService
 from engram.kernel import Kernel
 from engram.kinds import Guarded, GuardedIndex
 from engram.metering import MeteredBlobs, MeteredEmbedder
+from engram.opaque import OpaqueIds
 from engram.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
 from engram.query_vectors import QueryVectors
 from engram.queue import Queue, StoreQueue
@@ -85,9 +86,11 @@ class Engram:
         self.quotas = Quotas(
             self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
         )
+        self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
         self.kernel = Kernel(
-            self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator
-        )
+            self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.generator,
+            self.ids,
+        )  # fmt: skip
         self._services: dict[type[Services], Services] = {}
 
         self._lock = threading.Lock()

@@ -29,7 +29,7 @@ from engram.clock import iso
 from engram.errors import Conflict
 from engram.families.entities import GRAPH_JOB as JOB
 from engram.families.entities import graph_rules
-from engram.families.entities.service import entity_id, first_fed, fold, index_doc, scope_set
+from engram.families.entities.service import alias_entry, alias_type, first_fed, fold, index_doc, scope_set
 from engram.kernel import BaseService
 from engram.ports import Item, Write
 from engram.queue import Queue
@@ -120,6 +120,7 @@ class GraphService(BaseService):
         mentions: dict[str, tuple[str, str, str]] = {}  # entity id -> (type, spelling, sentence)
         edges: dict[str, tuple[str, str, str, str]] = {}  # relation id -> (from id, type, to id, sentence)
         spelled: dict[str, str] = {}  # entity id -> the name a relation shows
+        typed: dict[str, str] = {}  # entity id -> its type
         if found is not None and scopes:
             if self.generator is not None:
                 gen = self.generator
@@ -134,11 +135,13 @@ class GraphService(BaseService):
                     ids[(name.type, name.text)] = ids.get((name.type, full[name.text])) or self._resolve(
                         ctx, name.type, full[name.text]
                     )
+                    typed.setdefault(ids[(name.type, name.text)], name.type)
                     continue
                 spelling = canonical(name.type, name.text)
                 eid = ids.setdefault((name.type, name.text), self._resolve(ctx, name.type, spelling))
                 mentions.setdefault(eid, (name.type, spelling, sentence))
                 spelled.setdefault(eid, spelling)
+                typed.setdefault(eid, name.type)
             for fact in facts:
                 head = ids.get((fact.head.type, fact.head.text))
                 tail = ids.get((fact.tail.type, fact.tail.text))
@@ -157,9 +160,8 @@ class GraphService(BaseService):
         for eid, (etype, spelling, sentence) in mentions.items():
             touched.add(self._mention(ctx, eid, etype, spelling, sentence, shown, scopes, guard))
         for rid, (head, rtype, tail, sentence) in edges.items():
-            ends = ([head.split(":", 1)[0], self._name(ctx, head, spelled)],
-                    [tail.split(":", 1)[0], self._name(ctx, tail, spelled)])  # fmt: skip
-            self._relate(ctx, rid, ends, rtype, shown, scopes, sentence, guard)
+            ends = ([typed[head], self._name(ctx, head, spelled)], [typed[tail], self._name(ctx, tail, spelled)])
+            self._relate(ctx, rid, ends, (head, tail), rtype, shown, scopes, sentence, guard)
         now = self.clock.now()
         if found is None:
             if before is not None:
@@ -196,10 +198,9 @@ class GraphService(BaseService):
         aside; for an organisation also without "Inc.", "Corp." ...), else a new one."""
         for spelling in _spellings(etype, name):
             for entry in self.records.query(ctx, "ealias", prefix=fold(spelling) + "|", limit=20).items:
-                eid = str(entry.data["entity"])
-                if eid.split(":", 1)[0] == etype:
-                    return self._live(ctx, eid)
-        return entity_id(etype, name)
+                if alias_type(entry.data) == etype:
+                    return self._live(ctx, str(entry.data["entity"]))
+        return self.ids.entity(ctx, etype, name)
 
     def _live(self, ctx: str, eid: str) -> str:
         """`eid`, or the entity it was merged into."""
@@ -236,7 +237,7 @@ class GraphService(BaseService):
             if item is None:
                 data: dict[str, Any] = {"type": etype, "name": spelling, "aliases": [], "description": "",
                                         "metadata": {}, "mentions": {}, "created_at": iso(now)}  # fmt: skip
-                writes += [Write(ctx, "ealias", f"{fold(s)}|{target}", {"entity": target, "alias": s}, "graph", None)
+                writes += [Write(ctx, "ealias", f"{fold(s)}|{target}", alias_entry(target, etype, s), "graph", None)
                            for s in _spellings(etype, spelling)]  # fmt: skip
             else:
                 data = dict(item.data)
@@ -250,8 +251,8 @@ class GraphService(BaseService):
                 aliases = dict(entry["aliases"])
                 aliases[spelling] = aliases.get(spelling, 0) + 1
                 entry["aliases"] = aliases
-                writes.append(Write(ctx, "ealias", f"{fold(spelling)}|{target}", {"entity": target, "alias": spelling},
-                                    "graph", None))  # fmt: skip
+                writes.append(Write(ctx, "ealias", f"{fold(spelling)}|{target}",
+                                    alias_entry(target, str(data["type"]), spelling), "graph", None))  # fmt: skip
             data["gm"] = gm
             data["first"] = first_fed(data, key, now)
             data["scopes"] = _scopes(data)
@@ -311,13 +312,14 @@ class GraphService(BaseService):
 
     def _name(self, ctx: str, eid: str, spelled: dict[str, str]) -> str:
         item = self.records.get(ctx, "entity", self._live(ctx, eid))
-        return str(item.data["name"]) if item is not None else spelled.get(eid, eid.split(":", 1)[1])
+        return str(item.data["name"]) if item is not None else spelled.get(eid, "")
 
     def _relate(
         self,
         ctx: str,
         rid: str,
         ends: tuple[list[str], list[str]],
+        ids: tuple[str, str],
         rtype: str,
         shown: dict[str, str],
         scopes: list[str],
@@ -332,7 +334,7 @@ class GraphService(BaseService):
             now = self.clock.now()
             item = self.records.get(ctx, "relation", rid)
             data: dict[str, Any] = dict(item.data) if item is not None else {
-                "from": ends[0], "type": rtype, "to": ends[1], "since": iso(now)}  # fmt: skip
+                "from": ends[0], "type": rtype, "to": ends[1], "ends": list(ids), "since": iso(now)}  # fmt: skip
             ev = {k: dict(v) for k, v in (data.get("ev") or {}).items()}
             entry = ev.setdefault(key, {"n": 0, "sources": [], "sentence": _short(sentence)})
             entry["n"] += 1

@@ -3,11 +3,13 @@ a description, metadata, mention counts and relationships — one graph that `me
 `mention` here), Spectron's `knowledge_get kind=node` and these tools read.
 
 Records (this family owns them):
-- `entity` (`{Type}:{name lower-cased}`, the id clients see): type, name, aliases, description, metadata,
-  mention_count, created_at, scopes (those of everything that mentioned it). A merged entity stays as a
-  pointer (`merged_into`), so its id and its name still lead to the one kept.
+- `entity` (`ent_` and a keyed hash of its type and name, `engram.opaque`: the id clients see, holding nothing
+  of the name; `{Type}:{name lower-cased}` before, which still resolves): type, name, aliases, description,
+  metadata, mention_count, created_at, scopes (those of everything that mentioned it). A merged entity stays as
+  a pointer (`merged_into`), so its id and its name still lead to the one kept.
 - `ealias` (`{folded name}|{entity id}`): one per name and alias, for lookups that ignore case and accents.
-- `relation`: from / type / to between entities, with its own scopes.
+- `relation`: from / type / to between entities (each end as [type, name] to show, and `ends`: the two entity
+  ids), with its own scopes.
 Entities are indexed (kind `entity`: name, aliases, description) for `entity_search`.
 """
 
@@ -23,6 +25,7 @@ from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import INDEX_JOB
 from engram.identity import Caller
 from engram.kernel import BaseService
+from engram.opaque import is_legacy_entity, legacy_entity
 from engram.ports import IndexDoc, Item, SearchQuery, Write, scan
 from engram.retry import on_conflict
 from engram.scopes import can_see
@@ -38,6 +41,8 @@ class Plan(Protocol):
     ctx: str
     now: datetime
 
+    def entity_id(self, etype: str, name: str) -> str: ...
+
     def get(self, kind: str, id_: str) -> dict[str, Any] | None: ...
     def put(self, kind: str, id_: str, data: dict[str, Any]) -> None: ...
     def index(self, doc: IndexDoc, embed_text: str) -> None: ...
@@ -49,8 +54,36 @@ def fold(name: str) -> str:
     return " ".join("".join(ch for ch in decomposed if not unicodedata.combining(ch)).split())
 
 
-def entity_id(etype: str, name: str) -> str:
-    return f"{etype}:{name.lower()}"
+def ends(d: dict[str, Any]) -> tuple[str, str]:
+    """The entity ids a relation joins (a relation written before `ends` was kept: from its ends' names)."""
+    kept = d.get("ends")
+    if kept:
+        return str(kept[0]), str(kept[1])
+    return legacy_entity(*d["from"]), legacy_entity(*d["to"])
+
+
+def alias_entry(eid: str, etype: str, alias: str) -> dict[str, str]:
+    """An `ealias` record's data: the entity a spelling leads to, and its type (the id says nothing of it)."""
+    return {"entity": eid, "alias": alias, "type": etype}
+
+
+def alias_type(data: dict[str, Any]) -> str:
+    """The type of the entity an `ealias` record leads to (one written before it said so: from the id)."""
+    eid = str(data.get("entity", ""))
+    return str(data.get("type") or (eid.split(":", 1)[0] if is_legacy_entity(eid) else ""))
+
+
+def resolved(plan: Plan, etype: str, name: str) -> str:
+    """The id of the entity memory means by this type and name: the opaque id; one kept under its old id (made
+    before ids were opaque) if only that is there; then, if merged away, the one it went into. Reads through the
+    plan (read-your-writes), so `mention` and the writes after it agree."""
+    eid = plan.entity_id(etype, name)
+    if plan.get("entity", eid) is None and plan.get("entity", legacy_entity(etype, name)) is not None:
+        eid = legacy_entity(etype, name)
+    current = plan.get("entity", eid)
+    if current is not None and current.get("merged_into"):
+        eid = str(current["merged_into"])
+    return eid
 
 
 def entity_text(d: dict[str, Any]) -> str:
@@ -74,11 +107,8 @@ def mention(
     mention counted and its scopes widened to those of the turn; `sentence` and `source` (the turn) are what a
     caller who may see the turn is shown of it. A name that was merged away counts for the entity it was
     merged into."""
-    eid = entity_id(etype, name)
+    eid = resolved(plan, etype, name)
     current = plan.get("entity", eid)
-    if current is not None and current.get("merged_into"):
-        eid = current["merged_into"]
-        current = plan.get("entity", eid)
     key = scope_set(tags)
     if current is None:
         data: dict[str, Any] = {
@@ -94,7 +124,7 @@ def mention(
         }
         _note(data, key, sentence, source)
         plan.put("entity", eid, data)
-        plan.put("ealias", f"{fold(name)}|{eid}", {"entity": eid, "alias": name})
+        plan.put("ealias", f"{fold(name)}|{eid}", alias_entry(eid, etype, name))
         plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
         return "created"
     scopes = sorted(set(current.get("scopes") or []) | set(tags))
@@ -200,9 +230,16 @@ class EntityService(BaseService):
         return self.identity.read_lens(caller, None)
 
     def _get(self, caller: Caller, eid: str) -> Item:
-        """The entity as the caller may see it, following a merge; else not found (whatever the reason)."""
-        for _ in range(10):
+        """The entity as the caller may see it, following a merge; else not found (whatever the reason). An id
+        of the old form (`Person:jane smith`) leads to the entity kept under it, or else to the one its type
+        and name make now."""
+        asked = eid
+        for step in range(10):
             item = self.records.get(caller.context_id, "entity", eid)
+            if item is None and step == 0 and is_legacy_entity(eid):
+                etype, _, name = eid.partition(":")
+                eid = self.ids.entity(caller.context_id, etype, name)
+                item = self.records.get(caller.context_id, "entity", eid)
             if item is None or not can_see(item.data.get("scopes"), self._lens(caller)):
                 break
             if not item.data.get("merged_into"):
@@ -210,7 +247,7 @@ class EntityService(BaseService):
                     break
                 return item
             eid = item.data["merged_into"]
-        raise NotFound(f"Entity with ID {eid!r} not found")
+        raise NotFound(f"Entity with ID {asked!r} not found")
 
     def _visible(self, caller: Caller) -> list[Item]:
         lens = self._lens(caller)
@@ -274,24 +311,23 @@ class EntityService(BaseService):
             d = rel.data
             if not current_edge(d) or not can_see(d.get("scopes"), lens) or (rtype is not None and d["type"] != rtype):
                 continue
-            src, dst = entity_id(*d["from"]), entity_id(*d["to"])
-            for way, me, other in (("outgoing", src, dst), ("incoming", dst, src)):
+            src, dst = ends(d)
+            for way, me, other, shown in (("outgoing", src, dst, d["to"]), ("incoming", dst, src, d["from"])):
                 if me != item.id or direction not in (way, "both"):
                     continue
-                target = self._peer(caller, other)
+                target = self._peer(caller, other, shown)
                 out.append(
                     {"id": rel.id, "type": d["type"], "direction": way, "target": target, "since": d.get("since"),
                      "evidence": evidence(d, lens)}
                 )  # fmt: skip
         return {"entity_id": item.id, "relationships": out}
 
-    def _peer(self, caller: Caller, eid: str) -> dict[str, Any]:
+    def _peer(self, caller: Caller, eid: str, shown: list[str]) -> dict[str, Any]:
         try:
             peer = self._get(caller, eid)
             return {"id": peer.id, "name": peer.data["name"], "type": peer.data["type"]}
         except NotFound:  # an entity the caller may not see is named by the relation alone
-            etype, _, name = eid.partition(":")
-            return {"id": eid, "name": name, "type": etype}
+            return {"id": eid, "name": shown[1], "type": shown[0]}
 
     def list(self, caller: Caller, etype: str | None, sort: str, limit: int, offset: int) -> dict[str, Any]:
         items = [i for i in self._visible(caller) if etype is None or i.data["type"].lower() == etype.lower()]
@@ -323,7 +359,7 @@ class EntityService(BaseService):
             now = self.clock.now()
             if name is not None and name.strip() and name != d["name"]:
                 if fold(name) not in {fold(a) for a in [d["name"], *d.get("aliases", [])]}:
-                    alias = {"entity": item.id, "alias": name}
+                    alias = alias_entry(item.id, d["type"], name)
                     writes.append(Write(caller.context_id, "ealias", f"{fold(name)}|{item.id}", alias, caller.actor))
                 d["aliases"] = _unique([*d.get("aliases", []), d["name"]], name)
                 d["name"] = name
@@ -356,11 +392,7 @@ class EntityService(BaseService):
         relations = tuple(r for r in scan(self.records, caller.context_id, "relation") if not r.data.get("merged_into"))
         keys = [k for i in items for f in ("mentions", "gm", "edits") for k in (i.data.get(f) or {})]
         unseen = any(not can_see(key.split("|"), lens) for key in keys)
-        unseen = unseen or any(
-            not can_see(r.data.get("scopes"), lens)
-            for r in relations
-            if {entity_id(*r.data["from"]), entity_id(*r.data["to"])} & ids
-        )
+        unseen = unseen or any(not can_see(r.data.get("scopes"), lens) for r in relations if set(ends(r.data)) & ids)
         unseen = unseen or any(
             not can_see(a.data.get("scopes"), lens)
             for a in scan(self.records, caller.context_id, "attribute")
@@ -410,21 +442,22 @@ class EntityService(BaseService):
         writes = [Write(ctx, "entity", keep.id, k, caller.actor, keep.version)]
         for alias in [g["name"], *g.get("aliases", [])]:
             writes.append(
-                Write(ctx, "ealias", f"{fold(alias)}|{keep.id}", {"entity": keep.id, "alias": alias}, caller.actor)
+                Write(ctx, "ealias", f"{fold(alias)}|{keep.id}", alias_entry(keep.id, k["type"], alias), caller.actor)
             )
         moved, seen = 0, set()
-        existing = {(entity_id(*r.data["from"]), r.data["type"], entity_id(*r.data["to"])) for r in relations}
+        existing = {(ends(r.data)[0], r.data["type"], ends(r.data)[1]) for r in relations}
         for rel in relations:
             d = dict(rel.data)
-            ends = [entity_id(*d["from"]), entity_id(*d["to"])]
-            if gone.id not in ends:
+            joined = list(ends(d))
+            if gone.id not in joined:
                 continue
-            kept_end = list(keep.id.split(":", 1))
-            if ends[0] == gone.id:
-                d["from"] = kept_end
-            if ends[1] == gone.id:
-                d["to"] = kept_end
-            triple = (entity_id(*d["from"]), d["type"], entity_id(*d["to"]))
+            kept_end = [k["type"], k["name"]]
+            if joined[0] == gone.id:
+                d["from"], joined[0] = kept_end, keep.id
+            if joined[1] == gone.id:
+                d["to"], joined[1] = kept_end, keep.id
+            d["ends"] = joined
+            triple = (joined[0], d["type"], joined[1])
             if triple in existing or triple in seen or triple[0] == triple[2]:
                 writes.append(
                     Write(

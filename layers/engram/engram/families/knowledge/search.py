@@ -198,22 +198,24 @@ class Answers(DocumentsBase):
         the caller may see it (an entity by the scopes of what mentioned it, an edge by its own)."""
         ctx = caller.context_id
         visibility = self.identity.read_lens(caller, None)
-        # Spectron's slugs: `jane_smith` or `jane-smith` name the entity `Person:jane smith`
-        wanted = {f"{kind}:{slug}".lower(), f"{kind}:{slug.replace('_', ' ').replace('-', ' ')}".lower()}
-        item = next((i for i in scan(self.records, ctx, "entity") if i.id.lower() in wanted), None)
+        # Spectron's slugs: `jane_smith` or `jane-smith` name the entity of type Person named `jane smith`
+        names = {slug.lower(), slug.replace("_", " ").replace("-", " ").lower()}
+        typed = [i for i in scan(self.records, ctx, "entity") if str(i.data.get("type", "")).lower() == kind.lower()]
+        item = next((i for i in typed if str(i.data.get("name", "")).lower() in names), None) or next(
+            (i for i in typed if names & {str(a).lower() for a in i.data.get("aliases") or []}), None
+        )  # by its name, else by an alias (a renamed entity keeps its old name as one)
         if item is not None and item.data.get("merged_into"):  # merged away: the entity it went into
             item = self.records.get(ctx, "entity", item.data["merged_into"])
         if item is None or not can_see(item.data.get("scopes"), visibility) or not entities.active(item.data):
             raise NotFound(f"node {kind}/{slug} not found")
-        me = item.id.lower().split(":", 1)
         edges = []
         for rel in scan(self.records, ctx, "relation"):
             d = rel.data
-            ends = [str(x).lower() for x in d.get("from", [])], [str(x).lower() for x in d.get("to", [])]
-            if me not in ends or not entities.current_edge(d) or not can_see(d.get("scopes"), visibility):
+            ends = entities.ends(d)
+            if item.id not in ends or not entities.current_edge(d) or not can_see(d.get("scopes"), visibility):
                 continue
             edge = {"id": rel.id, "type": d["type"], "from": d["from"], "to": d["to"], "since": d.get("since"),
-                    "direction": "outgoing" if ends[0] == me else "incoming",
+                    "direction": "outgoing" if ends[0] == item.id else "incoming",
                     "evidence": entities.evidence(d, visibility)}  # fmt: skip
             edges.append(edge)
         # no version: it counts the mentions of every scope, some of which the caller may not see

@@ -10,6 +10,8 @@ from typing import Any
 from engram.clock import parse_time
 from engram.families.entities import service as entities
 from engram.families.memory import INDEX_JOB
+from engram.families.memory.base import _slug
+from engram.opaque import OpaqueIds
 from engram.ports import (
     IndexDoc,
     Item,
@@ -29,12 +31,22 @@ ATTRIBUTE_EDGES = {"employer": ("works_at", "Organization"), "location": ("lives
 class Plan:
     """Writes collected for one transaction, with read-your-writes and expected versions."""
 
-    def __init__(self, records: RecordStore, ctx: str, actor: str, now: datetime) -> None:
-        self.records, self.ctx, self.actor, self.now = records, ctx, actor, now
+    def __init__(self, records: RecordStore, ctx: str, actor: str, now: datetime, ids: OpaqueIds) -> None:
+        self.records, self.ctx, self.actor, self.now, self.ids = records, ctx, actor, now, ids
         self._seen: dict[tuple[str, str], tuple[int, dict[str, Any] | None]] = {}
         self._writes: dict[tuple[str, str], dict[str, Any]] = {}
         self._docs: list[tuple[IndexDoc, str]] = []
         self._closings: list[tuple[str, datetime]] = []
+
+    def entity_id(self, etype: str, name: str) -> str:
+        return self.ids.entity(self.ctx, etype, name)
+
+    def relation_id(self, subject: str, rtype: str, target: str) -> str:
+        """The id of memory's edge from its subject to a value: the one kept under its old id (which named
+        them both), if only that is there; else the opaque one."""
+        new = self.ids.relation(self.ctx, "memory", _slug(subject), rtype, _slug(target))
+        old = f"rel:{_slug(subject)}:{rtype}:{_slug(target)}"
+        return old if self.get("relation", new) is None and self.get("relation", old) is not None else new
 
     def get(self, kind: str, id_: str) -> dict[str, Any] | None:
         key = (kind, id_)

@@ -89,7 +89,7 @@ class MemoryService(Reading, Erasing):
         self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
     ) -> tuple[Plan, list[dict[str, Any]]]:
         ctx = caller.context_id
-        plan = Plan(self.records, ctx, caller.actor, now)
+        plan = Plan(self.records, ctx, caller.actor, now, self.ids)
         results: list[dict[str, Any]] = []
         default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
         for turn in turns:
@@ -169,11 +169,12 @@ class MemoryService(Reading, Erasing):
         ended: list[tuple[str, str]] = []  # (edge type, old value) of attributes this turn superseded
         corrections: list[dict[str, Any]] = []
         instructions: list[dict[str, Any]] = []
-        entity_key = f"Person:{subject.lower()}"
+        entity_key = f"Person:{subject.lower()}"  # the subject's slots' key (internal, never shown)
+        subject_id = entities.resolved(plan, "Person", subject)  # the entity its attributes and edges are of
         touched = False
         facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
-            action, old = self._set_attribute(plan, fact, subject, entity_key, tags, said, turn_id)
+            action, old = self._set_attribute(plan, fact, subject, entity_key, subject_id, tags, said, turn_id)
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
@@ -192,10 +193,10 @@ class MemoryService(Reading, Erasing):
             if fact.key in ATTRIBUTE_EDGES and old is not None and old != fact.value:
                 ended.append((ATTRIBUTE_EDGES[fact.key][0], old))
         sentence = content[:240]
-        entities = [{"id": ["Person", subject],
+        mentioned = [{"id": ["Person", subject],
                      "action": self._entity(plan, "Person", subject, touched, tags, sentence, source)}]  # fmt: skip
         for etype, name in ex.mentions:
-            entities.append(
+            mentioned.append(
                 {"id": [etype, name], "action": self._entity(plan, etype, name, False, tags, sentence, source)}
             )
         # an attribute whose value names an entity is an edge too: employer -> works_at, location -> lives_in
@@ -203,12 +204,13 @@ class MemoryService(Reading, Erasing):
         edges += [(ATTRIBUTE_EDGES[f.key][0], ATTRIBUTE_EDGES[f.key][1], f.value) for f in ex.facts
                   if f.key in ATTRIBUTE_EDGES]  # fmt: skip
         for rtype, old_value in ended:  # the superseded value's edge ends where the new one begins
-            gone = plan.get("relation", f"rel:{_slug(subject)}:{rtype}:{_slug(old_value)}")
+            gone_id = plan.relation_id(subject, rtype, old_value)
+            gone = plan.get("relation", gone_id)
             if gone is not None and not gone.get("until"):
-                plan.put("relation", f"rel:{_slug(subject)}:{rtype}:{_slug(old_value)}", dict(gone, until=iso(said)))
+                plan.put("relation", gone_id, dict(gone, until=iso(said)))
         relations = []
         for rtype, ttype, target in edges:
-            rid = f"rel:{_slug(subject)}:{rtype}:{_slug(target)}"
+            rid = plan.relation_id(subject, rtype, target)
             current = plan.get("relation", rid)
             exists = current is not None and not current.get("until")
             if not exists:
@@ -219,6 +221,7 @@ class MemoryService(Reading, Erasing):
                         "from": ["Person", subject],
                         "type": rtype,
                         "to": [ttype, target],
+                        "ends": [subject_id, entities.resolved(plan, ttype, target)],
                         "scopes": tags,
                         "since": iso(said),
                         "turn": turn_id,
@@ -231,7 +234,7 @@ class MemoryService(Reading, Erasing):
             )  # fmt: skip
         uncertainties = [{"statement": u} for u in ex.uncertainties]
         return {
-            "entities": entities,
+            "entities": mentioned,
             "attributes": attributes,
             "relations": relations,
             "instructions": instructions,
@@ -259,6 +262,7 @@ class MemoryService(Reading, Erasing):
         fact: Fact,
         subject: str,
         entity_key: str,
+        subject_id: str,
         tags: list[str],
         said: datetime,
         turn_id: str,
@@ -288,7 +292,7 @@ class MemoryService(Reading, Erasing):
             attr_id,
             {
                 "subject": subject,
-                "entity": entity_key,
+                "entity": subject_id,
                 "key": fact.key,
                 "value": fact.value,
                 "category": fact.category,
@@ -376,10 +380,12 @@ class MemoryService(Reading, Erasing):
             progress(2, 3, "persisting")
             now = self.clock.now()
             tags = self.identity.write_scopes(caller, lens)
-            plan = Plan(self.records, caller.context_id, caller.actor, now)
+            plan = Plan(self.records, caller.context_id, caller.actor, now, self.ids)
             for term, n in patterns:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
-                self._set_attribute(plan, fact, "memory", "Topic:reflection", tags, now, "reflection")
+                self._set_attribute(
+                    plan, fact, "memory", "Topic:reflection", "Topic:reflection", tags, now, "reflection"
+                )
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
             plan.finish(self.index, self.embed, self.queue)
         progress(3, 3, "done")
@@ -405,7 +411,7 @@ class MemoryService(Reading, Erasing):
             words = set(query_terms(h.text))
             if terms and len(terms & words) * 2 >= len(terms):
                 targets[h.id] = h
-        plan = Plan(self.records, caller.context_id, caller.actor, now)
+        plan = Plan(self.records, caller.context_id, caller.actor, now, self.ids)
         for attr_id in sorted(targets):
             data = plan.get("attribute", attr_id)
             if data is not None and data.get("valid_until") is None:
