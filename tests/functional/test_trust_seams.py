@@ -268,8 +268,9 @@ async def test_the_audit_trail_holds_nothing_taken_from_content(live: Live) -> N
         live.engram.queue.join()
         found = await c.call_tool("entity_list", {"limit": 50})
         assert found.structured_content is not None
-        ids = [e["id"] for e in found.structured_content["entities"] if name.lower() in e["id"].lower()]
-        assert ids, found.structured_content  # the extractor named the entity after the person
+        ids = [e["id"] for e in found.structured_content["entities"] if e["name"].lower() == name.lower()]
+        assert ids, found.structured_content  # the extractor found the company
+        assert name.lower() not in ids[0].lower()  # its id holds nothing of its name (it did: `Organization:...`)
         await c.call_tool("entity_query", {"name": name.title()})
         await c.call_tool("context_set", {"key": f"notes-{name}", "value": {"x": 1}})
     async with connect(live.url, live.keys.management) as m:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from engram.expiring import Expiring
@@ -37,3 +38,49 @@ def test_get_many_reads_again_once_expired_and_a_full_cache_starts_again() -> No
     assert cache.get_many(["a", "b"], load) == {"a": 2, "b": 2}
     assert cache.get_many(["c", "d"], load) == {"c": 3, "d": 3}  # 4 > 3 entries: emptied, then these kept
     assert cache.get_many(["a"], load) == {"a": 4}
+
+
+def test_a_get_many_during_a_prefetch_waits_for_it_rather_than_reading_again() -> None:
+    cache: Expiring[str, int] = Expiring(60, 100)
+    started, release = threading.Event(), threading.Event()
+    loads: list[list[str]] = []
+
+    def slow(keys: list[str]) -> dict[str, int]:
+        loads.append(keys)
+        started.set()
+        release.wait(5)
+        return dict.fromkeys(keys, 7)
+
+    cache.prefetch(["a", "b"], slow)
+    assert started.wait(5)
+    cache.prefetch(["a", "b"], slow)  # already under way: nothing more
+    got: list[dict[str, int]] = []
+    reader = threading.Thread(target=lambda: got.append(cache.get_many(["a", "b", "c"], slow)))
+    reader.start()
+    time.sleep(0.05)
+    release.set()
+    reader.join(5)
+    assert got == [{"a": 7, "b": 7, "c": 7}]
+    assert loads == [["a", "b"], ["c"]]  # the prefetch's, and only what it did not cover
+
+
+def test_a_prefetch_dropped_or_failed_is_not_kept_and_the_next_read_loads() -> None:
+    cache: Expiring[str, int] = Expiring(60, 100)
+    release = threading.Event()
+
+    def slow(keys: list[str]) -> dict[str, int]:
+        release.wait(5)
+        return dict.fromkeys(keys, 1)
+
+    cache.prefetch(["q"], slow)
+    cache.drop("q")  # a setter changed it meanwhile
+    release.set()
+    time.sleep(0.1)
+    assert cache.get_many(["q"], lambda keys: dict.fromkeys(keys, 2)) == {"q": 2}
+
+    def broken(keys: list[str]) -> dict[str, int]:
+        raise OSError("store unreachable")
+
+    cache.prefetch(["r"], broken)
+    time.sleep(0.05)
+    assert cache.get_many(["r"], lambda keys: dict.fromkeys(keys, 3)) == {"r": 3}

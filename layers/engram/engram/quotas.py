@@ -111,14 +111,18 @@ class Quotas:
         self._cache.drop(qid)
         return limits
 
+    def _load(self, missing: list[str]) -> dict[str, QuotaLimits | None]:
+        items = self._records.get_many(SYSTEM, QUOTA, missing)
+        return {q: _limits(items[q].data) if q in items else None for q in missing}
+
     def _stored(self, qids: list[str]) -> dict[str, QuotaLimits | None]:
         """The stored quotas of these ids, read in one call when any is not cached."""
+        return self._cache.get_many(qids, self._load)
 
-        def load(missing: list[str]) -> dict[str, QuotaLimits | None]:
-            items = self._records.get_many(SYSTEM, QUOTA, missing)
-            return {q: _limits(items[q].data) if q in items else None for q in missing}
-
-        return self._cache.get_many(qids, load)
+    def prime(self, context_id: str, key_id: str) -> None:
+        """A call of this key in this context is coming: start reading its quotas (a cold instance's first call
+        then waits less for them)."""
+        self._cache.prefetch([self._id(context_id, None), self._id(context_id, key_id)], self._load)
 
     def stored(self, context_id: str, key_id: str | None) -> QuotaLimits | None:
         qid = self._id(context_id, key_id)

@@ -124,6 +124,13 @@ class Engram:
             raise ValueError("ENGRAM_AUDIT_KEY must be base64 of 32 bytes or more")
         return Chain(lambda: key)
 
+    def prime(self, context_id: str, key_id: str) -> None:
+        """A call of `key_id` in `context_id` has arrived (its key already checked): start the reads every call
+        makes on a cold instance — its quotas, its audit chain's head — so they overlap with the call's own
+        parsing and work (nothing is written; on a warm instance both are cached and this costs nothing)."""
+        self.quotas.prime(context_id, key_id)
+        self.audit.prime(context_id)
+
     def services(self, cls: type[S]) -> S:
         """A family's Services over this root, made once."""
         made = self._services.get(cls)

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from engram.api import snapstart
-from engram.api.auth import authorizer_context, bearer
+from engram.api.auth import authorizer_context, bearer, principal_from_authorizer
 from engram.errors import EngramError
 from engram.identity import IdentityService
 from engram.queue import HAND_OVER
@@ -93,11 +93,29 @@ def _too_large(event: Event, answer: Event, size: int) -> Event:
     return {"statusCode": status, "headers": headers, "body": payload, "isBase64Encoded": False}
 
 
+def primed(engram: Engram, handler: Handler) -> Handler:
+    """As an event arrives whose key the authorizer checked and which holds one context, the reads its call will
+    make are started (`Engram.prime`): on a cold instance they overlap with the request's parsing."""
+
+    def handle(event: Event, context: Any) -> Any:
+        given = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+        if given.get("key_id"):
+            try:
+                principal = principal_from_authorizer(given)
+            except (EngramError, ValueError, KeyError, TypeError):  # the call itself answers what is wrong
+                principal = None
+            if principal is not None and len(principal.contexts) == 1:
+                engram.prime(principal.contexts[0], principal.key_id)
+        return handler(event, context)
+
+    return handle
+
+
 def family_handler(family: str, engram: Engram | None = None) -> Handler:
     """The function of one tool family: its MCP endpoint and its REST routes, nothing else."""
     if engram is None:
         engram = build(Settings(mcp_tools=family))
-    handler = _mangum(engram)
+    handler = primed(engram, _mangum(engram))
     snapstart.register(family, engram, handler)
     return handler
 

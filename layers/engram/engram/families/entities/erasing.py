@@ -24,7 +24,7 @@ from typing import Any
 from engram.erasure import BATCH, Counts, Subject, Unit, add, every
 from engram.families.entities import INDEX_JOB
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
-from engram.families.entities.service import entity_text, fold, index_doc
+from engram.families.entities.mentions import entity_text, fold, index_doc
 from engram.kernel import BaseService
 from engram.parts import without
 from engram.ports import Item, Write

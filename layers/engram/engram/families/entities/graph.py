@@ -29,7 +29,7 @@ from engram.clock import iso
 from engram.errors import Conflict
 from engram.families.entities import GRAPH_JOB as JOB
 from engram.families.entities import graph_rules
-from engram.families.entities.service import alias_entry, alias_type, first_fed, fold, index_doc, scope_set
+from engram.families.entities.mentions import alias_entry, alias_type, first_fed, fold, index_doc, scope_set
 from engram.kernel import BaseService
 from engram.ports import Item, Write
 from engram.queue import Queue

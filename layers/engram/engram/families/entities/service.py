@@ -1,6 +1,6 @@
 """Entities (Cortex's `entity_*` tools): the people, organisations and things memory extracts, with aliases,
 a description, metadata, mention counts and relationships — one graph that `memory_store` writes (through
-`mention` here), Spectron's `knowledge_get kind=node` and these tools read.
+`mentions.mention`), Spectron's `knowledge_get kind=node` and these tools read.
 
 Records (this family owns them):
 - `entity` (`ent_` and a keyed hash of its type and name, `engram.opaque`: the id clients see, holding nothing
@@ -15,150 +15,22 @@ Entities are indexed (kind `entity`: name, aliases, description) for `entity_sea
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from engram.clock import iso
 from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import INDEX_JOB
+from engram.families.entities.mentions import alias_entry, ends, first_fed, fold, index_doc, scope_set
 from engram.identity import Caller
 from engram.kernel import BaseService
-from engram.opaque import is_legacy_entity, legacy_entity
-from engram.ports import IndexDoc, Item, SearchQuery, Write, scan
+from engram.opaque import is_legacy_entity
+from engram.ports import Item, SearchQuery, Write, scan
 from engram.retry import on_conflict
 from engram.scopes import can_see
 from engram.search_rules import query_vector
 from engram.unit_of_work import UnitOfWork
 
 SORTS = ("name", "mention_count", "created_at")
-
-
-class Plan(Protocol):
-    """The writes of one memory transaction (`engram.families.memory.service._Plan`)."""
-
-    ctx: str
-    now: datetime
-
-    def entity_id(self, etype: str, name: str) -> str: ...
-
-    def get(self, kind: str, id_: str) -> dict[str, Any] | None: ...
-    def put(self, kind: str, id_: str, data: dict[str, Any]) -> None: ...
-    def index(self, doc: IndexDoc, embed_text: str) -> None: ...
-
-
-def fold(name: str) -> str:
-    """A name as lookups compare it: case and accents aside, spaces collapsed."""
-    decomposed = unicodedata.normalize("NFKD", name.casefold())
-    return " ".join("".join(ch for ch in decomposed if not unicodedata.combining(ch)).split())
-
-
-def ends(d: dict[str, Any]) -> tuple[str, str]:
-    """The entity ids a relation joins (a relation written before `ends` was kept: from its ends' names)."""
-    kept = d.get("ends")
-    if kept:
-        return str(kept[0]), str(kept[1])
-    return legacy_entity(*d["from"]), legacy_entity(*d["to"])
-
-
-def alias_entry(eid: str, etype: str, alias: str) -> dict[str, str]:
-    """An `ealias` record's data: the entity a spelling leads to, and its type (the id says nothing of it)."""
-    return {"entity": eid, "alias": alias, "type": etype}
-
-
-def alias_type(data: dict[str, Any]) -> str:
-    """The type of the entity an `ealias` record leads to (one written before it said so: from the id)."""
-    eid = str(data.get("entity", ""))
-    return str(data.get("type") or (eid.split(":", 1)[0] if is_legacy_entity(eid) else ""))
-
-
-def resolved(plan: Plan, etype: str, name: str) -> str:
-    """The id of the entity memory means by this type and name: the opaque id; one kept under its old id (made
-    before ids were opaque) if only that is there; then, if merged away, the one it went into. Reads through the
-    plan (read-your-writes), so `mention` and the writes after it agree."""
-    eid = plan.entity_id(etype, name)
-    if plan.get("entity", eid) is None and plan.get("entity", legacy_entity(etype, name)) is not None:
-        eid = legacy_entity(etype, name)
-    current = plan.get("entity", eid)
-    if current is not None and current.get("merged_into"):
-        eid = str(current["merged_into"])
-    return eid
-
-
-def entity_text(d: dict[str, Any]) -> str:
-    return " ".join([d["name"], *d.get("aliases", []), d.get("description") or ""]).strip()
-
-
-def index_doc(ctx: str, eid: str, d: dict[str, Any]) -> IndexDoc:
-    return IndexDoc(ctx, "entity", eid, entity_text(d), None, d["scopes"], None, None, {"type": d["type"]})
-
-
-def mention(
-    plan: Plan,
-    etype: str,
-    name: str,
-    touched: bool,
-    tags: list[str],
-    sentence: str = "",
-    source: dict[str, str] | None = None,
-) -> str:
-    """What memory writes when a turn mentions an entity: created (with its name's lookup entry), or its
-    mention counted and its scopes widened to those of the turn; `sentence` and `source` (the turn) are what a
-    caller who may see the turn is shown of it. A name that was merged away counts for the entity it was
-    merged into."""
-    eid = resolved(plan, etype, name)
-    current = plan.get("entity", eid)
-    key = scope_set(tags)
-    if current is None:
-        data: dict[str, Any] = {
-            "type": etype,
-            "name": name,
-            "aliases": [],
-            "description": "",
-            "metadata": {},
-            "mentions": {key: 1},
-            "first": {key: iso(plan.now)},
-            "created_at": iso(plan.now),
-            "scopes": sorted(tags),
-        }
-        _note(data, key, sentence, source)
-        plan.put("entity", eid, data)
-        plan.put("ealias", f"{fold(name)}|{eid}", alias_entry(eid, etype, name))
-        plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
-        return "created"
-    scopes = sorted(set(current.get("scopes") or []) | set(tags))
-    mentions = dict(current.get("mentions") or {})
-    mentions[key] = mentions.get(key, 0) + 1
-    data = dict(current, scopes=scopes, mentions=mentions, dormant=False, first=first_fed(current, key, plan.now))
-    _note(data, key, sentence, source)
-    plan.put("entity", eid, data)
-    if scopes != sorted(current.get("scopes") or []) or current.get("dormant"):  # the index filters by scopes
-        plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
-    return "updated" if touched else "unchanged"
-
-
-def _note(data: dict[str, Any], key: str, sentence: str, source: dict[str, str] | None) -> None:
-    """Memory's sentence and source for a scope set: the first sentence, the last sources."""
-    if not sentence and source is None:
-        return
-    info = {k: dict(v) for k, v in (data.get("minfo") or {}).items()}
-    entry = info.setdefault(key, {"sentence": "", "sources": []})
-    entry["sentence"] = entry["sentence"] or sentence[:240]
-    if source is not None:
-        entry["sources"] = [*[s for s in entry["sources"] if s.get("id") != source.get("id")], source][-10:]
-    data["minfo"] = info
-
-
-def scope_set(tags: list[str]) -> str:
-    return "|".join(sorted(set(tags)))
-
-
-def first_fed(data: dict[str, Any], key: str, now: datetime) -> dict[str, str]:
-    """`first` (when each scope set first fed the entity: `engram.parts`) with `key`'s, if it is new."""
-    first = dict(data.get("first") or {})
-    first.setdefault(key, str(iso(now)))
-    return first
 
 
 def created_at(d: dict[str, Any], lens: list[list[str]]) -> str | None:

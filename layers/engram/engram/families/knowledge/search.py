@@ -10,6 +10,7 @@ from typing import Any
 from engram.clock import iso, parse_time
 from engram.errors import NotFound
 from engram.families.entities import service as entities
+from engram.families.entities.mentions import ends
 from engram.families.knowledge import answering
 from engram.families.knowledge.base import DocumentsBase
 from engram.identity import Caller
@@ -211,11 +212,11 @@ class Answers(DocumentsBase):
         edges = []
         for rel in scan(self.records, ctx, "relation"):
             d = rel.data
-            ends = entities.ends(d)
-            if item.id not in ends or not entities.current_edge(d) or not can_see(d.get("scopes"), visibility):
+            joined = ends(d)
+            if item.id not in joined or not entities.current_edge(d) or not can_see(d.get("scopes"), visibility):
                 continue
             edge = {"id": rel.id, "type": d["type"], "from": d["from"], "to": d["to"], "since": d.get("since"),
-                    "direction": "outgoing" if ends[0] == item.id else "incoming",
+                    "direction": "outgoing" if joined[0] == item.id else "incoming",
                     "evidence": entities.evidence(d, visibility)}  # fmt: skip
             edges.append(edge)
         # no version: it counts the mentions of every scope, some of which the caller may not see

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.clock import parse_time
-from engram.families.entities import service as entities
+from engram.families.entities import mentions as entities
 from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import _slug
 from engram.opaque import OpaqueIds

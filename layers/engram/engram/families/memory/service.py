@@ -22,7 +22,7 @@ from typing import Any
 
 from engram.clock import iso, new_id, parse_time
 from engram.errors import Conflict
-from engram.families.entities import service as entities
+from engram.families.entities import mentions as entities
 from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug, in_context
 from engram.families.memory.erasing import Erasing
 from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
