@@ -194,10 +194,10 @@ class MemoryService(Reading, Erasing):
                 ended.append((ATTRIBUTE_EDGES[fact.key][0], old))
         sentence = content[:240]
         mentioned = [{"id": ["Person", subject],
-                     "action": self._entity(plan, "Person", subject, touched, tags, sentence, source)}]  # fmt: skip
+                     "action": entities.mention(plan, "Person", subject, touched, tags, sentence, source)}]  # fmt: skip
         for etype, name in ex.mentions:
             mentioned.append(
-                {"id": [etype, name], "action": self._entity(plan, etype, name, False, tags, sentence, source)}
+                {"id": [etype, name], "action": entities.mention(plan, etype, name, False, tags, sentence, source)}
             )
         # an attribute whose value names an entity is an edge too: employer -> works_at, location -> lives_in
         edges = [(r.type, "Person", r.target) for r in ex.relations]
@@ -241,20 +241,6 @@ class MemoryService(Reading, Erasing):
             "uncertainties": uncertainties,
             "corrections": corrections,
         }
-
-    def _entity(
-        self,
-        plan: Plan,
-        etype: str,
-        name: str,
-        touched: bool,
-        tags: list[str],
-        sentence: str = "",
-        source: dict[str, str] | None = None,
-    ) -> str:
-        """Entities belong to the entities family: memory records a mention through it. An entity carries
-        the scopes of everything that mentioned it (engram.scopes.can_see decides who sees it)."""
-        return entities.mention(plan, etype, name, touched, tags, sentence, source)
 
     def _set_attribute(
         self,
