@@ -145,8 +145,12 @@ async def test_update_versions_and_delete_leaves_search_at_once(live: Live) -> N
     async with connect(live.url, live.keys.agent) as c:
         doc = await ok(c, "document_ingest", text="The glider's tow release is yellow.", externalId="glider-1")
         assert doc["indexStatus"] in ("PENDING_INDEX", "INDEXED")
-        same = await ok(c, "document_ingest", text="different text, same id", externalId="glider-1")
-        assert same["id"] == doc["id"] and same["deduplicated"]
+        same = await ok(c, "document_ingest", text="The glider's tow release is yellow.", externalId="glider-1")
+        assert same["id"] == doc["id"] and same["deduplicated"]  # a retried ingest: the same document
+        other = await err(c, "document_ingest", text="different text, same id", externalId="glider-1")
+        assert other["status"] == 409 and other["code"] == "external_id_conflict"  # never a success that drops it
+        found = await ok(c, "document_query", field="externalId", value="glider-1")  # no op: an exact lookup
+        assert [d["id"] for d in found["items"]] == [doc["id"]]
         upd = await ok(c, "document_update", id=doc["id"], text="The glider's tow release knob is red.")
         assert upd["version"] >= 2
         await wait_indexed(c, doc["id"])

@@ -77,7 +77,8 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         # Dedup and externalIds are per scope set: another scope set's documents are never matched.
         hash_key = f"{collection}|{tags_key(tags)}|{digest}"
         ext_key = f"{tags_key(tags)}|{new.external_id}" if new.external_id else None
-        found = self._duplicate(ctx, visibility, hash_key, digest, ext_key)
+        same = (digest, new.schema_id, new.payload)  # what an externalId's document must hold to be this one
+        found = self._duplicate(ctx, visibility, hash_key, same, ext_key, new.external_id)
         if found is not None:
             return found
         mime = detect(new.data, new.mime_type, new.filename)
@@ -126,8 +127,8 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         for attempt in range(_RETRIES):
             writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
             writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))
-            if ext_key:
-                writes.append(self._pointer(ctx, "extid", ext_key, doc_id, caller.actor))
+            claim = self._claim(ctx, ext_key, doc_id, caller.actor) if ext_key else []
+            writes += claim or []  # None: another document holds the externalId (the answer, or a conflict)
             coll = self.records.get(ctx, "collection", collection)
             if coll is None:
                 info = {"name": collection, "description": "", "created_at": iso(now), "scopes": tags}
@@ -147,13 +148,20 @@ class DocumentService(Embedding, Staging, Answers, Containers):
             job = self.queue.job(EMBED_JOB, {"context_id": ctx, "document_id": doc_id, "version": 1}, now)
             names = graph.extraction_job(self.queue, ctx, "document", doc_id, now)
             try:  # commit, then the chunks searchable by keyword at once, then the embedding and graph jobs
+                if claim is None:
+                    raise Conflict("the externalId was taken meanwhile")
                 reindex = partial(self._searchable_now, ctx, data, chunk_data)
                 UnitOfWork(self.records, self.queue).commit(writes, now, reindex=reindex, jobs=[job, names],
                                                             covered=True)  # fmt: skip
             except Conflict:
-                # a concurrent write won: the same bytes or externalId (then that is the answer), or the
-                # collection was created meanwhile (then try again)
-                found = self._duplicate(ctx, visibility, hash_key, digest, ext_key)
+                # a concurrent write won: the same bytes or externalId (then that is the answer, or an
+                # externalId's conflict), or the collection was created meanwhile (then try again)
+                try:
+                    found = self._duplicate(ctx, visibility, hash_key, same, ext_key, new.external_id)
+                except Conflict:
+                    self.blobs.delete(blob_key)
+                    self._lost(staged)
+                    raise
                 if found is not None or attempt == _RETRIES - 1:
                     self.blobs.delete(blob_key)
                     self._lost(staged)
@@ -224,19 +232,47 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         current = self.records.get(ctx, kind, key)
         return Write(ctx, kind, key, {"document_id": doc_id}, actor, current.version if current else 0)
 
+    def _claim(self, ctx: str, ext_key: str, doc_id: str, actor: str) -> list[Write] | None:
+        """The writes that make `doc_id` the one document of an externalId (in its scope set): the pointer made
+        (version 0: of two writers one wins), or taken over from a deleted document (version-checked, and that
+        document checked still deleted). None: a live document holds it."""
+        current = self.records.get(ctx, "extid", ext_key)
+        if current is None:
+            return [Write(ctx, "extid", ext_key, {"document_id": doc_id}, actor, 0)]
+        held = self.records.get(ctx, "document", current.data["document_id"])
+        if held is not None and held.data["status"] != "deleted":
+            return None
+        writes = [Write(ctx, "extid", ext_key, {"document_id": doc_id}, actor, current.version)]
+        if held is not None:
+            writes.append(Write(ctx, "document", held.id, {}, actor, held.version, check=True))
+        return writes
+
     def _duplicate(
-        self, ctx: str, visibility: list[list[str]], hash_key: str, digest: str, ext_key: str | None
+        self,
+        ctx: str,
+        visibility: list[list[str]],
+        hash_key: str,
+        same: tuple[str, str | None, dict[str, Any] | None],
+        ext_key: str | None,
+        external_id: str | None,
     ) -> dict[str, Any] | None:
-        """The ingest answer for a document these bytes (or this externalId) already made, if the caller
-        can see it and it still holds them."""
+        """The ingest answer for a document these bytes (or this externalId) already made, if the caller can see
+        it and it still holds them. An externalId whose document holds other content (or another type or
+        payload) is `external_id_conflict`, as `record_create` answers: never a success that drops what was
+        sent."""
         for kind, key in (("extid", ext_key), ("hash", hash_key)):
             pointer = self.records.get(ctx, kind, key) if key else None
             if pointer is None:
                 continue
             item = self.records.get(ctx, "document", pointer.data["document_id"])
-            if item is None or item.data["status"] == "deleted" or not can_see(item.data["scopes"], visibility):
+            if item is None or item.data["status"] == "deleted":
                 continue
-            if kind == "hash" and item.data["content_hash"] != digest:
+            d = item.data
+            held = (d["content_hash"], d.get("schema_id"), d.get("payload"))
+            if kind == "extid" and (held != same or not can_see(d["scopes"], visibility)):
+                raise Conflict(f"externalId {external_id!r} already names a document with other content",
+                               code="external_id_conflict")  # fmt: skip
+            if not can_see(d["scopes"], visibility) or d["content_hash"] != same[0]:
                 continue  # its text was changed since
             return self._ingest_result(self._with_state(item), item.version, deduplicated=True)
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.operations.common import MAX_TEXT, DocIdIn, Meta, Out, vectros_status
@@ -130,7 +130,9 @@ declare(
 
 class DocQueryIn(OpInput):
     field: str = Field("created_at", max_length=128, description="title, created_at, externalId, type, payload.<f>")
-    op: Literal["exact", "range", "prefix", "list"] = "list"
+    op: Literal["exact", "range", "prefix", "list"] | None = Field(
+        None, description="default: exact with a value, range with from / to, else list (as record_query)"
+    )
     value: Scalar | None = Field(None, description="exact / prefix")
     from_: Scalar | None = Field(None, alias="from", description="range low")
     to: Scalar | None = Field(None, description="range high")
@@ -140,6 +142,17 @@ class DocQueryIn(OpInput):
     collection: Short | None = None
     folderId: Short | None = None
     type: Short | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> DocQueryIn:
+        """A `field` + `value` without `op` is an exact lookup, as `record_query`'s (it listed every document)."""
+        if self.op is None:
+            self.op = (
+                "exact" if self.value is not None else "range" if (self.from_, self.to) != (None, None) else "list"
+            )
+        if self.op in ("exact", "prefix") and self.value is None:
+            raise ValueError(f"op {self.op} needs a value")
+        return self
 
 
 def _field(doc: dict[str, Any], name: str) -> Any:
