@@ -4,7 +4,7 @@ citations, a document's neighbouring passages, a knowledge node."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engram.clock import iso, parse_time
@@ -66,23 +66,29 @@ class Answers(DocumentsBase):
         mode: SearchMode = "vector" if s.mode == "vector" else "hybrid"
         if vector is None or s.mode == "bm25":
             mode = "bm25"
-        hits = self.index.search(
-            SearchQuery(
-                caller.context_id,
-                s.query,
-                vector,
-                mode,
-                s.k + s.offset,
-                s.kinds,
-                visibility,
-                None,
-                meta,
-                ranges,
-                s.match_all,
-                group_by="document_id" if PER_DOCUMENT and s.document_id is None else None,
-            ),
-            self.clock.now(),
-        )[s.offset :]
+        query = SearchQuery(
+            caller.context_id,
+            s.query,
+            vector,
+            mode,
+            s.k + s.offset,
+            s.kinds,
+            visibility,
+            None,
+            meta,
+            ranges,
+            s.match_all,
+            group_by="document_id" if PER_DOCUMENT and s.document_id is None else None,
+        )
+        now = self.clock.now()
+        hits = self.index.search(query, now)
+        if query.group_by is not None and len(hits) < s.k + s.offset:
+            # fewer documents than asked for: then further passages of the same documents, each by its own
+            # score (distinct documents first, as #25 ranks them; a client with one long document gets its k)
+            shown = {h.id for h in hits}
+            more = self.index.search(replace(query, group_by=None), now)
+            hits += [h for h in more if h.id not in shown][: s.k + s.offset - len(hits)]
+        hits = hits[s.offset :]
         if s.threshold is not None:
             hits = [h for h in hits if h.score >= s.threshold]
         return {

@@ -80,7 +80,7 @@ declare(
     Operation(
         "knowledge_search",
         "knowledge",
-        "Search documents (hybrid, vector, bm25): one hit a document, its best chunk; the next in passages.",
+        "Search documents (hybrid, vector, bm25): each document's best passage first, then more, up to k.",
         SearchIn,
         Out,
         ANY,
