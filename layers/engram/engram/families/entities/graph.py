@@ -228,8 +228,9 @@ class GraphService(BaseService):
 
         def attempt() -> str:
             target = self._live(ctx, eid)
-            if self.records.get(ctx, MENTION, f"{eid}|{source}") is not None:
-                return target  # counted already (a job run again)
+            if self.records.get(ctx, MENTION, f"{eid}|{source}") is not None:  # counted already: a job run again,
+                self._resay(ctx, target, key, source, _short(sentence), guard)  # or its source was edited
+                return target
             now = self.clock.now()
             item = self.records.get(ctx, "entity", target)
             writes = [Write(ctx, MENTION, f"{eid}|{source}", {"entity": target, "source": source, "scopes": scopes},
@@ -262,6 +263,17 @@ class GraphService(BaseService):
             return target
 
         return on_conflict(attempt)
+
+    def _resay(self, ctx: str, eid: str, key: str, source: str, sentence: str, guard: Write | None) -> None:
+        """The sentence an entity shows from `source`, as the source says it now (an edited document's)."""
+        item = self.records.get(ctx, "entity", eid)
+        entry = ((item.data.get("gm") or {}).get(key) or {}) if item is not None else {}
+        if item is None or entry.get("from") != source or entry.get("sentence") == sentence:
+            return
+        gm = {k: dict(v) for k, v in (item.data.get("gm") or {}).items()}
+        gm[key]["sentence"] = sentence
+        self._transact(ctx, [Write(ctx, "entity", eid, dict(item.data, gm=gm), "graph", item.version)],
+                       self.clock.now(), guard)  # fmt: skip
 
     def _unmention(self, ctx: str, eid: str, source: str, scopes: list[str]) -> str:
         key = scope_set(scopes)

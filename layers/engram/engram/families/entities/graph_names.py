@@ -293,8 +293,14 @@ def _whole(toks: list[str], start: int, end: int) -> Name | None:
                 return None  # split at the connector by the caller: the organisation, then the place
         return Name(start, end, text, ORG)
     acronym = len(words) == 1 and words[0].isupper() and 2 <= len(words[0]) <= 6
-    if acronym and words[0].replace("-", "").isalpha() and low[0] not in ROLE_WORDS | NOT_ORGS:
-        return Name(start, end, text, ORG)  # an acronym: IBM, NASA, AP (not CEO, CTO: roles; not GMT, GDP)
+    if (
+        acronym
+        and words[0].replace("-", "").isalpha()
+        and low[0] not in ROLE_WORDS | NOT_ORGS
+        and _acronym_acts(toks, start, end, before, after)
+    ):  # an acronym that acts as an organisation: "the FBI", "NASA's", "IBM said", "works at IBM" (not CEO, CTO:
+        # roles; not GMT, GDP; nor a technical term with nothing to say it is one: SAML, URI, ID)
+        return Name(start, end, text, ORG)
     if before in TITLES or (low[0] in first_names() and len(words) >= 2):
         return Name(start, end, text, PERSON)
     if (
@@ -329,6 +335,28 @@ _WHERE_ONE_WORKS = re.compile(
     r"left)$|(?:ceo|cto|cfo|coo|founder|co-founder|head|director|president|chairman|engineer|manager|employee|"
     r"intern|analyst|developer|designer|scientist|researcher|consultant|spokesman|spokeswoman) (?:of|at|with|for)$"
 )
+
+
+_ROLE_WORD = re.compile(rf"(?:{ROLES})s?")  # "IBM engineers", "KAL attorney"
+_ACRONYM_ACTS = re.compile(
+    r"(?:'s\b|(?:spokesman|spokeswoman|spokesperson|officials?|said|says|announced|reported|agents?|chief|director"
+    r"|headquarters|president|chairman)\b)"
+)
+
+
+def _acronym_acts(toks: list[str], start: int, end: int, before: str, after: str) -> bool:
+    """What says a lone acronym names an organisation: "the FBI", "NASA's", "IBM said", "GE spokesman", "works at
+    IBM", a news agency after its city ("Paris AFP", "Houston (AP)"), a name's abbreviation ("... Microelectronica
+    (CNM)"). A technical term has none of these (SAML, URI, a client ID)."""
+    nxt = _word(toks[end]) if end < len(toks) else ""
+    if before == "the" or _ACRONYM_ACTS.match(after) or nxt in ROLE_WORDS or _ROLE_WORD.fullmatch(nxt):
+        return True
+    if before == "(" and after.startswith(")") and start >= 2 and toks[start - 2][:1].isupper():
+        return True
+    if start > 0 and (toks[start - 1].lower() in places() or (start > 1 and join_words(toks[start - 2 : start]).lower()
+                                                              in places())):  # fmt: skip
+        return True
+    return _org_before(toks, start) or _org_after(toks, end)
 
 
 def _org_before(toks: list[str], start: int) -> bool:

@@ -63,7 +63,7 @@ _WORK_MID = [  # person ... organisation
     ),
     re.compile(
         rf"^(?:, (?:who|and) )?(?:is|was|has been|had been|became|becomes|serves as|served as|works as|worked as) "
-        rf"{_A}{_R}(?: and {_A}{_R})?(?: [a-z\-]+){{0,2}} (?:of|at|for|with)(?: the)?$"
+        rf"{_A}(?:[a-z\-]+ ){{0,2}}{_R}(?: and {_A}{_R})?(?: [a-z\-]+){{0,2}} (?:of|at|for|with)(?: the)?$"
     ),
     re.compile(r"^(?:, (?:who|and) )?(?:from|at)(?: the)?$", re.I),
     re.compile(r"^(?:, (?:who|and) |)(?:joined|heads|headed|runs|ran|leads|led|chairs|chaired)(?: the)?$", re.I),

@@ -65,8 +65,29 @@ def resolved(plan: Plan, etype: str, name: str) -> str:
     return eid
 
 
+def parts_of(d: dict[str, Any]) -> set[str]:
+    """The scope sets that fed an entity (`engram.parts`): memory's mentions, the graph's sources, edits."""
+    return {k for f in ("mentions", "gm", "minfo", "edits") for k in (d.get(f) or {})}
+
+
 def entity_text(d: dict[str, Any]) -> str:
-    return " ".join([d["name"], *d.get("aliases", []), d.get("description") or ""]).strip()
+    """What the index holds of an entity: its name, aliases and description — and the sentences that named it
+    when one scope set alone fed it (then whoever may see the entity may see that part: a search ranks by what
+    was said of it, as a Cortex client asks, and never by another scope's words)."""
+    said: list[str] = []
+    if len(parts_of(d)) == 1:
+        names = [d["name"], *d.get("aliases", [])]
+        said = [_about(str(e.get("sentence") or ""), names) for f in ("gm", "minfo") for e in (d.get(f) or {}).values()]
+    return " ".join([d["name"], *d.get("aliases", []), d.get("description") or "", *said]).strip()
+
+
+def _about(sentence: str, names: list[str]) -> str:
+    """What a sentence says of the entity it names: from its name on ("Jane Smith is a software engineer at Acme"
+    describes Jane Smith; of Acme it says only its name); nothing when it does not spell the name (a turn a person
+    said about someone else is not about the speaker's own entity)."""
+    low = sentence.casefold()
+    at = min((i for i in (low.find(n.casefold()) for n in names if n) if i >= 0), default=-1)
+    return sentence[at:] if at >= 0 else ""
 
 
 def index_doc(ctx: str, eid: str, d: dict[str, Any]) -> IndexDoc:
@@ -112,7 +133,9 @@ def mention(
     data = dict(current, scopes=scopes, mentions=mentions, dormant=False, first=first_fed(current, key, plan.now))
     _note(data, key, sentence, source)
     plan.put("entity", eid, data)
-    if scopes != sorted(current.get("scopes") or []) or current.get("dormant"):  # the index filters by scopes
+    if (  # the index filters by scopes, and holds a lone part's sentence (`entity_text`)
+        scopes != sorted(current.get("scopes") or []) or current.get("dormant") or parts_of(data) != parts_of(current)
+    ):
         plan.index(index_doc(plan.ctx, eid, data), entity_text(data))
     return "updated" if touched else "unchanged"
 
