@@ -7,7 +7,7 @@ SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam
 ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate \
+.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate train-extractor \
 	actionlint \
 	layer-requirements template-routes
 
@@ -59,6 +59,9 @@ fuzz: sync  ## the three fuzzers, longer than make test and from a new seed (FUZ
 
 bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
 	$(RUN) python -m bench.run $(BENCH)
+
+train-extractor: sync  ## #50: the entity tagger on MiniLM's token states, chosen on CoNLL04 train, dev reported
+	$(RUN) python infra/extractor/train.py
 
 sam-validate: sync
 	AWS_DEFAULT_REGION=us-east-1 $(SAM) validate --lint
