@@ -87,7 +87,10 @@ class Answers(DocumentsBase):
             # score (distinct documents first, as #25 ranks them; a client with one long document gets its k)
             shown = {h.id for h in hits}
             more = self.index.search(replace(query, group_by=None), now)
-            hits += [h for h in more if h.id not in shown][: s.k + s.offset - len(hits)]
+            floor = hits[-1].score if hits else 1.0  # scores never rise down the list (the two lists' scales differ)
+            hits += [h.scored(min(h.score, floor), h.lexical, h.semantic) for h in more if h.id not in shown][
+                : s.k + s.offset - len(hits)
+            ]
         hits = hits[s.offset :]
         if s.threshold is not None:
             hits = [h for h in hits if h.score >= s.threshold]
