@@ -23,17 +23,7 @@ class Expiring(Generic[K, V]):
 
     def get(self, key: K, load: Callable[[], V]) -> V:
         """The cached value of `key`, or `load()`'s (kept for `seconds`; a full cache starts again empty)."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._entries.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        value = load()
-        with self._lock:
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-            self._entries[key] = (now + self.seconds, value)
-        return value
+        return self.get_many([key], lambda _: {key: load()})[key]
 
     def get_many(self, keys: Sequence[K], load: Callable[[list[K]], dict[K, V]]) -> dict[K, V]:
         """The cached values of `keys`; those missing or expired come from one `load(missing)` call (which

@@ -124,6 +124,11 @@ class DocumentService(Embedding, Staging, Answers, Containers):
         chunk_data = [self._chunk_data(doc_id, c) for c in chunks]
         chunk_writes = [Write(ctx, "chunk", chunk_key(data, c["position"]), c, caller.actor) for c in chunk_data]
         staged: Write | None = None
+
+        def discard() -> None:  # nothing committed: the blob and any staged chunks go
+            self.blobs.delete(blob_key)
+            self._lost(staged)
+
         for attempt in range(_RETRIES):
             writes = [Write(ctx, "document", doc_id, data, caller.actor, expected_version=0)]
             writes.append(self._pointer(ctx, "hash", hash_key, doc_id, caller.actor))
@@ -159,19 +164,16 @@ class DocumentService(Embedding, Staging, Answers, Containers):
                 try:
                     found = self._duplicate(ctx, visibility, hash_key, same, ext_key, new.external_id)
                 except Conflict:
-                    self.blobs.delete(blob_key)
-                    self._lost(staged)
+                    discard()
                     raise
                 if found is not None or attempt == _RETRIES - 1:
-                    self.blobs.delete(blob_key)
-                    self._lost(staged)
+                    discard()
                     if found is not None:
                         return found
                     raise
                 continue
             except BaseException:
-                self.blobs.delete(blob_key)
-                self._lost(staged)
+                discard()
                 raise
             break
         self._committed(staged)
