@@ -23,8 +23,8 @@ class Kernel:
     clock: Clock
     identity: IdentityService
     queue: Queue  # its jobs' handlers are registered by the composition root, never by a service
+    ids: OpaqueIds  # ids made from words, keyed (`engram.opaque`): one per process, its keys shared
     generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
-    ids: OpaqueIds | None = None  # ids made from words, keyed (`engram.opaque`); None: made on the records
 
 
 class BaseService:
@@ -44,5 +44,5 @@ class BaseService:
             kernel.queue,
             kernel.generator,
         )
-        self.ids = kernel.ids if kernel.ids is not None else OpaqueIds(kernel.records, kernel.clock)
+        self.ids = kernel.ids
         self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)
