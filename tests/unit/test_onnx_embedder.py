@@ -100,3 +100,12 @@ def test_no_session_keeps_a_core_spinning_after_a_run(two: OnnxMiniLMEmbedder) -
             spent.append(cpu() - before)
         assert min(spent) < 0.01, (len(texts), spent)
     assert "batch" in two._sessions
+
+
+def test_states_come_from_the_embedding_pass_with_the_same_vectors(two: OnnxMiniLMEmbedder) -> None:
+    texts = ["Jane Smith is a software engineer at Acme Corporation.", "Hi"]
+    vectors, states = two.embed_with_states(texts)
+    np.testing.assert_allclose(vectors, two.embed(texts), atol=1e-6)
+    offsets, pieces = states[0]
+    assert pieces.shape == (len(offsets), 2 * two.dim)
+    assert [texts[0][a:b] for a, b in offsets[1:3]] == ["Jane", "Smith"]  # pieces map back onto the text

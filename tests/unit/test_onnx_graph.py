@@ -162,3 +162,19 @@ def test_the_setting_picks_int8_activations_and_keeps_the_vectors_comparable(tmp
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert ((a * b).sum(axis=1) > 0.97).all()
     assert not np.allclose(a, b, atol=1e-5)
+
+
+def test_an_exposed_layer_is_a_second_output_and_the_first_is_unchanged(original: bytes) -> None:
+    from engram.adapters.local.onnx_graph import with_outputs
+
+    simplified, _ = simplify(original)
+    exposed = with_outputs(simplified, ("layer_norm_6", "no_such_value"))
+    session = ort.InferenceSession(exposed, providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["last_hidden_state", "layer_norm_6"]
+    ids = np.array([[101, 7592, 2088, 102]], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    last, early = session.run(None, feeds)
+    assert early.shape == last.shape == (1, 4, 384)
+    assert not np.allclose(early, last)  # another layer's states, not a copy
+    np.testing.assert_array_equal(last, _run(simplified, ids, np.ones_like(ids)))
+    assert with_outputs(simplified, ("no_such_value",)) == simplified

@@ -16,8 +16,10 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from engram.adapters.local.onnx_graph import simplify
+from engram.adapters.local.onnx_graph import simplify, with_outputs
 from engram.ports import Vector
+
+TokenStates = tuple[list[tuple[int, int]], np.ndarray]  # pieces' character offsets, their states
 
 TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 MAX_TOKENS = 256  # the model's max_seq_length
@@ -25,6 +27,9 @@ MAX_TOKENS = 256  # the model's max_seq_length
 # padded batch (measured 21 docs/s at ~1k tokens a batch against 13 docs/s for 32 x 256 tokens).
 BATCH_TOKENS = 1024
 BATCH_MAX = 64
+# layer 3's output, exposed beside the last layer's for the learned extractor (engram.families.entities.tagger):
+# a run that embeds only asks for `last_hidden_state` and pays nothing for it
+STATE_OUTPUTS = ("layer_norm_6",)
 SMALL_TOKENS = 64  # batches up to this many padded tokens (a query, a turn) run on the query session
 PARALLEL_BATCHES = 4  # from this many batches on, two single-threaded sessions share them
 QUERY_THREADS = 2  # the query session's threads (at most the CPUs this process may run on)
@@ -50,7 +55,8 @@ class OnnxMiniLMEmbedder:
     def __init__(self, model_path: Path | None = None, threads: int = 0, int8_activations: bool = False) -> None:
         # the exported graph minus its dead NaN guards, with fused GELUs: ~12 % faster, same vectors; with
         # `int8_activations` its products also multiplied in integers (faster, vectors within cosine ~0.99)
-        self._model, _ = simplify((model_path or default_model_path()).read_bytes(), int8_activations)
+        model, _ = simplify((model_path or default_model_path()).read_bytes(), int8_activations)
+        self._model = with_outputs(model, STATE_OUTPUTS)
         if int8_activations:
             self.model_id = OnnxMiniLMEmbedder.model_id + "-int8-activations"
         self._threads = threads
@@ -95,6 +101,15 @@ class OnnxMiniLMEmbedder:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def embed(self, texts: Sequence[str]) -> Vector:
+        return self._embed(texts, None)
+
+    def embed_with_states(self, texts: Sequence[str]) -> tuple[Vector, list[TokenStates]]:
+        """The vectors of `texts` and, from the same pass, each text's word pieces: their character offsets and
+        their states (pieces x 2*384: the last layer's, then layer 3's), for the extractor."""
+        states: list[TokenStates] = [([], np.zeros((0, 2 * self.dim), np.float32)) for _ in texts]
+        return self._embed(texts, states), states
+
+    def _embed(self, texts: Sequence[str], states: list[TokenStates] | None) -> Vector:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with self._lock:
             self._tokenizer.no_padding()
@@ -122,9 +137,14 @@ class OnnxMiniLMEmbedder:
                 n = len(encoded[i].ids)
                 ids[row, :n] = encoded[i].ids
                 mask[row, :n] = 1
-            (hidden,) = session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            )
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            if states is None:
+                (hidden,) = session.run(["last_hidden_state"], feeds)
+            else:
+                hidden, early = session.run(["last_hidden_state", *STATE_OUTPUTS], feeds)
+                for row, i in enumerate(idx):
+                    n = len(encoded[i].ids)
+                    states[i] = (list(encoded[i].offsets), np.hstack([hidden[row, :n], early[row, :n]]))
             m = mask[..., None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 MS_DOMAIN = "com.microsoft"
 # field numbers of onnx.proto
 MODEL_GRAPH, MODEL_OPSET = 7, 8
-GRAPH_NODE, GRAPH_INITIALIZER = 1, 5
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_OUTPUT = 1, 5, 12
+VALUE_NAME, VALUE_TYPE = 1, 2  # ValueInfoProto
 NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP, NODE_DOMAIN = 1, 2, 3, 4, 7
 TENSOR_DIMS, TENSOR_TYPE, TENSOR_FLOATS, TENSOR_NAME, TENSOR_RAW = 1, 2, 4, 8, 9
 OPSET_DOMAIN, OPSET_VERSION = 1, 2
@@ -309,6 +310,28 @@ def simplify(model: bytes, int8_activations: bool = False) -> tuple[bytes, dict[
         opset = _len_field(OPSET_DOMAIN, MS_DOMAIN.encode()) + _encode_varint(OPSET_VERSION << 3) + b"\x01"
         out += _len_field(MODEL_OPSET, opset)
     return bytes(out), counts
+
+
+def with_outputs(model: bytes, names: tuple[str, ...]) -> bytes:
+    """The model with intermediate values `names` made graph outputs too, typed as its first output (an encoder
+    layer's states: batch x sequence x hidden, as `last_hidden_state`). A run asks for the outputs it wants, so a
+    run that asks only for the first pays nothing for them. Names the graph does not produce are left out."""
+    fields = list(_fields(model))
+    graph_raw = next((v for n, _, v, _ in fields if n == MODEL_GRAPH and isinstance(v, memoryview)), None)
+    if graph_raw is None:
+        return model
+    graph_fields = list(_fields(graph_raw))
+    produced = {o for n, _, v, _ in graph_fields if n == GRAPH_NODE and isinstance(v, memoryview)
+                for o in _Node.parse(v).outputs}  # fmt: skip
+    first = next((v for n, _, v, _ in graph_fields if n == GRAPH_OUTPUT and isinstance(v, memoryview)), None)
+    typed = first and next((raw for n, _, _, raw in _fields(first) if n == VALUE_TYPE), None)
+    wanted = [name for name in names if name in produced]
+    if typed is None or not wanted:
+        return model
+    new_graph = bytes(graph_raw) + b"".join(
+        _len_field(GRAPH_OUTPUT, _len_field(VALUE_NAME, name.encode()) + bytes(typed)) for name in wanted
+    )
+    return b"".join(_len_field(MODEL_GRAPH, new_graph) if n == MODEL_GRAPH else bytes(raw) for n, _, _, raw in fields)
 
 
 def _opset_domain(raw: memoryview) -> str:
