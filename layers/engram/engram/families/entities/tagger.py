@@ -280,3 +280,13 @@ def shipped() -> Extractor | None:
         return None
     with ref.open("rb") as f, np.load(f) as arrays:
         return Extractor.from_arrays(arrays)
+
+
+def read_text(
+    extractor: Extractor, text: str, offsets: Sequence[tuple[int, int]], pieces: np.ndarray
+) -> tuple[list[str], list[Span], list[Link]]:
+    """The product's path: `text`'s words (as the rules split them), their states gathered from the embedding
+    pass's pieces (`offsets`, `pieces`), then names and relations."""
+    words = gn.tokens(text)
+    spans, links = extractor.read(words, word_states(pieces, offsets, align(text, words)))
+    return words, spans, links
