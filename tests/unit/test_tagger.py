@@ -53,3 +53,25 @@ def test_the_shipped_extractor_reads_a_cortex_sentence(extractor: tg.Extractor) 
             for k in links}  # fmt: skip
     assert ("Jane Smith", "works_at", "Acme Corporation") in said
     assert not any(k.relation == "killed" for k in links)
+
+
+def test_the_fused_head_is_the_ensemble_it_folds() -> None:
+    """Standardisation folded in, members side by side, second layers block-diagonal: the same log-probabilities
+    as each member's `mlp_logp`, averaged; and a full-rank basis changes nothing."""
+    rng = np.random.default_rng(7)
+    members = [
+        {"mu": rng.normal(size=12), "sd": rng.uniform(0.5, 2, 12), "w1": rng.normal(size=(12, 5)),
+         "b1": rng.normal(size=5), "w2": rng.normal(size=(5, 4)), "b2": rng.normal(size=4)}
+        for _ in range(3)
+    ]  # fmt: skip
+    x = rng.normal(size=(6, 12)).astype(np.float32)
+    want = np.mean([tg.mlp_logp(m, x) for m in members], axis=0)
+    assert np.allclose(tg.Fused(members)(x), want, atol=1e-4)
+    basis = np.linalg.qr(rng.normal(size=(15, 15)))[0]
+    assert np.allclose(tg.Fused(members, basis)(x), want, atol=1e-4)
+    assert not np.allclose(tg.Fused(members, basis[:, :2])(x), want, atol=1e-2)  # a rank-2 basis loses something
+
+
+def test_the_shipped_head_runs_through_its_basis(extractor: tg.Extractor) -> None:
+    assert "tag_proj" in extractor.weights()
+    assert extractor.weights()["tag_proj"].shape[1] < extractor.weights()["tag_proj"].shape[0]

@@ -149,6 +149,46 @@ def mlp_logp(params: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     return np.asarray(z - np.log(np.exp(z).sum(1, keepdims=True)), dtype=np.float32)
 
 
+class Fused:
+    """An ensemble of `mlp_logp` heads over the same standardised input, run as one: the standardisation folded
+    into the first layer, the members' first layers side by side (optionally through `proj`, a low-rank basis of
+    their pre-activations chosen on train data: x @ (W proj) @ proj.T), their second layers block-diagonal; the
+    result is the members' mean log-probability, as `mlp_logp` would give each."""
+
+    def __init__(self, members: Sequence[dict[str, np.ndarray]], proj: np.ndarray | None = None) -> None:
+        f64 = [{k: np.asarray(v, np.float64) for k, v in m.items()} for m in members]
+        w = np.hstack([m["w1"] / m["sd"][:, None] for m in f64])
+        self.b1 = np.concatenate([m["b1"] - (m["mu"] / m["sd"]) @ m["w1"] for m in f64]).astype(np.float32)
+        if proj is None:
+            self.a, self.back = w.astype(np.float32), None
+        else:
+            p = np.asarray(proj, np.float64)
+            self.a, self.back = (w @ p).astype(np.float32), np.ascontiguousarray(p.T, dtype=np.float32)
+        hidden, classes = members[0]["w2"].shape
+        self.w2 = np.zeros((hidden * len(members), classes * len(members)), np.float32)
+        for i, m in enumerate(members):
+            self.w2[i * hidden : (i + 1) * hidden, i * classes : (i + 1) * classes] = m["w2"]
+        self.b2 = np.concatenate([m["b2"] for m in members]).astype(np.float32)
+        self.members, self.classes = len(members), classes
+
+    def pre(self, x: np.ndarray) -> np.ndarray:
+        """The first layer's pre-activations of `x` (rows), as the heads see them."""
+        z = x @ self.a
+        return (z @ self.back if self.back is not None else z) + self.b1
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        z = (np.maximum(self.pre(x), 0) @ self.w2 + self.b2).reshape(len(x), self.members, self.classes)
+        z = z - z.max(2, keepdims=True)
+        return np.asarray((z - np.log(np.exp(z).sum(2, keepdims=True))).mean(1), dtype=np.float32)
+
+
+def fuse(members: Sequence[dict[str, np.ndarray]], proj: np.ndarray | None = None) -> Any:
+    """The members as one `Fused` head (or a head of nothing when there are none)."""
+    if not members:
+        return lambda x: np.zeros((len(x), len(LABELS)), np.float32)
+    return Fused(members, proj)
+
+
 def _allowed(a: str, b: str) -> bool:
     if a == "O" or a[0] in "LU":
         return b == "O" or b[0] in "BU"
@@ -233,10 +273,12 @@ class Extractor:
 
     def __init__(self, weights: dict[str, np.ndarray]) -> None:
         self._weights = dict(weights)
-        members = sorted({k.split(".")[0] for k in weights if k.startswith("tag")})
+        members = sorted({k.split(".")[0] for k in weights if k.startswith("tag") and "." in k})
         self.taggers = [{k.split(".", 1)[1]: weights[k] for k in weights if k.startswith(m + ".")} for m in members]
         self.relate = {k.split(".", 1)[1]: weights[k] for k in weights if k.startswith("rel.")}
         self.none_bias = float(weights.get("none_bias", np.zeros(1))[0])
+        self._fused = fuse(self.taggers, weights.get("tag_proj"))
+        self._related = fuse([self.relate] if self.relate else [])
 
     def weights(self) -> dict[str, np.ndarray]:
         return dict(self._weights)
@@ -248,16 +290,14 @@ class Extractor:
     def tag(self, words: Sequence[str], states: np.ndarray) -> list[Span]:
         if not words:
             return []
-        x = word_features(words, states)
-        logp = np.mean([mlp_logp(t, x) for t in self.taggers], axis=0)
-        return spans_of([LABELS[i] for i in viterbi(logp)])
+        return spans_of([LABELS[i] for i in viterbi(self._fused(word_features(words, states)))])
 
     def links(self, words: Sequence[str], states: np.ndarray, spans: Sequence[Span]) -> list[Link]:
         pairs = candidates(spans)
         if not pairs or not self.relate:
             return []
         x = np.vstack([pair_features(words, states, spans, a, b) for a, b in pairs])
-        logp = mlp_logp(self.relate, x)
+        logp = self._related(x)
         logp[:, 0] += self.none_bias
         out = []
         for (a, b), row in zip(pairs, logp, strict=True):
