@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust), as JSON on
+trust, extraction), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
 Beside each benchmark, the machine's pace before and after it (`pace_ms`): one forward pass of the shipped model
@@ -53,6 +53,7 @@ def main(names: list[str]) -> None:
         conversations,
         cranfield,
         erasure,
+        extraction,
         hostile,
         lambda_latency,
         latency,
@@ -84,6 +85,7 @@ def main(names: list[str]) -> None:
         "erasure": erasure.run,
         "access": access.run,
         "trust": trust.run,
+        "extraction": extraction.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -75,3 +75,24 @@ def test_the_fused_head_is_the_ensemble_it_folds() -> None:
 def test_the_shipped_head_runs_through_its_basis(extractor: tg.Extractor) -> None:
     assert "tag_proj" in extractor.weights()
     assert extractor.weights()["tag_proj"].shape[1] < extractor.weights()["tag_proj"].shape[0]
+
+
+@pytest.mark.parametrize(
+    ("words", "span", "kept"),
+    [
+        (["Thanks", ",", "Evan", "!"], (0, 3), (2, 3)),  # an opener and its comma off the front
+        (["Hey", "Jolene", "!"], (0, 2), (1, 2)),
+        (["I've", "never"], (0, 1), None),  # a contraction is no name
+        (["Thanks", "!"], (0, 1), None),
+        (["If", "I"], (0, 2), None),
+        (["Mental", "health", "matters"], (0, 2), None),  # a sentence's capital
+        (["in", "Rio", "de", "Janeiro"], (1, 4), (1, 4)),  # a name's own connector stays
+        (["the", "river"], (0, 2), None),
+        (["J.K.", "Rowling"], (0, 2), (0, 2)),
+    ],
+)
+def test_chat_openers_and_function_words_are_not_names(
+    words: list[str], span: tuple[int, int], kept: tuple[int, int] | None
+) -> None:
+    got = tg.trimmed(words, tg.Span(*span, "Peop"))
+    assert (None if got is None else (got.start, got.end)) == kept

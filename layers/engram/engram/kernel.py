@@ -25,6 +25,7 @@ class Kernel:
     queue: Queue  # its jobs' handlers are registered by the composition root, never by a service
     ids: OpaqueIds  # ids made from words, keyed (`engram.opaque`): one per process, its keys shared
     generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
+    learned: bool = True  # memory's writes read names with the learned extractor too (settings.extractor)
 
 
 class BaseService:
@@ -45,4 +46,5 @@ class BaseService:
             kernel.generator,
         )
         self.ids = kernel.ids
+        self.learned = kernel.learned
         self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)

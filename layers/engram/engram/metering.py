@@ -106,4 +106,12 @@ class MeteredEmbedder:
         return vectors
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._embedder, name)
+        inner = getattr(self._embedder, name)  # AttributeError when the embedder has none: callers fall back
+        if name != "embed_with_states":
+            return inner
+
+        def embed_with_states(texts: Sequence[str]) -> Any:
+            charge("embeddings", len(texts))  # one pass gives both: charged as the embedding it is
+            return inner(texts)
+
+        return embed_with_states

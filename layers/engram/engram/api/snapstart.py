@@ -203,6 +203,10 @@ def _warm_rules(name: str, engram: Any) -> None:
     numpy.zeros(1)
     if engram.embedder is not None and name not in ("gateway", "authorizer", "identity", "context"):
         engram.embedder.embed(["warm up the model"])  # the ONNX session and the tokenizer
+    if name in ("memory", "worker") and engram.settings.extractor == "learned":
+        from engram.families.entities import tagger
+
+        tagger.shipped()  # the learned extractor's weights (memory's writes read with it)
     if name in ("records", "knowledge", "worker"):
         import jsonpatch  # noqa: F401
 

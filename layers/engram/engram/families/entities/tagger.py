@@ -17,6 +17,7 @@ two matrix products."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from engram.families.entities import graph_names as gn
+from engram.terms import STOP_WORDS
 
 WEIGHTS = "data/extractor.npz"
 TYPES = ("Peop", "Org", "Loc")  # CoNLL04's names; the graph's are `KINDS`
@@ -308,8 +311,16 @@ class Extractor:
         return out
 
     def read(self, words: Sequence[str], states: np.ndarray) -> tuple[list[Span], list[Link]]:
-        spans = self.tag(words, states)
-        return spans, self.links(words, states, spans)
+        # products of a few dozen rows: BLAS's threads cost more than they give (1.5 ms a turn on one,
+        # ~10 ms beside the encoder's own threads on two cores), so one thread while they run
+        with _blas().limit(limits=1, user_api="blas"):
+            spans = self.tag(words, states)
+            return spans, self.links(words, states, spans)
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
 
 
 @cache
@@ -323,10 +334,81 @@ def shipped() -> Extractor | None:
 
 
 def read_text(
-    extractor: Extractor, text: str, offsets: Sequence[tuple[int, int]], pieces: np.ndarray
+    extractor: Extractor, text: str, offsets: Sequence[tuple[int, int]], pieces: np.ndarray, start: int = 0
 ) -> tuple[list[str], list[Span], list[Link]]:
     """The product's path: `text`'s words (as the rules split them), their states gathered from the embedding
-    pass's pieces (`offsets`, `pieces`), then names and relations."""
-    words = gn.tokens(text)
-    spans, links = extractor.read(words, word_states(pieces, offsets, align(text, words)))
+    pass's pieces (`offsets`, `pieces`), then names and relations. Only the words from character `start` on are
+    read: a turn embedded after the one before it has only its own words tagged."""
+    words, _, spans, links = _read(extractor, text, offsets, pieces, start)
     return words, spans, links
+
+
+def _read(
+    extractor: Extractor, text: str, offsets: Sequence[tuple[int, int]], pieces: np.ndarray, start: int
+) -> tuple[list[str], list[tuple[int, int]], list[Span], list[Link]]:
+    words = gn.tokens(text[start:])
+    chars = [(a + start, b + start) for a, b in align(text[start:], words)]
+    spans, links = extractor.read(words, word_states(pieces, offsets, chars))
+    return words, chars, spans, links
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the extractor found in one text, in the graph's terms: names (kind, name) in the order they stand,
+    and links (head, relation, tail) between two of them."""
+
+    names: tuple[tuple[str, str], ...] = ()
+    links: tuple[tuple[tuple[str, str], str, tuple[str, str]], ...] = ()
+
+
+NOTHING = Found()
+
+
+# Chat opens sentences with words the news the heads learned from rarely does ("Thanks, Evan!", "Hey Jolene",
+# "Oh", "I've"): capitalised there, never names. A name's words from its ends that are such words, or pronouns
+# and other function words, are not part of it; a name left with none, lower-cased, or a contraction is none,
+# and so is one with a lower-cased word inside that joins no name ("Mental health"; "Rio de Janeiro" stays).
+OPENERS = frozenset({
+    "hey", "hi", "hello", "thanks", "thank", "wow", "oh", "ok", "okay", "yeah", "yes", "yep", "no", "nope", "well",
+    "whoa", "haha", "hah", "aw", "aww", "ah", "hmm", "sorry", "dear", "congrats", "congratulations", "bye", "yo",
+    "look", "take", "believe", "let", "check", "keep", "try", "see", "good", "great", "nice", "cool", "awesome",
+    "sure", "please", "love", "welcome", "morning", "evening", "night",
+})  # fmt: skip
+_CONTRACTION = re.compile(r"(?i)^[a-z]+(?:'(?:m|ve|ll|re|d)|n't)$")
+
+
+def _plain(word: str) -> bool:
+    w = word.lower()
+    if not any(c.isalnum() for c in w):
+        return True
+    return w in OPENERS or w in gn.LEADING or w in STOP_WORDS or _CONTRACTION.match(word) is not None
+
+
+def trimmed(words: Sequence[str], span: Span) -> Span | None:
+    """`span` without the chat openers and function words at its ends; None when nothing name-like is left."""
+    start, end = span.start, span.end
+    while start < end and _plain(words[start]):
+        start += 1
+    while end > start and _plain(words[end - 1]):
+        end -= 1
+    if start == end or not words[start][:1].isupper():
+        return None
+    if any(w[:1].islower() and w.lower() not in gn.CONNECT for w in words[start + 1 : end]):
+        return None  # "Mental health": a sentence's capital, not a name's
+    return Span(start, end, span.type)
+
+
+def found(
+    extractor: Extractor, text: str, offsets: Sequence[tuple[int, int]], pieces: np.ndarray, start: int = 0
+) -> Found:
+    """`read_text` as the graph takes it: each span named by the text it covers (chat's openers trimmed),
+    typed as the graph types."""
+    words, chars, spans, links = _read(extractor, text, offsets, pieces, start)
+    kept = {s: trimmed(words, s) for s in spans}
+
+    def name(s: Span) -> tuple[str, str]:
+        return KINDS[s.type], text[chars[s.start][0] : chars[s.end - 1][1]]
+
+    names = tuple(dict.fromkeys(name(t) for t in kept.values() if t is not None))
+    pairs = [(kept[k.head], k.relation, kept[k.tail]) for k in links]
+    return Found(names, tuple((name(h), r, name(t)) for h, r, t in pairs if h is not None and t is not None))

@@ -16,13 +16,14 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from engram.clock import iso, new_id, parse_time
 from engram.errors import Conflict
 from engram.families.entities import mentions as entities
+from engram.families.entities import tagger
 from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug, in_context
 from engram.families.memory.erasing import Erasing
 from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
@@ -56,6 +57,9 @@ class MemoryService(Reading, Erasing):
         # A conflict plans again from what is now stored; the embeddings of the same texts are kept (the slow
         # part), so many concurrent writers of one entity or session cost a re-read each, not a re-embedding.
         memo: dict[str, Vector | None] = {}
+        learned: dict[tuple[str, int], tagger.Found] = {}
+        reader = getattr(self.embedder, "embed_with_states", None) if self.embedder and self.learned else None
+        extractor = tagger.shipped() if reader is not None else None
 
         def embed(texts: Sequence[str]) -> list[Vector | None]:
             missing = [t for t in dict.fromkeys(texts) if t not in memo]
@@ -63,9 +67,25 @@ class MemoryService(Reading, Erasing):
                 memo.update(zip(missing, self.embed(missing), strict=True))
             return [memo[t] for t in texts]
 
+        def read(pending: Sequence[tuple[str, int]]) -> list[tagger.Found]:
+            """The learned extractor's reading of each (embedded text, where the turn's own words start), from
+            the pass that embeds the text: its vector is kept for the index, so no text is encoded twice."""
+            missing = [p for p in dict.fromkeys(pending) if p not in learned]
+            if missing and (reader is None or extractor is None):
+                learned.update((p, tagger.NOTHING) for p in missing)
+            elif missing and reader is not None and extractor is not None:
+                texts = list(dict.fromkeys(t for t, _ in missing))
+                vectors, states = reader(texts)
+                memo.update(zip(texts, vectors, strict=True))
+                by_text = dict(zip(texts, states, strict=True))
+                for text, start in missing:
+                    offsets, pieces = by_text[text]
+                    learned[(text, start)] = tagger.found(extractor, text, offsets, pieces, start)
+            return [learned[p] for p in pending]
+
         with self._writer(caller.context_id):
             for attempt in range(_RETRIES):
-                plan, results = self._plan(caller, turns, tags, now)
+                plan, results = self._plan(caller, turns, tags, now, read)
                 if len(turns) > 1 and plan.size > self.records.max_writes:
                     half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
                     return self._store_group(caller, turns[:half], tags, now) + self._store_group(
@@ -86,13 +106,31 @@ class MemoryService(Reading, Erasing):
             return self._writers.setdefault(context_id, threading.RLock())
 
     def _plan(
-        self, caller: Caller, turns: Sequence[Turn], tags: list[str], now: datetime
+        self,
+        caller: Caller,
+        turns: Sequence[Turn],
+        tags: list[str],
+        now: datetime,
+        read: Callable[[Sequence[tuple[str, int]]], list[tagger.Found]] | None = None,
     ) -> tuple[Plan, list[dict[str, Any]]]:
         ctx = caller.context_id
         plan = Plan(self.records, ctx, caller.actor, now, self.ids)
         results: list[dict[str, Any]] = []
         default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
+        # what each turn is embedded as (after the turn before it in its session), known before any is planned,
+        # so that the extractor's one encoder pass takes them all as one batch
+        last: dict[str, str] = {}
+        pending: list[tuple[str, int]] = []
         for turn in turns:
+            key = session_key(turn.session_id or default_session, tags)
+            if key not in last:
+                last[key] = (plan.get("session", key) or {}).get("last_text", "")
+            text = turn_text(turn.content, (turn.metadata or {}).get("speaker"))
+            embedded = in_context(last[key], text)
+            pending.append((embedded, len(embedded) - len(text)))
+            last[key] = text[-400:]
+        readings = read(pending) if read is not None else [tagger.NOTHING for _ in turns]
+        for turn, reading in zip(turns, readings, strict=True):
             said = turn.said_at or now
             session_id = turn.session_id or default_session
             subject = self.subject_of(turn, tags)
@@ -117,13 +155,14 @@ class MemoryService(Reading, Erasing):
             text = turn_text(turn.content, speaker)
             previous = (plan.get("session", session_key(session_id, tags)) or {}).get("last_text", "")
             embed_text = in_context(previous, text)
+            assert (embed_text, len(embed_text) - len(text)) in pending  # as the first pass saw it
             plan.index(IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text)
             self._touch_session(plan, session_id, tags, said, turn.content, text)
             turn_data = plan.get("turn", turn_id)
             assert turn_data is not None
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = self._extract(turn.content)
-            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content)
+            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content, reading)
             out |= {"turn_id": turn_id, "session_id": session_id}
             results.append(out)
         return plan, results
@@ -163,6 +202,7 @@ class MemoryService(Reading, Erasing):
         said: datetime,
         turn_id: str,
         content: str = "",
+        reading: tagger.Found = tagger.NOTHING,
     ) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
         source = {"kind": "turn", "id": turn_id}
@@ -195,22 +235,38 @@ class MemoryService(Reading, Erasing):
         sentence = content[:240]
         mentioned = [{"id": ["Person", subject],
                      "action": entities.mention(plan, "Person", subject, touched, tags, sentence, source)}]  # fmt: skip
-        for etype, name in ex.mentions:
+        names = list(ex.mentions)
+        known = {subject.lower()} | {n.lower() for _, n in names} | {f.value.lower() for f in ex.facts}
+        for kind, name in reading.names:  # the learned extractor's names the rules did not give
+            if name.lower() not in known and any(c.isupper() for c in name) and len(name) > 1:
+                names.append((kind, name))
+                known.add(name.lower())
+        for etype, name in names:
             mentioned.append(
                 {"id": [etype, name], "action": entities.mention(plan, etype, name, False, tags, sentence, source)}
             )
+        typed = {n.lower(): (t, n) for t, n in names}
         # an attribute whose value names an entity is an edge too: employer -> works_at, location -> lives_in
         edges = [(r.type, "Person", r.target) for r in ex.relations]
         edges += [(ATTRIBUTE_EDGES[f.key][0], ATTRIBUTE_EDGES[f.key][1], f.value) for f in ex.facts
                   if f.key in ATTRIBUTE_EDGES]  # fmt: skip
+        links: list[tuple[tuple[str, str], str, tuple[str, str]]] = []  # learned: between two other names
+        for (_, head), rtype, (_, tail) in reading.links:
+            h, t = typed.get(head.lower()), typed.get(tail.lower())
+            if head.lower() == subject.lower() and t is not None:
+                if all(e[0] != rtype or e[2].lower() != tail.lower() for e in edges):
+                    edges.append((rtype, t[0], t[1]))
+            elif h is not None and t is not None and h != t:
+                links.append((h, rtype, t))
         for rtype, old_value in ended:  # the superseded value's edge ends where the new one begins
             gone_id = plan.relation_id(subject, rtype, old_value)
             gone = plan.get("relation", gone_id)
             if gone is not None and not gone.get("until"):
                 plan.put("relation", gone_id, dict(gone, until=iso(said)))
         relations = []
-        for rtype, ttype, target in edges:
-            rid = plan.relation_id(subject, rtype, target)
+        ends = [(("Person", subject), rtype, (ttype, target)) for rtype, ttype, target in edges] + links
+        for (htype, head), rtype, (ttype, tail) in ends:
+            rid = plan.relation_id(head, rtype, tail)
             current = plan.get("relation", rid)
             exists = current is not None and not current.get("until")
             if not exists:
@@ -218,10 +274,10 @@ class MemoryService(Reading, Erasing):
                     "relation",
                     rid,
                     {
-                        "from": ["Person", subject],
+                        "from": [htype, head],
                         "type": rtype,
-                        "to": [ttype, target],
-                        "ends": [subject_id, entities.resolved(plan, ttype, target)],
+                        "to": [ttype, tail],
+                        "ends": [entities.resolved(plan, htype, head), entities.resolved(plan, ttype, tail)],
                         "scopes": tags,
                         "since": iso(said),
                         "turn": turn_id,
@@ -229,7 +285,7 @@ class MemoryService(Reading, Erasing):
                     },
                 )
             relations.append(
-                {"from": ["Person", subject], "type": rtype, "to": [ttype, target],
+                {"from": [htype, head], "type": rtype, "to": [ttype, tail],
                  "action": "unchanged" if exists else "created"}
             )  # fmt: skip
         uncertainties = [{"statement": u} for u in ex.uncertainties]
