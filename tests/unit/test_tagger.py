@@ -96,3 +96,10 @@ def test_chat_openers_and_function_words_are_not_names(
 ) -> None:
     got = tg.trimmed(words, tg.Span(*span, "Peop"))
     assert (None if got is None else (got.start, got.end)) == kept
+
+
+def test_a_word_whose_pieces_an_empty_one_splits_is_their_mean() -> None:
+    pieces = np.arange(12, dtype=np.float32).reshape(6, 2)
+    offsets = [(0, 0), (0, 2), (2, 2), (2, 4), (5, 7), (0, 0)]  # [CLS] ab <empty> cd ef [SEP]
+    states = tg.word_states(pieces, offsets, [(0, 4), (5, 7)])
+    assert states.tolist() == [[2.0, 3.0, 4.0, 5.0], [8.0, 9.0, 8.0, 9.0]]

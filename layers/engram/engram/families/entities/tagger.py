@@ -78,9 +78,20 @@ def word_states(pieces: np.ndarray, offsets: Sequence[tuple[int, int]], spans: S
             w += 1
         if n and spans[w][0] <= a < max(spans[w][1], spans[w][0] + 1):
             owner.setdefault(w, []).append(i)
-    for w, idx in owner.items():
-        out[w, :width] = pieces[idx[0]]
-        out[w, width:] = pieces[idx].mean(0)
+    if owner:  # a few vector adds for all words at once (a mean per word cost ~0.3 ms a turn); the same order
+        # of adds as numpy's mean, so the same float32 states as the weights were trained on
+        rows = np.fromiter(owner, dtype=np.intp, count=len(owner))
+        counts = np.fromiter((len(idx) for idx in owner.values()), dtype=np.intp, count=len(owner))
+        at = np.fromiter((idx[0] for idx in owner.values()), dtype=np.intp, count=len(owner))
+        out[rows, :width] = pieces[at]
+        total = pieces[at].copy()
+        for j in range(1, int(counts.max())):
+            more = counts > j
+            total[more] += pieces[at[more] + j]
+        out[rows, width:] = total / counts[:, None].astype(np.float32)
+        for w, idx in owner.items():  # pieces that do not stand together (an empty one between): their own mean
+            if idx[-1] - idx[0] != len(idx) - 1:
+                out[w, width:] = pieces[idx].mean(0)
     return out
 
 
