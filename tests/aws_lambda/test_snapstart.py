@@ -92,6 +92,14 @@ def test_a_restored_function_answers_without_importing_or_making_clients(
         assert answer["status"] == 200 and answer["error"] is None and not answer["is_error"], answer
 
 
+def test_a_cold_calls_first_reads_are_one_request(environment: dict[str, Any]) -> None:
+    """A restored function's first call reads its quotas and its audit chain's head in one BatchGetItem, then
+    appends (#49: they were a BatchGetItem and a GetItem in flight at once, which an emulator answers in turn)."""
+    probe("identity", environment)  # the context's chain has a head from here on
+    calls = probe("identity", environment)["api_calls"]
+    assert calls == ["BatchGetItem", "TransactWriteItems"], calls
+
+
 def test_the_authorizer_is_lean(environment: dict[str, Any]) -> None:
     code = (
         "import sys, importlib.util, time; t = time.perf_counter();"

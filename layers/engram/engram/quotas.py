@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram.clock import Clock
 from engram.errors import RateLimited
 from engram.expiring import Expiring
-from engram.ports import Counters, RecordStore, Write
+from engram.ports import Counters, Item, RecordStore, Write
 from engram.retry import on_conflict
 
 SYSTEM = "_system"
@@ -112,17 +112,25 @@ class Quotas:
         return limits
 
     def _load(self, missing: list[str]) -> dict[str, QuotaLimits | None]:
-        items = self._records.get_many(SYSTEM, QUOTA, missing)
+        return self._limits_of(missing, self._records.get_many(SYSTEM, QUOTA, missing))
+
+    @staticmethod
+    def _limits_of(missing: list[str], items: dict[str, Item]) -> dict[str, QuotaLimits | None]:
         return {q: _limits(items[q].data) if q in items else None for q in missing}
 
     def _stored(self, qids: list[str]) -> dict[str, QuotaLimits | None]:
         """The stored quotas of these ids, read in one call when any is not cached."""
         return self._cache.get_many(qids, self._load)
 
-    def prime(self, context_id: str, key_id: str) -> None:
+    def prime(self, context_id: str, key_id: str, read: Callable[[list[str]], dict[str, Item]] | None = None) -> None:
         """A call of this key in this context is coming: start reading its quotas (a cold instance's first call
-        then waits less for them)."""
-        self._cache.prefetch([self._id(context_id, None), self._id(context_id, key_id)], self._load)
+        then waits less for them). `read`: how their records are read (with other reads, in one request)."""
+        load = self._load if read is None else lambda missing: self._limits_of(missing, read(missing))
+        self._cache.prefetch(self.ids(context_id, key_id), load)
+
+    def ids(self, context_id: str, key_id: str) -> list[str]:
+        """The ids of the quota records a call of this key reads: its context's, its own."""
+        return [self._id(context_id, None), self._id(context_id, key_id)]
 
     def stored(self, context_id: str, key_id: str | None) -> QuotaLimits | None:
         qid = self._id(context_id, key_id)

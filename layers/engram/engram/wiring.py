@@ -63,6 +63,9 @@ class Engram:
     queue: Queue = field(default=None)  # type: ignore[assignment]  # a dataclass default made from records
     audit_log: AuditLog | None = None  # None: no audit trail (settings.audit off, or a test's bare root)
     counters: Counters | None = None  # None: quotas are not enforced (a test's bare root)
+    # how a cold call's first reads (its quotas, its audit chain's head) are made at once: one request on
+    # DynamoDB (engram.adapters.aws.dynamodb_primer); None: each reader starts its own
+    first_reads: Callable[[Quotas, str, str], None] | None = None
 
     def __post_init__(self) -> None:
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
@@ -128,6 +131,9 @@ class Engram:
         """A call of `key_id` in `context_id` has arrived (its key already checked): start the reads every call
         makes on a cold instance — its quotas, its audit chain's head — so they overlap with the call's own
         parsing and work (nothing is written; on a warm instance both are cached and this costs nothing)."""
+        if self.first_reads is not None:
+            self.first_reads(self.quotas, context_id, key_id)
+            return
         self.quotas.prime(context_id, key_id)
         self.audit.prime(context_id)
 
@@ -344,13 +350,16 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
 
     from engram.adapters.aws.dynamodb_audit import DynamoAuditLog
     from engram.adapters.aws.dynamodb_counters import DynamoCounters
+    from engram.adapters.aws.dynamodb_primer import DynamoPrimer
+    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
     from engram.adapters.aws.opensearch_index import OpenSearchIndex
     from engram.adapters.aws.s3_blobs import S3BlobStore
     from engram.adapters.aws.sqs_queue import SqsQueue
 
     chosen = embedder if embedder is not None else default_embedder(settings)
     dynamodb = Lazy(lambda: aws_client("dynamodb", settings), "dynamodb")
-    records = aws_records(settings, dynamodb)
+    records = DynamoRecordStore(dynamodb, settings.table)
+    audit_log = DynamoAuditLog(dynamodb, settings.table) if settings.audit else None
     return Engram(
         settings=settings,
         records=records,
@@ -369,8 +378,9 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
         queue=SqsQueue(Lazy(lambda: aws_client("sqs", settings), "sqs"), settings.queue_url, records)
         if settings.queue_url
         else StoreQueue(records, clock or SystemClock(), worker=settings.queue_worker),
-        audit_log=DynamoAuditLog(dynamodb, settings.table) if settings.audit else None,
+        audit_log=audit_log,
         counters=DynamoCounters(dynamodb, settings.table),
+        first_reads=DynamoPrimer(records, audit_log).prime,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,19 @@ def _expiry(raw: dict[str, Any]) -> datetime | None:
     return datetime.fromtimestamp(int(raw["ttl"]["N"]), UTC) if "ttl" in raw else None
 
 
+def _mark(context_id: str, raw: dict[str, Any]) -> AuditMark:
+    expires = parse_time(raw["expires_at"]["S"]) if "expires_at" in raw else None
+    return AuditMark(context_id, int(raw["seq"]["N"]), raw["hash"]["S"], expires, raw["mac"]["S"])
+
+
+def _head(raw: dict[str, Any] | None) -> Head | None:
+    """The head a mark's raw item names (None: no mark; the newest entry is read instead)."""
+    if raw is None:
+        return None
+    mark = _mark("", raw)
+    return mark.seq, mark.hash, mark.expires_at
+
+
 class DynamoAuditLog:
     def __init__(self, client: Any, table: str) -> None:
         self._db, self._table = client, table
@@ -41,19 +55,36 @@ class DynamoAuditLog:
         self._reading: dict[str, Future[Head]] = {}
         self._lock = threading.Lock()
 
-    def prime(self, context_id: str) -> None:
+    def prime(self, context_id: str, marked: Callable[[], dict[str, Any] | None] | None = None) -> None:
+        """Start reading the chain's head in a thread; `marked`: how to get the mark's raw item (one read of
+        several made together, `engram.adapters.aws.dynamodb_primer`), else it is read alone."""
         with self._lock:
             if context_id in self._heads or context_id in self._reading:
                 return
             future: Future[Head] = Future()
             self._reading[context_id] = future
-        threading.Thread(target=self._read_head, args=(context_id, future), daemon=True).start()
+        threading.Thread(target=self._read_head, args=(context_id, future, marked), daemon=True).start()
 
-    def _read_head(self, context_id: str, future: Future[Head]) -> None:
+    def wants_head(self, context_id: str) -> bool:
+        """Whether an append here would read the head first (this process knows none, and reads none yet)."""
+        with self._lock:
+            return context_id not in self._heads and context_id not in self._reading
+
+    def _read_head(
+        self, context_id: str, future: Future[Head], marked: Callable[[], dict[str, Any] | None] | None
+    ) -> None:
         try:
-            future.set_result(self._last(context_id))
+            if marked is None:
+                head = self._last(context_id)
+            else:  # the mark read with other items; none there: the newest entry (a log kept before marks)
+                head = _head(marked()) or self._newest(context_id)
+            future.set_result(head)
         except BaseException as exc:  # the append reads it again itself
             future.set_exception(exc)
+
+    @staticmethod
+    def mark_key(context_id: str) -> dict[str, Any]:
+        return {"PK": {"S": MARK_PREFIX + context_id}, "SK": {"S": "MARK"}}
 
     def _entry(self, context_id: str, raw: dict[str, Any]) -> AuditEntry:
         at = parse_time(raw["at"]["S"])
@@ -67,6 +98,9 @@ class DynamoAuditLog:
         mark = self.mark(context_id)
         if mark is not None:
             return mark.seq, mark.hash, mark.expires_at
+        return self._newest(context_id)
+
+    def _newest(self, context_id: str) -> Head:
         page = self._db.query(
             TableName=self._table,
             KeyConditionExpression="PK = :p",
@@ -139,13 +173,8 @@ class DynamoAuditLog:
         raise RuntimeError(f"audit log of {context_id!r}: no free sequence number after {MAX_TRIES} tries")
 
     def mark(self, context_id: str) -> AuditMark | None:
-        got = self._db.get_item(
-            TableName=self._table, Key={"PK": {"S": MARK_PREFIX + context_id}, "SK": {"S": "MARK"}}, ConsistentRead=True
-        ).get("Item")
-        if got is None:
-            return None
-        expires = parse_time(got["expires_at"]["S"]) if "expires_at" in got else None
-        return AuditMark(context_id, int(got["seq"]["N"]), got["hash"]["S"], expires, got["mac"]["S"])
+        got = self._db.get_item(TableName=self._table, Key=self.mark_key(context_id), ConsistentRead=True).get("Item")
+        return _mark(context_id, got) if got is not None else None
 
     def entries(
         self,

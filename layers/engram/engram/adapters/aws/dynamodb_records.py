@@ -230,21 +230,42 @@ class DynamoRecordStore:
         out: dict[str, Item] = {}
         wanted = list(dict.fromkeys(ids))
         for start in range(0, len(wanted), 100):  # BatchGetItem's limit
-            keys = [_latest_key(_pk(context_id, kind, i)) for i in wanted[start : start + 100]]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
-            for attempt in range(8):
-                got = self._db.batch_get_item(RequestItems=request)
-                for raw in got.get("Responses", {}).get(self._table, []):
-                    item = self._live(self._item(raw), now)
-                    if item is not None:
-                        out[item.id] = item
-                request = got.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(0.05 * 2**attempt)  # throttled: what was not read is asked again
-            if request:  # still not read: an item is not missing because DynamoDB was busy
-                raise Unavailable("DynamoDB is throttling reads: retry")
+            for raw in self._batch_get([_latest_key(_pk(context_id, kind, i)) for i in wanted[start : start + 100]]):
+                item = self._live(self._item(raw), now)
+                if item is not None:
+                    out[item.id] = item
         return out
+
+    def read_together(
+        self, context_id: str, kind: str, ids: Sequence[str], others: Sequence[dict[str, Any]]
+    ) -> tuple[dict[str, Item], list[dict[str, Any]]]:
+        """`get_many` of at most 99 ids and the raw items of `others` (other keys of this table: an audit mark)
+        in one BatchGetItem: a cold call's first reads in one round trip (`engram.adapters.aws.dynamodb_primer`)."""
+        keys = [_latest_key(_pk(context_id, kind, i)) for i in dict.fromkeys(ids)]
+        assert len(keys) + len(others) <= 100
+        items: dict[str, Item] = {}
+        raws: list[dict[str, Any]] = []
+        for raw in self._batch_get(keys + list(others)):
+            if raw["SK"]["S"] == "LATEST" and raw["PK"]["S"].startswith(f"{context_id}#{kind}#"):
+                item = self._live(self._item(raw), None)
+                if item is not None:
+                    items[item.id] = item
+            else:
+                raws.append(raw)
+        return items, raws
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+        for attempt in range(8):
+            got = self._db.batch_get_item(RequestItems=request)
+            out += got.get("Responses", {}).get(self._table, [])
+            request = got.get("UnprocessedKeys") or {}
+            if not request:
+                return out
+            time.sleep(0.05 * 2**attempt)  # throttled: what was not read is asked again
+        # still not read: an item is not missing because DynamoDB was busy
+        raise Unavailable("DynamoDB is throttling reads: retry")
 
     def history_page(self, context_id: str, kind: str, id: str, before: int | None, limit: int) -> list[Item]:
         low, high = _version_sk(0), _version_sk(before - 1 if before is not None else 9_999_999_999)
