@@ -74,11 +74,8 @@ class DynamoAuditLog:
         self, context_id: str, future: Future[Head], marked: Callable[[], dict[str, Any] | None] | None
     ) -> None:
         try:
-            if marked is None:
-                head = self._last(context_id)
-            else:  # the mark read with other items; none there: the newest entry (a log kept before marks)
-                head = _head(marked()) or self._newest(context_id)
-            future.set_result(head)
+            # the mark read with other items, or alone; no mark: the newest entry (a log kept before marks)
+            future.set_result(self._last(context_id) if marked is None else _head(marked()) or self._newest(context_id))
         except BaseException as exc:  # the append reads it again itself
             future.set_exception(exc)
 
