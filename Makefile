@@ -7,7 +7,7 @@ SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam
 ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate train-extractor \
+.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate train-extractor localstack-lock \
 	actionlint \
 	layer-requirements template-routes
 
@@ -60,6 +60,10 @@ fuzz: sync  ## the three fuzzers, longer than make test and from a new seed (FUZ
 bench: sync  ## all benchmarks, or BENCH="locomo latency cranfield" (a subset); figures in bench/RESULTS.md
 	$(RUN) python -m bench.run $(BENCH)
 
+localstack-lock:  ## after changing infra/localstack/requirements.in: its hashed lock (LocalStack's own environment, #51)
+	cd infra/localstack && $(UV) pip compile -q --python-version 3.13 --python-platform x86_64-manylinux_2_28 \
+		--generate-hashes requirements.in -c constraints.txt -o requirements.txt
+
 train-extractor: sync  ## #50: the entity tagger on MiniLM's token states, chosen on CoNLL04 train, dev reported
 	$(RUN) python infra/extractor/train.py
 
@@ -76,4 +80,4 @@ template-routes:  ## after adding an operation: its API Gateway route in templat
 	$(RUN) python infra/template_routes.py
 
 clean:
-	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache .localstack

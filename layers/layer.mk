@@ -3,7 +3,9 @@
 # manylinux) and are fetched by uv from PyPI; nothing is compiled. requirements.txt is the lock
 # exported (`make layer-requirements` at the top level): infra/layer_requirements.py says what goes where.
 UV ?= $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
-TARGET := --python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-build --no-deps --link-mode copy
+# LAMBDA_PLATFORM: the tests build the same layers for this machine (x86_64) to import them here (#51)
+LAMBDA_PLATFORM ?= aarch64-manylinux_2_28
+TARGET := --python-platform $(LAMBDA_PLATFORM) --python-version 3.13 --no-build --no-deps --link-mode copy
 INSTALL = $(UV) pip install $(TARGET) --target $(ARTIFACTS_DIR)/python -r requirements.txt
 # caches, tests, type stubs, Cython sources, C headers and build tools: nothing a function imports
 PRUNE = find $(ARTIFACTS_DIR)/python \( -name __pycache__ -o -name tests -o -name "*.pyi" -o -name "*.pyx" \

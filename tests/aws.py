@@ -1,12 +1,13 @@
-"""A local AWS API emulator for the tests: moto in server mode on a loopback port, once per session.
+"""moto in server mode on a loopback port, once per session: the tests' DynamoDB (#51: every other AWS service
+the tests use is LocalStack's, `tests.localstack`; DynamoDB stays here because LocalStack serves it only through
+DynamoDB Local, which this project may not take), and the whole AWS API for benches that want one process.
 
 The server answers one request at a time. moto's threaded server checks a transaction's conditions
 and applies its writes without a lock, so concurrent conditional writes could both pass, which real
 DynamoDB never allows; serialising requests keeps the emulator faithful to the guarantee the
 RecordStore contract tests (no lost update under concurrent writers).
 
-Point AWS_ENDPOINT_URL at LocalStack (or anything that speaks the APIs) to run the same tests there;
-then no moto process is started.
+`MOTO_URL` names a moto server already running: then none is started here.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def aws_endpoint() -> Iterator[str]:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    given = os.environ.get("AWS_ENDPOINT_URL")
+    given = os.environ.get("MOTO_URL")
     if given:
         yield given
         return

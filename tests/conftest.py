@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,9 @@ from engram.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 from tests.aws import aws_endpoint
+from tests.localstack import localstack
 from tests.opensearch import opensearch_node
+from tests.stack import Deployed, deploy, deployed
 
 
 @dataclass
@@ -67,11 +70,38 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 # Real engines, each started once per test session (on first use).
+@dataclass(frozen=True)
+class Aws:
+    localstack: str  # every AWS service the tests use but DynamoDB (AWS_ENDPOINT_URL)
+    dynamodb: str  # moto's (AWS_ENDPOINT_URL_DYNAMODB)
+    stack: Deployed  # template.yaml's resources, deployed into LocalStack
+
+
 @pytest.fixture(scope="session")
-def endpoint() -> Iterator[str]:
-    """A local AWS API emulator (moto server), or AWS_ENDPOINT_URL."""
-    with aws_endpoint() as url:
-        yield url
+def aws() -> Iterator[Aws]:
+    """LocalStack (started here, `tests.localstack`) with the template's resources deployed into it, and moto's
+    DynamoDB: this process's (and its children's) AWS clients go there from now on."""
+    with localstack() as url, aws_endpoint() as moto:
+        given = os.environ.get("TEST_STACK")  # a parent test process's stack (tests on Lambda's Python)
+        routes = {"AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_DYNAMODB": moto, "LOCALSTACK_URL": url, "MOTO_URL": moto}
+        before = {k: os.environ.get(k) for k in [*routes, "TEST_STACK"]}
+        os.environ.update(routes)
+        try:
+            made = deployed(given) if given else deploy()
+            os.environ["TEST_STACK"] = made.name  # what child processes' sessions reuse
+            yield Aws(url, moto, made)
+        finally:
+            for k, v in before.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def endpoint(aws: Aws) -> str:
+    """The AWS endpoint of every service the tests use (LocalStack's; DynamoDB's is routed to moto by
+    `AWS_ENDPOINT_URL_DYNAMODB`, set for the session)."""
+    return aws.localstack
 
 
 @pytest.fixture(scope="session")

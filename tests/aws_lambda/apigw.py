@@ -226,3 +226,27 @@ class ApiGateway:
         payload = answer.get("body") or ""
         data = base64.b64decode(payload) if answer.get("isBase64Encoded") else payload.encode()
         return Response(int(answer["statusCode"]), {k.lower(): v for k, v in answer.get("headers", {}).items()}, data)
+
+    def asgi(self) -> Callable[..., Any]:
+        """This gateway as an ASGI app: a real HTTP server (uvicorn) in front of it gives remote clients (the MCP
+        SDK's) the API's URL, each request becoming API Gateway's event as above."""
+
+        async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+            if scope["type"] == "lifespan":
+                while (await receive())["type"] != "lifespan.shutdown":
+                    await send({"type": "lifespan.startup.complete"})
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            body, more = b"", True
+            while more:
+                message = await receive()
+                body, more = body + message.get("body", b""), message.get("more_body", False)
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            query = scope.get("query_string", b"").decode()
+            path = scope["path"] + (f"?{query}" if query else "")
+            answer = await asyncio.to_thread(self.request, scope["method"], path, body or None, None, headers)
+            sent = [(k.encode(), v.encode()) for k, v in answer.headers.items() if k != "content-length"]
+            await send({"type": "http.response.start", "status": answer.status, "headers": sent})
+            await send({"type": "http.response.body", "body": answer.body})
+
+        return app

@@ -1,27 +1,30 @@
 """A deployed stack, on this machine: every function of template.yaml, imported from functions/*/app.py
-with the environment the template gives it, over moto (DynamoDB, S3, SQS) and a real OpenSearch node,
-behind the template's routes and authorizer (tests/aws_lambda/apigw.py)."""
+with the environment the template gives it, over the template's resources (DynamoDB on moto; S3 and SQS on
+LocalStack: `tests.stack`) and a real OpenSearch node, behind the template's routes and authorizer
+(tests/aws_lambda/apigw.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import boto3
 import pytest
 
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.api.lambda_runtime import gateway_handler, instrument
 from engram.settings import Settings
 from engram.wiring import Engram, build
+from tests import stack
 from tests.aws_lambda.apigw import ROOT, ApiGateway, Handler, invoke
-from tests.conftest import Keys, make_keys
+from tests.conftest import Aws, Keys, make_keys
 
 FAMILIES = {
     "conversation": "ConversationFunction",
@@ -36,10 +39,11 @@ FAMILIES = {
 
 
 def load_function(name: str) -> ModuleType:
-    """functions/<name>/app.py, imported as the Lambda runtime would (a fresh module per stack)."""
-    spec = importlib.util.spec_from_file_location(
-        f"fn_{name}_{uuid.uuid4().hex[:6]}", ROOT / "functions" / name / "app.py"
-    )
+    """functions/<name>/app.py, imported as the Lambda runtime would (a fresh module per stack); from `sam
+    build`'s artifact of the function when `BUILT_FUNCTIONS` names a build (`test_layers_on_python313`)."""
+    built = os.environ.get("BUILT_FUNCTIONS")
+    path = Path(built) / f"{name.capitalize()}Function" / "app.py" if built else ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"fn_{name}_{uuid.uuid4().hex[:6]}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -76,29 +80,24 @@ class Stack:
 
 
 @contextlib.contextmanager
-def deployed_stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
-    """Fresh resources (table, bucket, queue, index) and every function loaded over them."""
-    name = f"engram-{uuid.uuid4().hex[:8]}"
+def deployed_stack(aws: Aws, opensearch: str) -> Iterator[Stack]:
+    """Fresh resources as template.yaml defines them (a table on moto's DynamoDB, a bucket and a queue on
+    LocalStack: `tests.stack`), an index of the test node, and every function loaded over them with the
+    environment the template's Globals give it."""
+    name = stack.table()
+    stack.bucket(aws.stack, name)
+    queue_url = stack.queue(aws.stack, name)
     functions = {family: f"{name}-{family}" for family in FAMILIES}
+    given = {"Table": name, "DocumentsBucket": name, "JobsQueue": queue_url, "SearchDomain.DomainEndpoint": "-"}
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("AWS_ENDPOINT_URL", endpoint)
-        DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-        queue_url = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=name)["QueueUrl"]
-        for key, value in {  # what template.yaml's Globals give every function
-            "ENGRAM_BACKEND": "aws",
-            "ENGRAM_TABLE": name,
-            "ENGRAM_BUCKET": name,
-            "ENGRAM_QUEUE_URL": queue_url,
-            "ENGRAM_OPENSEARCH_URL": opensearch,
+        here = {  # what this machine has instead of the template's
+            "ENGRAM_OPENSEARCH_URL": opensearch,  # the test node, unsigned, its own index
             "ENGRAM_OPENSEARCH_SERVICE": "none",
             "ENGRAM_OPENSEARCH_INDEX": name,
-            "ENGRAM_DNS_REBINDING_PROTECTION": "false",
-            "ENGRAM_MAX_REQUEST_BYTES": "6000000",
-            "ENGRAM_FAMILY_FUNCTIONS": json.dumps(functions),
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "POWERTOOLS_METRICS_NAMESPACE": "Engram",
-        }.items():
+            "ENGRAM_FAMILY_FUNCTIONS": json.dumps(functions),  # the template's, with the names here
+            "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon
+        }
+        for key, value in (stack.function_environment(given) | here).items():
             env.setenv(key, value)
         handlers: dict[str, Handler] = {FAMILIES[family]: load_function(family).handler for family in FAMILIES} | {
             "AuthorizerFunction": load_function("authorizer").handler,
@@ -118,7 +117,7 @@ def deployed_stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
         yield Stack(api, keys, engram, handlers, functions, queue_url)
 
 
-@pytest.fixture(scope="module")
-def stack(endpoint: str, opensearch: str) -> Iterator[Stack]:
-    with deployed_stack(endpoint, opensearch) as found:
+@pytest.fixture(scope="module", name="stack")
+def the_stack(aws: Aws, opensearch: str) -> Iterator[Stack]:
+    with deployed_stack(aws, opensearch) as found:
         yield found

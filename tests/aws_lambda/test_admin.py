@@ -10,20 +10,21 @@ import pytest
 from botocore.stub import Stubber
 
 from engram import cli
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.adapters.aws.stack import stack_settings
 from engram.settings import Settings
 from engram.wiring import build_identity
+from tests import stack
+from tests.conftest import Aws
 
 pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
 
 
 def test_bootstrap_creates_the_index_and_a_working_management_key(
-    endpoint: str, opensearch: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    aws: Aws, opensearch: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"boot-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
+
+    stack.table(name)  # as template.yaml defines it (tests.stack)
     for key, value in {
         "ENGRAM_BACKEND": "aws",
         "ENGRAM_TABLE": name,

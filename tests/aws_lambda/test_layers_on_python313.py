@@ -1,7 +1,9 @@
-"""The Lambda tests again, on CPython 3.13 (Lambda's runtime) with nothing but the layers as the layer
-Makefiles build them: sourceless bytecode, stripped shared objects, the pruned packages. The layers are
-built for this machine's architecture (x86_64 wheels instead of Lambda's arm64 ones, same Makefiles
-and versions), since an arm64 build cannot run here; boto3 stands in for the runtime's own copy.
+"""The Lambda tests again, on CPython 3.13 (Lambda's runtime) with nothing but what `sam build` makes: each
+function's artifact (its `app.py`) and the layers as their Makefiles build them — sourceless bytecode, stripped
+shared objects, the pruned packages. `sam build` runs here with `LAMBDA_PLATFORM=x86_64-manylinux_2_28` (x86_64
+wheels instead of Lambda's arm64 ones, same Makefiles and versions, into `.aws-sam/build-x86_64`), since an arm64
+build cannot run here; boto3 stands in for the runtime's own copy. The run reuses this session's LocalStack,
+moto and deployed stack (`tests.conftest.aws`).
 
 This catches what the in-process tests on this venv cannot: a module the Makefiles prune that a code
 path imports only when it runs, bytecode that 3.13 will not load, a package missing from every layer."""
@@ -32,7 +34,6 @@ PY313 = next(
     None,
 )
 LAYERS = {"engram": "EngramLayer", "web": "WebLayer", "docs": "DocsLayer", "model": "ModelLayer", "code": "CodeLayer"}
-HERE = "--python-platform x86_64-manylinux_2_28 --python-version 3.13 --no-build --no-deps --link-mode copy"
 RUNTIME = ("boto3", "botocore", "s3transfer", "jmespath")  # what Lambda's Python runtime carries
 HARNESS = ("pytest", "pytest-asyncio", "pyyaml", "uvicorn", "fpdf2", "httpx", "hypothesis")  # the tests' own needs
 
@@ -42,21 +43,30 @@ def _uv(*args: str) -> None:
     subprocess.run([uv, "pip", "install", "--quiet", *args], check=True, capture_output=True)
 
 
+BUILT = ROOT / ".aws-sam" / "build-x86_64"
+
+
+def sam() -> list[str]:
+    """SAM CLI: $SAM, one on PATH, or the pinned one through uv (as the Makefile's `sam-build`)."""
+    if os.environ.get("SAM"):
+        return os.environ["SAM"].split()
+    if shutil.which("sam"):
+        return ["sam"]
+    return [os.environ.get("UV") or shutil.which("uv") or "uv", "tool", "run", "--from", "aws-sam-cli==1.170.0", "sam"]
+
+
 @pytest.fixture(scope="module")
 def layers_here(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    env = {**os.environ, "LAMBDA_PLATFORM": "x86_64-manylinux_2_28", "SAM_CLI_TELEMETRY": "0"}
+    run = subprocess.run(
+        [*sam(), "build", "--build-dir", str(BUILT)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = tmp_path_factory.mktemp("layers")
-    for folder, name in LAYERS.items():
-        run = subprocess.run(
-            ["make", "-s", f"build-{name}", f"ARTIFACTS_DIR={out / folder}", f"TARGET={HERE}"],
-            cwd=ROOT / "layers" / folder,
-            capture_output=True,
-            text=True,
-        )
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     target = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.13", "--target")
     _uv(*target, str(out / "runtime"), "--no-deps", *(f"{p}=={version(p)}" for p in RUNTIME))
     _uv(*target, str(out / "harness"), *(f"{p}=={version(p)}" for p in HARNESS))
-    return [out / folder / "python" for folder in LAYERS] + [out / "runtime", out / "harness"]
+    return [BUILT / name / "python" for name in LAYERS.values()] + [out / "runtime", out / "harness"]
 
 
 def test_the_lambda_tests_pass_on_python313_with_the_built_layers(
@@ -71,6 +81,7 @@ def test_the_lambda_tests_pass_on_python313_with_the_built_layers(
         "PYTHONDONTWRITEBYTECODE": "1",  # /opt is read-only on Lambda
         "AWS_ENDPOINT_URL": endpoint,
         "OPENSEARCH_URL": opensearch,
+        "BUILT_FUNCTIONS": str(BUILT),  # each function's app.py as sam build made it
         "ENGRAM_LAMBDA_FUZZ_EXAMPLES": "2",  # the fuzz here for the code paths it reaches on 3.13; its cases run above
     }
     here = Path(__file__)

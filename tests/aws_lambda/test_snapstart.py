@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.api.auth import authorizer_context
 from engram.settings import Settings
 from engram.wiring import build_identity
+from tests import stack
+from tests.conftest import Aws
 
 pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,10 +34,11 @@ FUNCTIONS = ["gateway", "authorizer", "worker", "memory", "knowledge", "conversa
 
 
 @pytest.fixture(scope="module")
-def environment(endpoint: str, opensearch: str) -> dict[str, Any]:
+def environment(aws: Aws, opensearch: str) -> dict[str, Any]:
     name = f"engram-snap-{uuid.uuid4().hex[:6]}"
     env = {
-        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT_URL": aws.localstack,
+        "AWS_ENDPOINT_URL_DYNAMODB": aws.dynamodb,
         "ENGRAM_BACKEND": "aws",
         "ENGRAM_TABLE": name,
         "ENGRAM_BUCKET": name,
@@ -52,9 +53,9 @@ def environment(endpoint: str, opensearch: str) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
-        DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-        env["ENGRAM_QUEUE_URL"] = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=name)["QueueUrl"]
+        stack.table(name)  # the template's resources (tests.stack)
+        stack.bucket(aws.stack, name)
+        env["ENGRAM_QUEUE_URL"] = stack.queue(aws.stack, name)
         mp.setenv("ENGRAM_QUEUE_URL", env["ENGRAM_QUEUE_URL"])
         identity = build_identity(Settings())
         key, principal = identity.create_key(["acme"], "agent", ["org/acme"])

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
-from engram.adapters.aws.dynamodb_records import DynamoRecordStore
 from engram.identity import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_local
+from tests import stack
+from tests.conftest import Aws
 
 
 @pytest.fixture(params=["local", pytest.param("aws", marks=[pytest.mark.aws, pytest.mark.opensearch])])
@@ -21,18 +20,17 @@ def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]:
     if request.param == "local":
         yield build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
         return
-    endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
+    aws, opensearch = request.getfixturevalue("aws"), request.getfixturevalue("opensearch")
     mp = pytest.MonkeyPatch()
-    yield aws_engram_on(endpoint, opensearch, mp, tmp_path, embedder="none")
+    yield aws_engram_on(aws, opensearch, mp, tmp_path, embedder="none")
     mp.undo()
 
 
-def aws_engram_on(endpoint: str, opensearch: str, mp: pytest.MonkeyPatch, tmp_path: Path, **settings: object) -> Engram:
-    """Engram on a fresh DynamoDB table, S3 bucket and OpenSearch index of the test engines; no worker."""
-    mp.setenv("AWS_ENDPOINT_URL", endpoint)
-    name = f"engram-{uuid.uuid4().hex[:8]}"
-    DynamoRecordStore.create_table(boto3.client("dynamodb", region_name="us-east-1"), name)
-    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+def aws_engram_on(aws: Aws, opensearch: str, mp: pytest.MonkeyPatch, tmp_path: Path, **settings: object) -> Engram:
+    """Engram on a fresh table and bucket as template.yaml defines them (moto's DynamoDB, LocalStack's S3:
+    `tests.stack`) and an OpenSearch index of the test node; no worker."""
+    name = stack.table()
+    stack.bucket(aws.stack, name)
     return build(
         Settings(
             backend="aws",

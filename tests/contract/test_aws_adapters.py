@@ -19,7 +19,9 @@ from engram.adapters.aws.s3_blobs import BlobsKept, S3BlobStore
 from engram.errors import Conflict, InvalidInput, Unavailable
 from engram.ports import Write
 from engram.queue import Queue
+from tests import stack
 from tests.concurrency import together
+from tests.conftest import Aws
 from tests.contract.suites import CHAIN, T0, AuditLogContract, BlobStoreContract, QueueContract, RecordStoreContract
 from tests.fixtures.lossy_proxy import lossy_proxy
 
@@ -30,17 +32,22 @@ def client(endpoint: str, service: str) -> Any:
     return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1")
 
 
-def dynamo_store(endpoint: str) -> DynamoRecordStore:
-    db = client(endpoint, "dynamodb")
-    table = f"engram-{uuid.uuid4().hex[:8]}"
-    DynamoRecordStore.create_table(db, table)
-    return DynamoRecordStore(db, table)
+@pytest.fixture
+def dynamodb(aws: Aws) -> str:
+    """moto's DynamoDB (LocalStack serves every other service here: tests.localstack)."""
+    return aws.dynamodb
+
+
+def dynamo_store(url: str) -> DynamoRecordStore:
+    """A store on a table as template.yaml defines it (tests.stack), through `url`."""
+    db = client(url, "dynamodb")
+    return DynamoRecordStore(db, stack.table(db=db))
 
 
 class TestDynamoRecordStore(RecordStoreContract):
     @pytest.fixture
-    def store(self, endpoint: str) -> DynamoRecordStore:
-        return dynamo_store(endpoint)
+    def store(self, dynamodb: str) -> DynamoRecordStore:
+        return dynamo_store(dynamodb)
 
     def test_transactions_are_bounded(self, store: DynamoRecordStore) -> None:
         writes = [Write("c1", "x", f"i{i}", {}, "a") for i in range(MAX_WRITES + 1)]
@@ -57,11 +64,11 @@ class TestDynamoRecordStore(RecordStoreContract):
         assert store.get("c1", "x", "odd").data == odd  # type: ignore[union-attr]
 
     def test_a_lost_answer_to_a_committed_transaction_is_neither_a_conflict_nor_a_second_write(
-        self, endpoint: str
+        self, dynamodb: str
     ) -> None:
         """DynamoDB (or the network) fails after the commit; the SDK retries. The retry meets its own first attempt's
         versions: before, a version conflict for the caller's own write, and a caller that retried wrote it again."""
-        with lossy_proxy(endpoint) as (url, proxy):
+        with lossy_proxy(dynamodb) as (url, proxy):
             store = dynamo_store(url)
             proxy.lose(".TransactWriteItems")
             first = store.transact([Write("c1", "rec", "r1", {"v": 1}, "alice", expected_version=0)], T0)
@@ -88,10 +95,10 @@ class TestDynamoRecordStore(RecordStoreContract):
                 stale.transact([Write("c1", "rec", "r2", {"v": 3}, "carol")], T0)
             assert store.get("c1", "rec", "r2").data == {"v": 2}  # type: ignore[union-attr]
 
-    def test_a_retry_that_meets_its_first_attempt_still_running_asks_again_until_it_knows(self, endpoint: str) -> None:
+    def test_a_retry_that_meets_its_first_attempt_still_running_asks_again_until_it_knows(self, dynamodb: str) -> None:
         """The answer is lost, the SDK's retry is told the transaction is in progress (DynamoDB's answer while the
         first attempt runs): before, that error went to the caller as a failure of a write that committed."""
-        with lossy_proxy(endpoint) as (url, proxy):
+        with lossy_proxy(dynamodb) as (url, proxy):
             # the SDK's own retries of it (standard mode treats it as throttling) run out after two attempts here
             db = boto3.client("dynamodb", endpoint_url=url, region_name="us-east-1",
                               config=Config(retries={"mode": "standard", "max_attempts": 2}))  # fmt: skip
@@ -108,12 +115,12 @@ class TestDynamoRecordStore(RecordStoreContract):
             assert store.get("c1", "rec", "r2") is None and asked % IN_PROGRESS_TRIES == 0  # each try, the SDK's asks
 
     def test_a_batch_read_dynamodb_is_too_busy_for_is_asked_again_and_never_read_as_missing(
-        self, endpoint: str, monkeypatch: pytest.MonkeyPatch
+        self, dynamodb: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Throttled keys come back unread; after its tries `get_many` returned what it had, so an item read as
         missing (a dedup or an ownership check passing wrongly): now a 503 that says so."""
         monkeypatch.setattr(dynamodb_records.time, "sleep", lambda _s: None)  # the backoff, not the behaviour
-        with lossy_proxy(endpoint) as (url, proxy):
+        with lossy_proxy(dynamodb) as (url, proxy):
             store = dynamo_store(url)
             store.transact([Write("c1", "rec", f"r{i}", {"v": i}, "a") for i in range(3)], T0)
             proxy.plan(".BatchGetItem", "unprocessed", "unprocessed")
@@ -125,18 +132,14 @@ class TestDynamoRecordStore(RecordStoreContract):
 
 class TestS3BlobStore(BlobStoreContract):
     @pytest.fixture
-    def blobs(self, endpoint: str) -> S3BlobStore:
-        s3 = client(endpoint, "s3")
-        bucket = f"engram-{uuid.uuid4().hex[:8]}"
-        s3.create_bucket(Bucket=bucket)
-        return S3BlobStore(s3, bucket, prefix="blobs/")
+    def blobs(self, endpoint: str, aws: Aws) -> S3BlobStore:
+        return S3BlobStore(client(endpoint, "s3"), stack.bucket(aws.stack), prefix="blobs/")
 
-    def test_erase_takes_every_version_of_a_versioned_bucket(self, endpoint: str) -> None:
+    def test_erase_takes_every_version_of_a_versioned_bucket(self, endpoint: str, aws: Aws) -> None:
         """Issue #27: a delete on a versioned bucket (template.yaml's) only adds a marker; erase takes them all."""
         s3 = client(endpoint, "s3")
-        bucket = f"engram-{uuid.uuid4().hex[:8]}"
-        s3.create_bucket(Bucket=bucket)
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        bucket = stack.bucket(aws.stack)  # versioned, as the template says
+        assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
         blobs = S3BlobStore(s3, bucket, prefix="blobs/")
         for n in range(3):
             blobs.put("ctx/doc/1", f"version {n}".encode())
@@ -178,11 +181,11 @@ class TestS3BlobStore(BlobStoreContract):
         assert url is not None and httpx.get(url).content == b"presigned"
 
 
-def test_sqs_queue_carries_named_jobs_and_reports_failures(endpoint: str) -> None:
+def test_sqs_queue_carries_named_jobs_and_reports_failures(endpoint: str, aws: Aws) -> None:
     from engram.adapters.aws.sqs_queue import SqsQueue
 
     sqs = client(endpoint, "sqs")
-    url = sqs.create_queue(QueueName=f"engram-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    url = stack.queue(aws.stack)
     q = SqsQueue(sqs, url)
     seen: list[int] = []
     q.register("record", lambda p: seen.append(p["n"]))
@@ -202,21 +205,20 @@ def test_sqs_queue_carries_named_jobs_and_reports_failures(endpoint: str) -> Non
     assert failed == ["m1", "m2"] and seen[-1] == 9
 
 
-def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(endpoint: str, tmp_path: object) -> None:
+def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(
+    endpoint: str, dynamodb: str, aws: Aws, tmp_path: object
+) -> None:
     """The outbox: a job committed with its write but never sent (a crash in between) is sent again by
     `recover`, runs once, and its record goes."""
     from datetime import UTC, datetime, timedelta
 
-    from engram.adapters.aws.dynamodb_records import DynamoRecordStore
     from engram.adapters.aws.sqs_queue import SqsQueue
     from engram.ports import Write
     from engram.queue import JOBS
 
-    sqs, ddb = client(endpoint, "sqs"), client(endpoint, "dynamodb")
-    name = f"engram-{uuid.uuid4().hex[:8]}"
-    DynamoRecordStore.create_table(ddb, name)
-    records = DynamoRecordStore(ddb, name)
-    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs = client(endpoint, "sqs")
+    records = dynamo_store(dynamodb)
+    url = stack.queue(aws.stack)
     q = SqsQueue(sqs, url, records)
     seen: list[int] = []
     q.register("record", lambda p: seen.append(p["n"]))
@@ -232,23 +234,18 @@ def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(endpoint: st
 
 class TestSqsQueue(QueueContract):
     @pytest.fixture
-    def setup(self, endpoint: str) -> tuple[Queue, DynamoRecordStore]:
+    def setup(self, endpoint: str, dynamodb: str, aws: Aws) -> tuple[Queue, DynamoRecordStore]:
         from engram.adapters.aws.sqs_queue import SqsQueue
 
-        name = f"engram-{uuid.uuid4().hex[:8]}"
-        db = client(endpoint, "dynamodb")
-        DynamoRecordStore.create_table(db, name)
-        records = DynamoRecordStore(db, name)
-        url = client(endpoint, "sqs").create_queue(QueueName=name)["QueueUrl"]
-        return SqsQueue(client(endpoint, "sqs"), url, records), records
+        records = dynamo_store(dynamodb)
+        return SqsQueue(client(endpoint, "sqs"), stack.queue(aws.stack), records), records
 
 
 class TestDynamoAuditLog(AuditLogContract):
     @pytest.fixture
-    def log(self, endpoint: str) -> DynamoAuditLog:
-        self.db = client(endpoint, "dynamodb")
-        self.table = f"engram-{uuid.uuid4().hex[:8]}"
-        DynamoRecordStore.create_table(self.db, self.table)
+    def log(self, dynamodb: str) -> DynamoAuditLog:
+        self.db = client(dynamodb, "dynamodb")
+        self.table = stack.table(db=self.db)
         return DynamoAuditLog(self.db, self.table)
 
     def _key(self, context_id: str, seq: int) -> dict[str, Any]:
@@ -269,10 +266,10 @@ class TestDynamoAuditLog(AuditLogContract):
                             ExpressionAttributeValues={":d": {"S": json.dumps(data)}, ":p": {"S": prev},
                                                        ":h": {"S": hash}})  # fmt: skip
 
-    def test_a_lost_answer_to_an_append_writes_the_entry_once(self, endpoint: str, log: DynamoAuditLog) -> None:
+    def test_a_lost_answer_to_an_append_writes_the_entry_once(self, dynamodb: str, log: DynamoAuditLog) -> None:
         """The put lands, its answer is lost, the SDK retries and meets the entry it wrote: before, the log chained
         a second copy of the entry after it."""
-        with lossy_proxy(endpoint) as (url, proxy):
+        with lossy_proxy(dynamodb) as (url, proxy):
             log = DynamoAuditLog(client(url, "dynamodb"), self.table)  # the same table, through the proxy
             log.append("c2", {"n": 1}, T0, None, CHAIN)
             proxy.lose(".TransactWriteItems")
@@ -317,8 +314,8 @@ class TestDynamoAuditLog(AuditLogContract):
 class TestDynamoCounters:
     """A running total (stored bytes) never expires: a lost answer's retry that counted twice would stay counted."""
 
-    def test_a_lost_answer_to_a_running_total_counts_it_once(self, endpoint: str) -> None:
-        with lossy_proxy(endpoint) as (url, proxy):
+    def test_a_lost_answer_to_a_running_total_counts_it_once(self, dynamodb: str) -> None:
+        with lossy_proxy(dynamodb) as (url, proxy):
             counters = DynamoCounters(client(url, "dynamodb"), dynamo_store(url)._table)
             assert counters.add("c:t:bytes", 100, 1_000, None, T0) == 100
             proxy.lose(".TransactWriteItems")
@@ -337,8 +334,8 @@ class TestDynamoCounters:
             proxy.plan(".TransactWriteItems", "conflict", "conflict")  # others' transactions held it: nothing written
             assert counters.add("c:t:bytes", -400, None, None, T0) == 600 and len(proxy.lost) == 6
 
-    def test_a_running_total_stays_exact_under_concurrent_writers(self, endpoint: str) -> None:
-        counters = DynamoCounters(client(endpoint, "dynamodb"), dynamo_store(endpoint)._table)
+    def test_a_running_total_stays_exact_under_concurrent_writers(self, dynamodb: str) -> None:
+        counters = DynamoCounters(client(dynamodb, "dynamodb"), dynamo_store(dynamodb)._table)
         got: list[int | None] = []
         errors = together(16, lambda i: got.append(counters.add("c:t:bytes", 10, 100, None, T0)))
         assert not errors and sum(1 for g in got if g is not None) == 10

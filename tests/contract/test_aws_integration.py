@@ -13,6 +13,7 @@ from engram.families.memory.base import Turn
 from engram.families.memory.plan import session_key
 from engram.identity import ANY
 from engram.wiring import Engram
+from tests.conftest import Aws
 from tests.contract.conftest import aws_engram_on
 from tests.fixtures.files import RETURNS_PDF, make_pdf
 
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.aws, pytest.mark.opensearch]
 
 
 @pytest.fixture
-def aws_engram(endpoint: str, opensearch: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engram:
-    return aws_engram_on(endpoint, opensearch, monkeypatch, tmp_path)
+def aws_engram(aws: Aws, opensearch: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engram:
+    return aws_engram_on(aws, opensearch, monkeypatch, tmp_path)
 
 
 def test_memory_and_documents_on_aws_adapters(aws_engram: Engram) -> None:

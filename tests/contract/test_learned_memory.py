@@ -26,9 +26,9 @@ def modelled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engram]
     if request.param == "local":
         yield build_local(Settings(data_dir=tmp_path, queue_worker=False))
         return
-    endpoint, opensearch = request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch")
+    aws, opensearch = request.getfixturevalue("aws"), request.getfixturevalue("opensearch")
     mp = pytest.MonkeyPatch()
-    yield aws_engram_on(endpoint, opensearch, mp, tmp_path)
+    yield aws_engram_on(aws, opensearch, mp, tmp_path)
     mp.undo()
 
 

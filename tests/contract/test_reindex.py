@@ -43,7 +43,7 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         yield build_local(settings), again_local
         return
     mp = pytest.MonkeyPatch()
-    first = aws_engram_on(request.getfixturevalue("endpoint"), request.getfixturevalue("opensearch"), mp, tmp_path)
+    first = aws_engram_on(request.getfixturevalue("aws"), request.getfixturevalue("opensearch"), mp, tmp_path)
 
     def again_aws() -> Engram:  # a new, empty index (its domain replaced, say), made by `admin bootstrap`
         fresh = build(first.settings.model_copy(update={"opensearch_index": f"engram-{uuid.uuid4().hex[:8]}"}))
