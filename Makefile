@@ -7,7 +7,7 @@ SAM ?= $(shell command -v sam 2>/dev/null || echo "$(UV) tool run --from aws-sam
 ACTIONLINT := go run github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 export SAM_CLI_TELEMETRY = 0
 
-.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate train-extractor localstack-lock \
+.PHONY: bootstrap sync dev serve test fuzz conformance check lint format typecheck pytest bench clean sam-build sam-validate train-extractor localstack-lock console console-deps browser \
 	actionlint \
 	layer-requirements template-routes
 
@@ -24,11 +24,23 @@ sync: bootstrap
 dev: sync  ## install everything, then serve on 127.0.0.1:8000 with data in ./.engram
 	$(RUN) engram serve
 
-test: sync conformance check  ## install everything, then lint + format + types + tests
+test: sync conformance console-deps browser check  ## install everything, then lint + format + types + tests
 
 conformance:  ## the official MCP conformance suite and Node 22 (the machine's Node is 20), from npm, pinned
 	@[ infra/conformance/node_modules/.package-lock.json -nt infra/conformance/package-lock.json ] || \
 		npm ci --prefix infra/conformance --no-audit --no-fund --loglevel=error
+
+console-deps:  ## the console's npm packages (Vite, its libraries; axe-core for the browser tests), from its lockfile
+	@[ console/node_modules/.package-lock.json -nt console/package-lock.json ] || \
+		npm ci --prefix console --no-audit --no-fund --loglevel=error
+
+console: console-deps  ## #52: build the console into the package (commit it: a test fails when the build is stale)
+	cd console && npx vite build
+	$(RUN) python infra/console_stamp.py write
+
+browser:  ## Debian's Chromium for the console's browser tests (apt, as root), when the machine has none
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 check: lint typecheck pytest
 

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust, extraction), as JSON on
+trust, extraction, console), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
 Beside each benchmark, the machine's pace before and after it (`pace_ms`): one forward pass of the shipped model
@@ -50,6 +50,7 @@ def main(names: list[str]) -> None:
         access,
         coldstart,
         conll04,
+        console,
         conversations,
         cranfield,
         erasure,
@@ -86,6 +87,7 @@ def main(names: list[str]) -> None:
         "access": access.run,
         "trust": trust.run,
         "extraction": extraction.run,
+        "console": console.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

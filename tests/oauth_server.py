@@ -22,6 +22,8 @@ from urllib.parse import urlencode
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -59,7 +61,9 @@ class AuthServer:
                 Route("/register", self.register, methods=["POST"]),
                 Route("/authorize", self.authorize),
                 Route("/token", self.token, methods=["POST"]),
-            ]
+            ],
+            # a browser's client (the console, #52) reads the metadata, registers and exchanges its code cross-origin
+            middleware=[Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"])],
         )
 
     # -- endpoints ------------------------------------------------------------------------------

@@ -635,3 +635,18 @@ def test_an_answer_over_what_lambda_returns_is_a_413_naming_what_to_ask(
     assert "limit" in error["message"]
     short = call(stack, "conversation_history", {"thread_id": "long-thread", "limit": 5}, stack.keys.agent)
     assert len(short["structuredContent"]["messages"]) == 5
+
+
+def test_the_gateway_serves_the_console_without_a_key(stack: Stack) -> None:
+    """#52: the console's files come from the gateway function at the API's own domain (template routes with no
+    authorizer), with their security headers; the API behind them still wants a key."""
+    moved = stack.api.request("GET", "/console")
+    assert moved.status == 308 and moved.headers["location"] == "/console/index.html"
+    page = stack.api.request("GET", "/console/index.html")
+    assert page.status == 200 and b'<script type="module"' in page.body
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    script = next(
+        part for part in page.body.decode().split('"') if part.startswith("/console/assets/") and part.endswith(".js")
+    )
+    assert stack.api.request("GET", script).status == 200
+    assert stack.api.request("GET", "/api/v1/acme/identity").status == 401

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram import __version__
 from engram.api.auth import WELL_KNOWN, base_url, principal_for, resource_path
+from engram.api.console import mount_console
 from engram.api.edge import Edge
 from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
@@ -247,6 +248,7 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
         guard = Guard(endpoint, engram, forward if path == "/mcp" else None)
         app.add_route(path, guard, methods=["GET", "POST", "DELETE"])  # type: ignore[arg-type]  # an ASGI app: Starlette routes it as one
     mount_rest(app, engram, select(tool_filter))
+    mount_console(app, lambda: [*settings.oauth_allowed_issuers, *engram.identity.issuers.all_issuers()])
     app.add_middleware(Edge, max_bytes=settings.max_request_bytes)
 
     @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: load balancers' probes

@@ -60,12 +60,12 @@ async def refuse(send: Send, exc: EngramError, jsonrpc: bool = False) -> None:
 
 def routed(scope: Scope) -> Scope:
     """The request as the routes see it: not found when its path holds an encoded slash, one trailing slash
-    dropped."""
+    dropped (but under /console/, whose pages are files: `/console/` is its index)."""
     path: str = scope["path"]
     raw: bytes = scope.get("raw_path") or path.encode()
     if b"%2f" in raw.lower():
         raise NotFound("no route takes this path")
-    if len(path) > 1 and path.endswith("/") and raw.endswith(b"/"):
+    if len(path) > 1 and path.endswith("/") and raw.endswith(b"/") and not path.startswith("/console/"):
         return {**scope, "path": path[:-1], "raw_path": raw[:-1]}
     return scope
 

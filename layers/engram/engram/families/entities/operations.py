@@ -203,3 +203,34 @@ declare(
         read_only=True,
     )
 )  # fmt: skip
+
+
+class GraphIn(OpInput):
+    type: str | None = TYPE
+    limit: int = Field(500, ge=1, le=5000, description="Most-mentioned entities kept")
+
+
+class GraphEdge(BaseModel):
+    id: str
+    source: str
+    target: str
+    type: str
+    weight: int
+
+
+class GraphOut(BaseModel):
+    nodes: list[ListedOut]
+    edges: list[GraphEdge]
+    total_entities: int
+
+
+def _graph(s: EntitiesServices, c: Caller, a: GraphIn, p: Progress) -> dict[str, Any]:
+    return s.entities.graph(c, a.type, a.limit)
+
+
+declare(
+    Operation(
+        "entity_graph", "entities", "Entities and the edges between them, for a picture.", GraphIn, GraphOut, ANY,
+        "GET", "/graph", _graph, read_only=True,
+    )
+)  # fmt: skip

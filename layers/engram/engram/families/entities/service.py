@@ -214,6 +214,25 @@ class EntityService(BaseService):
         entities = [{k: public(i, lens)[k] for k in ("id", "name", "type", "mention_count")} for i in page]
         return {"entities": entities, "total": len(items), "has_more": offset + limit < len(items)}
 
+    def graph(self, caller: Caller, etype: str | None, limit: int) -> dict[str, Any]:
+        """The graph as the caller sees it, for a picture: the `limit` entities most mentioned (of `etype`), and
+        the current edges between two of them, each weighed by the evidence the caller may see."""
+        lens = self._lens(caller)
+        items = [i for i in self._visible(caller) if etype is None or i.data["type"].lower() == etype.lower()]
+        items.sort(key=lambda i: (-mention_count(i.data, lens), i.id))
+        nodes = [{k: public(i, lens)[k] for k in ("id", "name", "type", "mention_count")} for i in items[:limit]]
+        kept = {n["id"] for n in nodes}
+        edges = []
+        for rel in scan(self.records, caller.context_id, "relation"):
+            d = rel.data
+            if not current_edge(d) or not can_see(d.get("scopes"), lens):
+                continue
+            src, dst = ends(d)
+            if src in kept and dst in kept and src != dst:
+                edges.append({"id": rel.id, "source": src, "target": dst, "type": d["type"],
+                              "weight": max(1, len(evidence(d, lens)))})  # fmt: skip
+        return {"nodes": nodes, "edges": edges, "total_entities": len(items)}
+
     # -- writes ----------------------------------------------------------------------------
 
     def update(

@@ -213,6 +213,29 @@ def _profile(s: MemoryServices, c: Caller, a: ProfileIn, p: Progress) -> dict[st
     return s.memory.profile(c, a.scopes)
 
 
+class TimelineIn(OpInput):
+    subject: str | None = Field(None, max_length=200, description="Whose facts (default: everyone's)")
+    key: str | None = Field(None, max_length=200, description="One attribute, e.g. location")
+    limit: int = Field(500, ge=1, le=5000)
+
+
+class TimelineOut(BaseModel):
+    facts: list[dict[str, Any]]
+    total: int
+
+
+def _timeline(s: MemoryServices, c: Caller, a: TimelineIn, p: Progress) -> dict[str, Any]:
+    return s.memory.timeline(c, a.subject, a.key, a.limit)
+
+
+declare(
+    Operation(
+        "memory_timeline", "memory", "Facts with their validity windows, past ones too.", TimelineIn, TimelineOut, ANY,
+        "GET", "/timeline", _timeline, read_only=True,
+    )
+)  # fmt: skip
+
+
 declare(
     Operation(
         "memory_profile",

@@ -112,6 +112,28 @@ class Reading(MemoryBase):
         items = scan(self.records, caller.context_id, "attribute")
         return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
 
+    def timeline(self, caller: Caller, subject: str | None, key: str | None, limit: int) -> dict[str, Any]:
+        """Every fact the caller may see, current or not, with its validity window, newest first: what was true
+        when, and which turn said it (its text, when the caller may see the turn)."""
+        from engram.scopes import can_see
+
+        lens = self.identity.read_lens(caller, None)
+        items = [i for i in scan(self.records, caller.context_id, "attribute") if can_see(i.data["scopes"], lens)
+                 and (subject is None or i.data["subject"].lower() == subject.lower())
+                 and (key is None or i.data["key"] == key)]  # fmt: skip
+        items.sort(key=lambda i: (i.data["valid_from"], i.id), reverse=True)
+        page = items[:limit]
+        turns = self.records.get_many(caller.context_id, "turn", sorted({i.data["source_turn"] for i in page}))
+        facts = []
+        for i in page:
+            d, turn = i.data, turns.get(i.data["source_turn"])
+            said = turn.data["content"] if turn is not None and can_see(turn.data["scopes"], lens) else None
+            facts.append({"id": i.id, "subject": d["subject"], "key": d["key"], "value": d["value"],
+                          "category": d["category"], "valid_from": d["valid_from"], "valid_until": d["valid_until"],
+                          "status": d.get("status", "current"), "recorded_at": d["recorded_at"],
+                          "source_turn": d["source_turn"], "said": said})  # fmt: skip
+        return {"facts": facts, "total": len(items)}
+
     def profile(self, caller: Caller, scopes: list[list[str]] | None) -> dict[str, Any]:
         visibility = self.identity.read_lens(caller, scopes)
         sections: dict[str, list[dict[str, Any]]] = {
