@@ -12,7 +12,8 @@ defines, not against what test code thinks it defines.
   licence this project may not take: `tests.localstack`); the OpenSearch domain and collection (the tests' own
   node serves the index, `tests.opensearch`).
 - **Per test, made from the template's definitions**: `table()` creates a table on moto's DynamoDB from the
-  template's `Table` properties (keys, attributes, the index, TTL, point-in-time recovery, streams, encryption);
+  template's `Table` properties (keys, attributes, the index, TTL, point-in-time recovery, encryption; not its
+  stream, which nothing reads and which doubles a write's cost on moto);
   `bucket()` makes a bucket with the deployed bucket's configuration, read back from LocalStack; `queue()` a
   queue with the deployed queue's attributes and redrive to its dead-letter queue. A template that loses an
   index, renames a key or drops a redrive makes the suites fail.
@@ -205,10 +206,10 @@ def _complete_bucket(name: str, props: dict[str, Any]) -> None:
 # -- per test, from the template's definitions ------------------------------------------------------------------
 
 
-def table_request(name: str) -> dict[str, Any]:
-    """CreateTable's request for the template's `Table`, under `name` (a table's other settings: `table`)."""
+def table_request(name: str, stream: bool = False) -> dict[str, Any]:
+    """CreateTable's request for the template's `Table`, under `name` (a table's other settings: `table`). Its stream
+    only when asked: no function reads it, and moto's stream bookkeeping doubles the cost of every write there."""
     props = template()["Resources"]["Table"]["Properties"]
-    stream = props.get("StreamSpecification")
     request: dict[str, Any] = {
         "TableName": name,
         "BillingMode": props["BillingMode"],
@@ -217,8 +218,8 @@ def table_request(name: str) -> dict[str, Any]:
         "GlobalSecondaryIndexes": props.get("GlobalSecondaryIndexes", []),
         "SSESpecification": {"Enabled": bool(props.get("SSESpecification", {}).get("SSEEnabled"))},
     }
-    if stream:
-        request["StreamSpecification"] = {"StreamEnabled": True, **stream}
+    if stream and props.get("StreamSpecification"):
+        request["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
     return request
 
 

@@ -43,7 +43,10 @@ def test_the_table_the_code_makes_is_the_templates() -> None:
     for field in ("KeySchema", "AttributeDefinitions", "BillingMode"):
         assert sorted(map(json.dumps, made[field])) == sorted(map(json.dumps, wanted[field])), field
     assert made["GlobalSecondaryIndexes"] == wanted["GlobalSecondaryIndexes"]
-    ttl = stack.template()["Resources"]["Table"]["Properties"]["TimeToLiveSpecification"]
+    props = stack.template()["Resources"]["Table"]["Properties"]
+    assert props["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"  # the change feed, for a consumer
+    assert stack.table_request("t", stream=True)["StreamSpecification"]["StreamEnabled"] is True
+    ttl = props["TimeToLiveSpecification"]
     assert ttl == {"AttributeName": "ttl", "Enabled": True}  # the attribute dynamodb_records/audit write
     if "update_time_to_live" in recorder.calls:
         assert recorder.calls["update_time_to_live"]["TimeToLiveSpecification"] == ttl
