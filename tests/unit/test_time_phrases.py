@@ -12,7 +12,9 @@ from engram.time_phrases import read, zone
 NOW = datetime(2026, 6, 17, 15, 30, tzinfo=UTC)  # a Wednesday
 
 
-def window(query: str, tz: str = "UTC", events: dict[str, datetime] | None = None) -> tuple[str, str | None, str | None]:
+def window(
+    query: str, tz: str = "UTC", events: dict[str, datetime] | None = None
+) -> tuple[str, str | None, str | None]:
     z, name = zone(tz)
     rest, w = read(query, NOW, z, name, (events or {}).get)
     if w is None:

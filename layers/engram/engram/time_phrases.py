@@ -25,7 +25,8 @@ MONTHS = ["january", "february", "march", "april", "may", "june", "july", "augus
 SHORT = {m[:3]: i + 1 for i, m in enumerate(MONTHS)} | {"sept": 9}
 DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3, "couple of": 2, "few": 3}  # fmt: skip
+           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3, "couple of": 2,
+           "few": 3}  # fmt: skip
 UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
          "year": "year", "years": "year"}  # fmt: skip
 # "before I moved" -> the fact whose change the verb names (memory's attribute keys)
@@ -109,8 +110,11 @@ _DAY = r"(?P<wd>" + "|".join(DAYS) + r")"
 _EVENT = r"(?P<event>" + "|".join(sorted(map(re.escape, EVENTS), key=len, reverse=True)) + r")"
 PATTERNS = [  # most specific first (a date that names its year before any phrase relative to now); whole words
     ("event", rf"(?P<rel>before|after|since) (?:i|we) {_EVENT}"),
-    ("date", rf"(?:(?P<rel>since|before|after|in|during|of|on) )?(?:(?P<dom>\d{{1,2}})(?:st|nd|rd|th)? )?{_MONTH}"
-             rf" (?P<year>(?:19|20)\d\d)"),
+    (
+        "date",
+        rf"(?:(?P<rel>since|before|after|in|during|of|on) )?(?:(?P<dom>\d{{1,2}})(?:st|nd|rd|th)? )?{_MONTH}"
+        rf" (?P<year>(?:19|20)\d\d)",
+    ),
     ("ago", rf"{_NUM} {_UNIT} ago"),
     ("past", rf"(?:in )?the (?:past|last) {_NUM} {_UNIT}"),
     ("past1", rf"(?:in )?the (?:past|last) {_UNIT}"),
@@ -121,14 +125,19 @@ PATTERNS = [  # most specific first (a date that names its year before any phras
     # a bare day or month name is too often something else ("the march of progress", "monday.com"): one is read
     # after a word that makes it a time (on, last, in, since...) or with its year
     ("weekday", rf"(?:(?P<rel>since|before|after) (?:(?P<last1>last) )?|(?P<last>last) |on ){_DAY}"),
-    ("month", rf"(?:(?P<rel>since|before|after|in|during) (?:(?P<last1>last) )?|(?P<last>last) )?{_MONTH}"
-              rf"(?: (?P<year>(?:19|20)\d\d))?"),
+    (
+        "month",
+        rf"(?:(?P<rel>since|before|after|in|during) (?:(?P<last1>last) )?|(?P<last>last) )?{_MONTH}"
+        rf"(?: (?P<year>(?:19|20)\d\d))?",
+    ),
     ("year", r"(?P<rel>since |before |after |in |during )(?P<year>(?:19|20)\d\d)"),
 ]
 COMPILED = [(name, re.compile(rf"(?<![\w-])(?:{p})(?![\w-])", re.IGNORECASE)) for name, p in PATTERNS]
 
 
-def read(query: str, now: datetime, tz: tzinfo, zone_name: str, events: Events | None = None) -> tuple[str, Window | None]:
+def read(
+    query: str, now: datetime, tz: tzinfo, zone_name: str, events: Events | None = None
+) -> tuple[str, Window | None]:
     """The query without its time phrase, and the window it names (None: no phrase here; the query as it was)."""
     local = now.astimezone(tz)
     for name, pattern in COMPILED:
