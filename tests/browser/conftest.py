@@ -84,8 +84,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield Site(url, engram, manager, bob, tmp)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope, not session: Playwright's sync API keeps an asyncio loop running on this thread while
+    # it is open, and every async test collected after this module would find it ("Runner.run() cannot
+    # be called from a running event loop").
     assert Path(CHROMIUM).exists(), "no Chromium here: `make browser` installs Debian's chromium package"
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
