@@ -381,6 +381,7 @@ def _progress(ctx: str, family: str, n: int) -> None:
 
 def parser() -> argparse.ArgumentParser:
     from engram.cli_governance import add_governance
+    from engram.cli_portability import add_portability
 
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -461,6 +462,7 @@ def parser() -> argparse.ArgumentParser:
     wi.set_defaults(fn=cmd_workspace)
 
     add_governance(sub, common)
+    add_portability(sub, common)
 
     ad = sub.add_parser("admin", help="operate a deployment")
     ads = ad.add_subparsers(dest="admin_cmd", required=True)

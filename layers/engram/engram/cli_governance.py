@@ -112,6 +112,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """`export`: everything a subject owns, as JSON Lines (one object a line, its earlier versions whole even when
     they spanned pages), to --out or standard output. The file appears whole or not at all: it is written beside
     under another name and renamed when the last page is in (a failed export leaves no file to take for one)."""
+    if not args.scope and not args.external_id:
+        from engram.cli_portability import cmd_context_export
+
+        return cmd_context_export(args)
     engram, caller, scope = _operator(args)
     subject = engram.erasure.subject(caller, scope, None)
     partial = Path(f"{args.out}.partial") if args.out else None
@@ -209,11 +213,11 @@ def published_receipt_key(url: str) -> str:
 
 def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                    common: Callable[[argparse.ArgumentParser], None]) -> None:  # fmt: skip
-    def subject_command(name: str, help: str) -> argparse.ArgumentParser:
+    def subject_command(name: str, help: str, required: bool = True) -> argparse.ArgumentParser:
         parser = sub.add_parser(name, help=help)
         common(parser)
         parser.add_argument("--context", required=True)
-        who = parser.add_mutually_exclusive_group(required=True)
+        who = parser.add_mutually_exclusive_group(required=required)
         who.add_argument("--scope", help="a scope path: it and everything under it")
         who.add_argument("--external-id", dest="external_id", help="a principal, by your id of it")
         return parser
@@ -222,8 +226,14 @@ def add_governance(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     er.add_argument("--preview", action="store_true", help="count what would be erased; erase nothing")
     er.add_argument("--wait", action="store_true", help="run the erasure here and print its signed receipt")
     er.set_defaults(fn=cmd_erase)
-    ex = subject_command("export", "everything a subject owns, as JSON Lines: what an erasure of it would take")
-    ex.add_argument("--out", help="the file to write (standard output without it)")
+    ex = subject_command(
+        "export",
+        "a whole context (engram.portability's .jsonl.gz), or with --scope / "
+        "--external-id everything one subject owns: what an erasure of it would take",
+        required=False,
+    )
+    ex.add_argument("--out", help="the file to write (a subject's: standard output without it)")
+    ex.add_argument("--audit", action="store_true", help="a whole context's: its audit trail too")
     ex.set_defaults(fn=cmd_export)
     ev = sub.add_parser("erasure", help="erasure receipts")
     evs = ev.add_subparsers(dest="erasure_cmd", required=True)

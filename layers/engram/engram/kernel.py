@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engram.clock import Clock
 from engram.identity import IdentityService
 from engram.opaque import OpaqueIds
 from engram.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.queue import Queue
+
+if TYPE_CHECKING:
+    from engram.audit import Auditor
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class Kernel:
     ids: OpaqueIds  # ids made from words, keyed (`engram.opaque`): one per process, its keys shared
     generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
     learned: bool = True  # memory's writes read names with the learned extractor too (settings.extractor)
+    audit: Auditor | None = None  # what background work did, in the context's trail (memory's expiry sweeps)
 
 
 class BaseService:
@@ -46,5 +51,6 @@ class BaseService:
             kernel.generator,
         )
         self.ids = kernel.ids
+        self.audit = kernel.audit
         self.learned = kernel.learned
         self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)

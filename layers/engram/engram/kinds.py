@@ -96,6 +96,12 @@ class Guarded:
         charge("store_writes", len(writes))
         return self._store.transact(writes, now)
 
+    def restore(self, context_id: str, objects: Sequence[Sequence[Any]]) -> int:
+        for versions in objects:
+            check(versions[-1].kind, versions[-1].data)
+        charge("store_writes", sum(len(v) for v in objects))
+        return int(self._store.restore(context_id, objects))
+
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._store, name)
         return _charged(found, "store_reads") if name in _READS else found

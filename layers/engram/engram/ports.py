@@ -141,6 +141,12 @@ class RecordStore(Protocol):
         pages), gone. Nothing to do where deletes are physical at once (DynamoDB)."""
         ...
 
+    def restore(self, context_id: str, objects: Sequence[Sequence[Item]]) -> int:
+        """Objects brought back whole (`engram.portability`): each is its versions, oldest first, kept as given
+        (number, data, actor, times; the latest's `expires_at`). An object the store already has is left as it is
+        (an import run twice, or resumed, writes nothing twice). Returns how many were written."""
+        ...
+
     def squash(self, context_id: str, kind: str, id: str) -> int:
         """Physically delete every version of an item but the latest (an erasure's: what a shared object said
         before it lost a subject's part). Returns how many versions went."""
@@ -460,6 +466,11 @@ class SearchIndex(Protocol):
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of those `ids` in the context that have one, to at least half precision (no
         filters: ids come from a search that applied them)."""
+        ...
+
+    def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
+        """Up to `limit` of the context's documents with ids after `after`, in id order, each with its vector
+        (`engram.portability`: a context taken elsewhere keeps its vectors)."""
         ...
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:

@@ -42,16 +42,32 @@ class Window:
     until: datetime | None
     read: str  # the words the window was read from ("" when given as since / until)
     zone: str
+    # read from the query's words alone: a preference (what was said in it, or soon after, ranks first: people
+    # tell of a thing after it happened, and a question's "in 2021" is when it happened, not when it was said);
+    # given as since / until: a filter
+    soft: bool = False
 
     def said(self) -> dict[str, str | None]:
         """How the window was understood, for a result: its ends (ISO 8601, UTC), the words, the time zone."""
-        return {"since": _iso(self.since), "until": _iso(self.until), "read": self.read or None, "timezone": self.zone}
+        return {"since": _iso(self.since), "until": _iso(self.until), "read": self.read or None, "timezone": self.zone,
+                "as": "preference" if self.soft else "filter"}  # fmt: skip
+
+    def bounds(self) -> tuple[str | None, str | None]:
+        """The window as a search's inclusive range on an ISO 8601 time kept as text (said_at, created_at): to the
+        microsecond, so text order is time order, and `until` excluded."""
+        low = None if self.since is None else f"{self.since.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}Z"
+        high = (
+            None
+            if self.until is None
+            else f"{(self.until - timedelta(microseconds=1)).astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}Z"
+        )
+        return low, high
 
     def narrowed(self, since: datetime | None, until: datetime | None) -> Window:
         """This window within [since, until) given explicitly (both hold)."""
         low = max((t for t in (self.since, since) if t is not None), default=None)
         high = min((t for t in (self.until, until) if t is not None), default=None)
-        return Window(low, high, self.read, self.zone)
+        return Window(low, high, self.read, self.zone, soft=False)
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -113,7 +129,7 @@ PATTERNS = [  # most specific first (a date that names its year before any phras
     (
         "date",
         rf"(?:(?P<rel>since|before|after|in|during|of|on) )?(?:(?P<dom>\d{{1,2}})(?:st|nd|rd|th)? )?{_MONTH}"
-        rf" (?P<year>(?:19|20)\d\d)",
+        rf"(?: (?P<dom2>\d{{1,2}})(?:st|nd|rd|th)?)?,? (?P<year>(?:19|20)\d\d)",
     ),
     ("ago", rf"{_NUM} {_UNIT} ago"),
     ("past", rf"(?:in )?the (?:past|last) {_NUM} {_UNIT}"),
@@ -148,8 +164,25 @@ def read(
             since, until = span
             rest = re.sub(r"\s{2,}", " ", (query[: found.start()] + query[found.end() :])).strip(" ,;")
             rest = re.sub(r"\s+([?.!,])", r"\1", rest)
-            return rest or query, Window(since, until, found.group(0), zone_name)
+            return rest or query, Window(since, until, found.group(0), zone_name, soft=True)
     return query, None
+
+
+def window_of(
+    query: str,
+    now: datetime,
+    timezone: str | None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    events: Events | None = None,
+) -> tuple[str, Window | None]:
+    """What a search looks for and when: the query without its time phrase, and the window it names narrowed by
+    `since` / `until` given explicitly (None: no time at all). `timezone` (IANA) is the caller's."""
+    tz, name = zone(timezone)
+    rest, window = read(query, now, tz, name, events)
+    if since is not None or until is not None:
+        window = (window or Window(None, None, "", name)).narrowed(since, until)
+    return rest, window
 
 
 def _window(
@@ -184,8 +217,9 @@ def _window(
         word = g["month"].rstrip(".")
         month = MONTHS.index(word) + 1 if word in MONTHS else SHORT[word[:4] if word == "sept" else word[:3]]
         start, end = _month(int(g["year"]), month, tz)
-        if g.get("dom") and 1 <= int(g["dom"]) <= (end - start).days:
-            start = start.replace(day=int(g["dom"]))
+        dom = g.get("dom") or g.get("dom2")
+        if dom and 1 <= int(dom) <= (end - start).days:
+            start = start.replace(day=int(dom))
             end = start + timedelta(days=1)
         return _related(g.get("rel"), start, end)
     if name == "month":

@@ -92,7 +92,7 @@ class Engram:
         self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
-            self.generator, learned=self.settings.extractor == "learned",
+            self.generator, learned=self.settings.extractor == "learned", audit=self.audit,
         )  # fmt: skip
         self._services: dict[type[Services], Services] = {}
 

@@ -222,6 +222,52 @@ class DynamoRecordStore:
                 ) from exc
         raise Unavailable("the write's outcome is not known yet: read the item before writing it again")
 
+    def restore(self, context_id: str, objects: Sequence[Sequence[Item]]) -> int:
+        """Each object on its own (a transaction holds 100 items; an object can have more versions): its version
+        items first, then its LATEST under the condition that none exists — an object already here is left as it
+        is, and one stopped half way (versions, no LATEST) is written again whole."""
+
+        def one(versions: Sequence[Item]) -> int:
+            last = versions[-1]
+            pk = _pk(context_id, last.kind, last.id)
+            if self._latest(context_id, last.kind, last.id) is not None:
+                return 0
+
+            def attrs(v: Item) -> dict[str, Any]:
+                out = {"ctx": {"S": context_id}, "kind": {"S": v.kind}, "id": {"S": v.id},
+                       "version": {"N": str(v.version)}, "data": {"S": _encode(v.data)}, "actor": {"S": v.actor},
+                       "created_at": {"S": iso(versions[0].created_at)}, "updated_at": {"S": iso(v.updated_at)},
+                       "txn": {"S": "restore"}}  # fmt: skip
+                if v is last and v.expires_at is not None:
+                    out["expires_at"] = {"S": iso(v.expires_at)}
+                    out["ttl"] = {"N": str(int(v.expires_at.timestamp()))}
+                return out
+
+            puts = [{"PutRequest": {"Item": {"PK": {"S": pk}, "SK": {"S": _version_sk(v.version)}, **attrs(v)}}}
+                    for v in versions]  # fmt: skip
+            for i in range(0, len(puts), 25):
+                self._batch_write(puts[i : i + 25])
+            latest = {"PK": {"S": pk}, "SK": {"S": "LATEST"}, "GSI1PK": {"S": f"{context_id}#{last.kind}"},
+                      "GSI1SK": {"S": last.id}, **attrs(last)}  # fmt: skip
+            try:
+                self._db.put_item(TableName=self._table, Item=latest, **_at(0))
+            except self._db.exceptions.ConditionalCheckFailedException:
+                return 0  # a writer made it meanwhile: theirs stands
+            return 1
+
+        return sum(_each(one, list(objects)))
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        """One BatchWriteItem, asked again for what DynamoDB left unprocessed."""
+        pending = {self._table: requests}
+        for attempt in range(8):
+            left = self._db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if not left:
+                return
+            pending = left
+            time.sleep(0.05 * 2**attempt)
+        raise Unavailable("DynamoDB kept refusing a batch of writes: try again")
+
     def _committed(self, key: dict[str, Any], txn: str) -> bool:
         got = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True, ProjectionExpression="txn")
         return bool(got.get("Item", {}).get("txn", {}).get("S") == txn)

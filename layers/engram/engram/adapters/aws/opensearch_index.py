@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.aws.opensearch_queries import COMPACT, Kept, bm25_body, counts_body, term_counts_of, vector_body
-from engram.clock import iso
+from engram.clock import iso, parse_time
 from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search_rules import lists_of, query_weights
 from engram.search_rules import search as run_search
@@ -334,6 +334,38 @@ class OpenSearchIndex:
             full = self._sources(context_id, missing, "vector")
             found |= {i: np.asarray(v, dtype=np.float32) for i, v in full.items()}
         return found
+
+    def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
+        """By `key` (context|id); of several copies of one (Serverless: no ids of ours), the newest."""
+        self.ensure()
+        out: dict[str, IndexDoc] = {}
+        mark: list[Any] | None = [self._doc_id(context_id, after), 2**62] if after is not None else None
+        while len(out) < limit:
+            body: dict[str, Any] = {
+                "size": min(1000, 2 * limit),
+                "query": {"bool": {"filter": [{"term": {"context_id": context_id}}]}},
+                "sort": [{"key": "asc"}, {"indexed_at": "desc"}],
+                "_source": {"excludes": [COMPACT]},
+            }
+            if mark is not None:
+                body["search_after"] = mark
+            hits = self._call(self._os.search, index=self._index, body=body)["hits"]["hits"]
+            for h in hits:
+                src = h["_source"]
+                if src["id"] in out or (after is not None and src["id"] <= after):
+                    continue
+                vector = src.get("vector")
+                out[src["id"]] = IndexDoc(
+                    context_id, src["kind"], src["id"], src["text"],
+                    None if vector is None else np.asarray(vector, dtype=np.float32), tuple(src.get("scopes") or ()),
+                    parse_time(src.get("valid_from")), parse_time(src.get("valid_until")), src.get("metadata") or {},
+                )  # fmt: skip
+                if len(out) == limit:
+                    break
+            if len(hits) < body["size"]:
+                break
+            mark = hits[-1]["sort"]
+        return list(out.values())
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         self.ensure()

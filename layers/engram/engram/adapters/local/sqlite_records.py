@@ -44,6 +44,10 @@ def expunge(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def _json(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
 def _parts(ids: Sequence[str], size: int = 500) -> list[list[str]]:
     """`ids` without repeats, in parts small enough for one statement's parameters."""
     unique = list(dict.fromkeys(ids))
@@ -128,7 +132,7 @@ class SqliteRecordStore:
                         continue
                     version = current + 1
                     created = row[1] if row else stamp
-                    data = json.dumps(w.data, separators=(",", ":"), default=str)
+                    data = _json(w.data)
                     self._conn.execute(
                         "INSERT OR REPLACE INTO items VALUES (?,?,?,?,?,?,?,?,?)",
                         (w.context_id, w.kind, w.id, version, data, w.actor, created, stamp, iso(w.expires_at)),
@@ -147,6 +151,32 @@ class SqliteRecordStore:
                 self._conn.execute("ROLLBACK")
                 raise
         return out
+
+    def restore(self, context_id: str, objects: Sequence[Sequence[Item]]) -> int:
+        written = 0
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for versions in objects:
+                    last = versions[-1]
+                    cur = self._conn.execute(
+                        "INSERT OR IGNORE INTO items VALUES (?,?,?,?,?,?,?,?,?)",
+                        (context_id, last.kind, last.id, last.version, _json(last.data), last.actor,
+                         iso(versions[0].created_at), iso(last.updated_at), iso(last.expires_at)),
+                    )  # fmt: skip
+                    if cur.rowcount == 0:
+                        continue  # already here: kept as it is
+                    self._conn.executemany(
+                        "INSERT OR REPLACE INTO history VALUES (?,?,?,?,?,?,?)",
+                        [(context_id, v.kind, v.id, v.version, _json(v.data), v.actor, iso(v.updated_at))
+                         for v in versions],
+                    )  # fmt: skip
+                    written += 1
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return written
 
     def history(self, context_id: str, kind: str, id: str) -> list[Item]:
         with self._lock:

@@ -268,6 +268,20 @@ class SqliteSearchIndex:
             rows = cache.mat[slots[has]]  # one copy
             return dict(zip((i for (i, _), h in zip(known, has.tolist(), strict=True) if h), rows, strict=True))
 
+    def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM docs WHERE context_id=? AND id>? ORDER BY id LIMIT ?",
+                (context_id, after or "", limit),
+            ).fetchall()
+        out = []
+        for r in rows:
+            row = self._parse(r[:7])
+            vector = None if r[7] is None else np.frombuffer(r[7], dtype=np.float32)
+            out.append(IndexDoc(context_id, row.kind, row.id, row.text, vector, row.scopes, row.valid_from,
+                                row.valid_until, row.metadata))  # fmt: skip
+        return out
+
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         with self._lock:
             cache = self._context(context_id)

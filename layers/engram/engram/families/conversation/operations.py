@@ -6,10 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from engram.clock import parse_time
 from engram.families.conversation import ConversationServices
 from engram.identity import ANY, WRITERS, Caller
-from engram.operation import Metadata, Operation, OpInput, declare
+from engram.operation import Metadata, Operation, OpInput, When, declare
 from engram.ports import Progress
+from engram.time_phrases import window_of
 
 THREAD = Field(..., min_length=1, max_length=256)
 NAMESPACE = Field(None, min_length=1, max_length=256, description="a scope path inside the key's grant")
@@ -86,6 +88,9 @@ class SearchIn(OpInput):
     namespace: str | None = NAMESPACE
     limit: int = Field(10, ge=1, le=100)
     threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
+    since: When | None = Field(None, description="ISO 8601: sent from then on")
+    until: When | None = Field(None, description="ISO 8601: sent before then")
+    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
 
 
 class FoundOut(BaseModel):
@@ -100,10 +105,13 @@ class FoundOut(BaseModel):
 
 class SearchOut(BaseModel):
     results: list[FoundOut]
+    time: dict[str, str | None] | None = Field(None, description="how the query's time words were read")
 
 
 def _search(s: ConversationServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
-    return s.conversation.search(c, a.query, a.thread_id, a.namespace, a.limit, a.threshold)
+    query, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
+    found = s.conversation.search(c, query, a.thread_id, a.namespace, a.limit, a.threshold, window)
+    return found if window is None else dict(found, time=window.said())
 
 
 declare(

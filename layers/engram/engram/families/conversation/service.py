@@ -37,6 +37,7 @@ from engram.ports import (
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
+from engram.time_phrases import Window
 from engram.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
@@ -246,7 +247,9 @@ class ConversationService(BaseService):
         namespace: str | None,
         limit: int,
         threshold: float | None = None,
+        window: Window | None = None,
     ) -> dict[str, Any]:
+        """Messages by hybrid search; `window`: only those sent within it."""
         visibility = self._lens(caller, namespace)
         meta: dict[str, Any] = {}
         if thread_id is not None:
@@ -256,7 +259,8 @@ class ConversationService(BaseService):
             vector = query_vector(self.embedder, query, ranks=True)
         mode: SearchMode = "hybrid" if vector is not None else "bm25"
         # what was said ranks as memory ranks turns (the convex fusion measured on LoCoMo)
-        q = SearchQuery(caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta)
+        ranges = {"created_at": window.bounds()} if window is not None else {}
+        q = SearchQuery(caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta, ranges)
         hits = self.index.search(q, self.clock.now())
         results = []
         for h in hits:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from engram.families.memory.service import MemoryService
 
 INDEX_JOB = "memory.index"
+EXPIRE_JOB = "memory.expire"  # a memory stored with a time to live, swept when it is up
 
 
 class MemoryServices(Services):
@@ -33,7 +34,7 @@ FAMILY = Family(
     "memory",
     MemoryServices,
     function="MemoryFunction",
-    jobs={INDEX_JOB: Job("memory", "_index_job")},
+    jobs={INDEX_JOB: Job("memory", "_index_job"), EXPIRE_JOB: Job("memory", "_expire_job")},
     kinds={
         "turn": Kind("memory", "scoped", indexed=True),
         "attribute": Kind("memory", "scoped", indexed=True),

@@ -42,12 +42,14 @@ class Turn:
     session_id: str | None = None
     said_at: datetime | None = None
     metadata: dict[str, str | int | float | bool] | None = None
+    expires_at: datetime | None = None  # never recalled after, then swept (with the facts it gave)
 
 
 class MemoryBase(BaseService):
     def __init__(self, kernel: Kernel, cache_size: int = 512) -> None:
         super().__init__(kernel)
-        self._cache: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        # an answer, and when the first expiring memory in it expires (None: never)
+        self._cache: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], datetime | None]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self._writers: dict[str, threading.RLock] = {}

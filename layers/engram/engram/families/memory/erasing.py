@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 from engram.erasure import Counts, Subject, Unit, batched, every, mine
 from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import MemoryBase
 from engram.families.memory.plan import session_key
-from engram.ports import Item
+from engram.ports import Item, Write
 from engram.reindex import Keep, Reindex, batches, object_key
 
 OWNED = ("turn", "attribute", "session")
@@ -64,3 +65,21 @@ class Erasing(MemoryBase):
         with self._lock:  # recall's answers of this context may quote what went
             for key in [k for k in self._cache if k[0] == ctx]:
                 del self._cache[key]
+
+    def _expire_job(self, payload: dict[str, Any]) -> None:
+        """A memory whose time is up (stored with `ttl_seconds` / `expires_at`): its turn and the facts it gave leave
+        the store and the index, its text leaves its session, and the sweep is written to the context's trail
+        (`usage_report` counts it). Another fact's validity window is not touched."""
+        ctx, turn_id = payload["context_id"], payload["turn"]
+        facts = list(payload.get("attributes") or [])
+        session = self.records.get(ctx, "session", payload.get("session") or "")
+        if session is not None and session.data.get("last_turn") == turn_id:
+            cleared = dict(session.data, last_text="")
+            self.records.transact(
+                [Write(ctx, "session", session.id, cleared, "expiry", session.version)], self.clock.now()
+            )
+        gone = self.records.purge_many(ctx, "turn", [turn_id]) + self.records.purge_many(ctx, "attribute", facts)
+        self.index.delete(ctx, [turn_id, *facts])
+        if self.audit is not None:
+            self.audit.record(ctx, "system", "system", "memory_expire", "job", [turn_id, *facts], "ok",
+                              cost={"expired": float(gone)})  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from engram.clock import parse_time
+from engram.errors import InvalidInput
 from engram.families.memory import MemoryServices
 from engram.families.memory.base import Turn
 from engram.families.memory.results import validate_query
@@ -18,6 +20,7 @@ from engram.ports import Progress
 MAX_CONTENT = 32_000
 MAX_QUERY = 4_000
 MAX_K = 100
+TTL_MAX = 10 * 366 * 86_400  # ten years
 
 Meta = Annotated[dict[str, Scalar], Bounded("metadata")]
 SCOPES = Field(None, description="DNF of scope paths to tag")
@@ -31,6 +34,8 @@ class StoreIn(OpInput):
     scopes: Selector | None = SCOPES
     said_at: When | None = Field(None, description="ISO 8601; default now")
     metadata: Meta | None = None
+    ttl_seconds: int | None = Field(None, ge=1, le=TTL_MAX, description="forget it (and its facts) after this")
+    expires_at: When | None = Field(None, description="ISO 8601: forget it then")
 
 
 class EntityOut(BaseModel):
@@ -58,12 +63,18 @@ class StoreOut(BaseModel):
     traceId: str = ""
 
 
-def _turn(a: StoreIn | TurnIn) -> Turn:
-    return Turn(a.content, a.role, a.session_id, parse_time(a.said_at), a.metadata)
+def _turn(a: StoreIn | TurnIn, now: datetime) -> Turn:
+    """The turn a call gives, its time to live made a moment (one of ttl_seconds and expires_at; in the future)."""
+    if a.ttl_seconds is not None and a.expires_at is not None:
+        raise InvalidInput("give ttl_seconds or expires_at, not both", details={"field": "expires_at"})
+    expires = now + timedelta(seconds=a.ttl_seconds) if a.ttl_seconds is not None else parse_time(a.expires_at)
+    if expires is not None and expires <= now:
+        raise InvalidInput("expires_at lies in the past", details={"field": "expires_at"})
+    return Turn(a.content, a.role, a.session_id, parse_time(a.said_at), a.metadata, expires)
 
 
 def _store(s: MemoryServices, c: Caller, a: StoreIn, p: Progress) -> dict[str, Any]:
-    return s.memory.store(c, _turn(a), a.scopes)
+    return s.memory.store(c, _turn(a, s.memory.clock.now()), a.scopes)
 
 
 declare(
@@ -88,6 +99,8 @@ class TurnIn(BaseModel):
     session_id: str | None = Field(None, max_length=128)
     said_at: When | None = None
     metadata: Meta | None = None
+    ttl_seconds: int | None = Field(None, ge=1, le=TTL_MAX)
+    expires_at: When | None = None
 
 
 class BatchIn(OpInput):
@@ -101,7 +114,7 @@ class BatchOut(BaseModel):
 
 
 def _batch(s: MemoryServices, c: Caller, a: BatchIn, p: Progress) -> dict[str, Any]:
-    return {"results": s.memory.store_many(c, [_turn(t) for t in a.turns], a.scopes)}
+    return {"results": s.memory.store_many(c, [_turn(t, s.memory.clock.now()) for t in a.turns], a.scopes)}
 
 
 declare(
@@ -125,6 +138,18 @@ class RecallIn(OpInput):
     lens: Selector | None = LENS
     as_of: When | None = Field(None, description="ISO 8601: what was valid then")
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
+    since: When | None = Field(None, description="ISO 8601: said from then on")
+    until: When | None = Field(None, description="ISO 8601: said before then")
+    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
+
+
+class TimeRead(BaseModel):
+    """How the query's time words (or since / until) were read: the window searched, in UTC."""
+
+    since: str | None
+    until: str | None
+    read: str | None
+    timezone: str
 
 
 class RecallHit(BaseModel):
@@ -143,10 +168,12 @@ class RecallOut(BaseModel):
     queryMs: float
     results: list[RecallHit]
     traceId: str = ""
+    time: TimeRead | None = None
 
 
 def _recall(s: MemoryServices, c: Caller, a: RecallIn, p: Progress) -> dict[str, Any]:
-    return s.memory.recall(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode)
+    return s.memory.recall_said(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode,
+                                parse_time(a.since), parse_time(a.until), a.timezone)  # fmt: skip
 
 
 declare(

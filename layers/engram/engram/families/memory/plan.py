@@ -37,6 +37,8 @@ class Plan:
         self._writes: dict[tuple[str, str], dict[str, Any]] = {}
         self._docs: list[tuple[IndexDoc, str]] = []
         self._closings: list[tuple[str, datetime]] = []
+        self._expiry: dict[tuple[str, str], datetime] = {}  # records written with a time to live
+        self._jobs: list[Write] = []  # committed with the records (the sweep of what expires)
 
     def entity_id(self, etype: str, name: str) -> str:
         return self.ids.entity(self.ctx, etype, name)
@@ -57,9 +59,15 @@ class Plan:
             self._seen[key] = (item.version, item.data) if item else (0, None)
         return self._seen[key][1]
 
-    def put(self, kind: str, id_: str, data: dict[str, Any]) -> None:
+    def put(self, kind: str, id_: str, data: dict[str, Any], expires_at: datetime | None = None) -> None:
         self.get(kind, id_)  # remember the version we build on
         self._writes[(kind, id_)] = data
+        if expires_at is not None:
+            self._expiry[(kind, id_)] = expires_at
+
+    def later(self, job: Write) -> None:
+        """A job committed with the records and started after them."""
+        self._jobs.append(job)
 
     def index(self, doc: IndexDoc, embed_text: str) -> None:
         """Index `doc` (its vector from `embed_text`) once the records are committed."""
@@ -87,7 +95,9 @@ class Plan:
             )
 
         net = (INDEX_JOB, {"context_id": self.ctx, "items": touched}) if touched else None
-        UnitOfWork(self.records, queue).commit(writes, self.now, reindex=reindex if touched else None, net=net)
+        UnitOfWork(self.records, queue).commit(
+            writes, self.now, reindex=reindex if touched else None, net=net, jobs=self._jobs
+        )
 
     def written(self, kind: str) -> list[str]:
         return [i for (k, i) in self._writes if k == kind]
@@ -95,39 +105,59 @@ class Plan:
     @property
     def size(self) -> int:
         """How many records the commit writes (the index job included)."""
-        return len(self._writes) + (1 if self._docs or self._closings else 0)
+        return len(self._writes) + len(self._jobs) + (1 if self._docs or self._closings else 0)
 
     def _writes_to_commit(self) -> list[Write]:
         return [
-            Write(self.ctx, kind, id_, data, self.actor, expected_version=self._seen[(kind, id_)][0])
+            Write(
+                self.ctx,
+                kind,
+                id_,
+                data,
+                self.actor,
+                expected_version=self._seen[(kind, id_)][0],
+                expires_at=self._expiry.get((kind, id_)),
+            )
             for (kind, id_), data in self._writes.items()
         ]
 
 
 def index_doc_of(item: Item) -> IndexDoc:
     """What the index holds for a turn, an attribute or an entity record (as `_plan` indexes them)."""
-    d = item.data
-    if item.kind == "entity":
-        return entities.index_doc(item.context_id, item.id, d)
-    if item.kind == "turn":
+    return index_doc(item.context_id, item.kind, item.id, item.data)
+
+
+def index_doc(context_id: str, kind: str, id_: str, d: dict[str, Any]) -> IndexDoc:
+    """What the index holds for the record `d` of a turn, an attribute or an entity: the one definition the
+    write path, a reindex and a listing share."""
+    if kind == "entity":
+        return entities.index_doc(context_id, id_, d)
+    if kind == "turn":
         meta = dict(d.get("metadata") or {}) | {
             "session_id": d["session_id"],
             "role": d["role"],
             "said_at": d["said_at"],
         }
+        if d.get("expires_at"):
+            meta["expires_at"] = d["expires_at"]
         text = turn_text(d["content"], meta.get("speaker"))
-        return IndexDoc(item.context_id, "turn", item.id, text, None, d["scopes"], parse_time(d["said_at"]), None, meta)
+        until = parse_time(d.get("expires_at"))
+        return IndexDoc(context_id, "turn", id_, text, None, d["scopes"], parse_time(d["said_at"]), until, meta)
     meta = {"key": d["key"], "category": d["category"], "said_at": d["valid_from"], "source_turn": d["source_turn"]}
+    if d.get("expires_at"):
+        meta["expires_at"] = d["expires_at"]
     text = attribute_text(d["subject"], d["key"], d["value"])
     return IndexDoc(
-        item.context_id,
+        context_id,
         "attribute",
-        item.id,
+        id_,
         text,
         None,
         d["scopes"],
         parse_time(d["valid_from"]),
-        parse_time(d["valid_until"]),
+        min(
+            (t for t in (parse_time(d["valid_until"]), parse_time(d.get("expires_at"))) if t is not None), default=None
+        ),
         meta,
     )
 

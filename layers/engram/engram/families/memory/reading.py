@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from engram.clock import iso
+from engram.clock import iso, parse_time
 from engram.families.memory.base import CATEGORY_SECTION, MemoryBase
 from engram.families.memory.plan import index_doc_of
 from engram.families.memory.results import format_context, hit_dict
@@ -20,6 +20,28 @@ from engram.ports import (
     scan,
 )
 from engram.search_rules import query_vector
+from engram.time_phrases import Window, window_of
+
+# A time the query's words name is a preference (`Window.soft`): among the best TIME_POOL * k hits, those said
+# within it or up to TIME_LAG after it score (1 + TIME_BOOST) times theirs. Chosen on LoCoMo's conversations 0-6,
+# checked on 7-9 (bench/locomo_time.py; bench/RESULTS.md).
+TIME_POOL = 3
+TIME_BOOST = 0.5
+TIME_LAG = timedelta(days=7)
+
+
+def preferred(hits: Sequence[Hit], window: Window, k: int) -> list[Hit]:
+    """The best `k` of `hits` with those said in `window` (or soon after) raised."""
+    since, until = window.since, window.until
+    high = None if until is None else until + TIME_LAG
+
+    def score(h: Hit) -> float:
+        said = parse_time(str(h.metadata.get("said_at") or "") or None)
+        inside = said is not None and (since is None or said >= since) and (high is None or said < high)
+        return h.score * (1 + TIME_BOOST) if inside else h.score
+
+    ranked = sorted(((score(h), n, h) for n, h in enumerate(hits)), key=lambda t: (-t[0], t[1]))
+    return [h.scored(round(s, 6), h.lexical, h.semantic) for s, _, h in ranked[:k]]
 
 
 class Reading(MemoryBase):
@@ -34,9 +56,11 @@ class Reading(MemoryBase):
         kinds: Sequence[str] | None = None,
         extra_visibility: list[list[str]] | None = None,
         everything_when_small: bool = True,
+        window: Window | None = None,
     ) -> dict[str, Any]:
         """`everything_when_small`: when the context holds no more than `k` memories, answer all of them in
-        time order (the `full_context` tier: nothing can be missed); off, a search ranks them as always."""
+        time order (the `full_context` tier: nothing can be missed); off, a search ranks them as always.
+        `window`: only what was said within it (`said_at`)."""
         started = self.clock_ms()
         visibility = self.identity.read_lens(caller, lens)
         if extra_visibility is not None:
@@ -55,16 +79,23 @@ class Reading(MemoryBase):
             mode,
             kinds,
             everything_when_small,
+            window.bounds() if window is not None else None,
         )
+        # An answer holding a memory that expires is good only until the first of them does: an expired
+        # memory is never recalled, even before the sweep that removes it moves the generation.
+        now = self.clock.now()
         with self._lock:
-            cached = self._cache.get(key) if generation is not None else None
+            entry = self._cache.get(key) if generation is not None else None
+            cached = entry[0] if entry is not None and (entry[1] is None or now < entry[1]) else None
             if cached is not None:
                 self._cache.move_to_end(key)
         if cached is not None:
             return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
         total = self.index.count(caller.context_id)
         vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
-        if total <= k and everything_when_small:
+        hard = window is not None and not window.soft
+        ranges = {"said_at": window.bounds()} if window is not None and hard else {}
+        if total <= k and everything_when_small and not hard:
             if vec is not None:
                 hits = self.index.search(
                     SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
@@ -74,13 +105,19 @@ class Reading(MemoryBase):
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             tier = "full_context"
         else:
-            q = SearchQuery(caller.context_id, query, vec, mode, k, kinds, visibility, as_of)
+            pool = k if window is None or hard else max(TIME_POOL * k, 30)
+            q = SearchQuery(caller.context_id, query, vec, mode, pool, kinds, visibility, as_of, ranges=ranges)
             hits = self.index.search(q, self.clock.now())
+            if window is not None and not hard:
+                hits = preferred(hits, window, k)
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
+        expiring = [
+            t for t in (parse_time(str(h.metadata.get("expires_at") or "") or None) for h in hits) if t is not None
+        ]
         with self._lock:
             if generation is not None:
-                self._cache[key] = result
+                self._cache[key] = (result, min(expiring, default=None))
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return dict(result, queryMs=self.clock_ms() - started)
@@ -96,9 +133,7 @@ class Reading(MemoryBase):
                 if not can_see(item.data["scopes"], visibility):
                     continue
                 doc = index_doc_of(item)
-                if kind == "turn" and doc.valid_from is not None and doc.valid_from > at:
-                    continue
-                if kind != "turn" and not valid_at(doc.valid_from, doc.valid_until, at):
+                if not valid_at(doc.valid_from, doc.valid_until, at):  # a turn's end: when it expires
                     continue
                 hits.append(Hit(item.id, kind, 1.0, doc.text, doc.metadata, doc.scopes))
         return hits
@@ -111,6 +146,36 @@ class Reading(MemoryBase):
 
         items = scan(self.records, caller.context_id, "attribute")
         return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
+
+    def recall_said(
+        self,
+        caller: Caller,
+        query: str,
+        k: int,
+        lens: list[list[str]] | None,
+        as_of: datetime | None,
+        mode: SearchMode,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        timezone: str | None = None,
+    ) -> dict[str, Any]:
+        """`recall` of what was said when the query's time words (or `since` / `until`) say, in the caller's time
+        zone: the result says how it read them (`time`)."""
+        rest, window = window_of(query, self.clock.now(), timezone, since, until, lambda key: self.began(caller, key))
+        found = self.recall(caller, rest, k, lens, as_of, mode, window=window)
+        return found if window is None else dict(found, time=window.said())
+
+    def began(self, caller: Caller, key: str) -> datetime | None:
+        """When the caller's latest change of a fact began ("before I moved": the current location's start)."""
+        from engram.scopes import can_see
+
+        lens = self.identity.read_lens(caller, None)
+        changes = [
+            i.data["valid_from"]
+            for i in scan(self.records, caller.context_id, "attribute")
+            if i.data["key"] == key and i.data.get("supersedes") and can_see(i.data["scopes"], lens)
+        ]
+        return parse_time(max(changes)) if changes else None
 
     def timeline(self, caller: Caller, subject: str | None, key: str | None, limit: int) -> dict[str, Any]:
         """Every fact the caller may see, current or not, with its validity window, newest first: what was true

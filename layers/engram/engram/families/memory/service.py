@@ -17,20 +17,29 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from engram.clock import iso, new_id, parse_time
 from engram.errors import Conflict
 from engram.families.entities import mentions as entities
 from engram.families.entities import tagger
+from engram.families.memory import EXPIRE_JOB
 from engram.families.memory.base import _RETRIES, CONTEXT_EMBEDDING, FORGET_COSINE, Turn, _slug, in_context
 from engram.families.memory.erasing import Erasing
 from engram.families.memory.extraction import SINGLE_VALUED, Extraction, Fact
-from engram.families.memory.plan import ATTRIBUTE_EDGES, Plan, attribute_text, index_doc_of, session_key, turn_text
+from engram.families.memory.plan import (
+    ATTRIBUTE_EDGES,
+    Plan,
+    attribute_text,
+    index_doc,
+    index_doc_of,
+    session_key,
+    turn_text,
+)
 from engram.families.memory.reading import Reading
 from engram.identity import OVERSEERS, Caller
-from engram.ports import Hit, IndexDoc, Progress, SearchQuery, Vector, no_progress
+from engram.ports import Hit, Progress, SearchQuery, Vector, no_progress
 from engram.scopes import tags_key
 from engram.search_rules import semantic_evidence
 from engram.terms import approx_tokens, query_terms
@@ -136,8 +145,6 @@ class MemoryService(Reading, Erasing):
             subject = self.subject_of(turn, tags)
             turn_id = new_id("turn")
             speaker = (turn.metadata or {}).get("speaker")
-            meta: dict[str, Any] = {k: v for k, v in (turn.metadata or {}).items()}
-            meta |= {"session_id": session_id, "role": turn.role, "said_at": iso(said)}
             plan.put(
                 "turn",
                 turn_id,
@@ -150,25 +157,37 @@ class MemoryService(Reading, Erasing):
                     "recorded_at": iso(now),
                     "subject": subject,
                     "metadata": turn.metadata or {},
+                    **({"expires_at": iso(turn.expires_at)} if turn.expires_at is not None else {}),
                 },
+                expires_at=turn.expires_at,
             )
             text = turn_text(turn.content, speaker)
             previous = (plan.get("session", session_key(session_id, tags)) or {}).get("last_text", "")
             embed_text = in_context(previous, text)
             assert (embed_text, len(embed_text) - len(text)) in pending  # as the first pass saw it
-            plan.index(IndexDoc(ctx, "turn", turn_id, text, None, tags, said, None, meta), embed_text)
-            self._touch_session(plan, session_id, tags, said, turn.content, text)
             turn_data = plan.get("turn", turn_id)
             assert turn_data is not None
+            plan.index(index_doc(ctx, "turn", turn_id, turn_data), embed_text)
+            self._touch_session(plan, session_id, tags, said, turn.content, text, turn_id)
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = self._extract(turn.content)
-            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content, reading)
+            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content, reading, turn.expires_at)
             out |= {"turn_id": turn_id, "session_id": session_id}
+            if turn.expires_at is not None:  # swept when it is up, with the facts it gave
+                facts = [
+                    i
+                    for i in plan.written("attribute")
+                    if (plan.get("attribute", i) or {}).get("source_turn") == turn_id
+                ]
+                payload = {"context_id": ctx, "turn": turn_id, "attributes": facts,
+                           "session": session_key(session_id, tags)}  # fmt: skip
+                plan.later(self.queue.job(EXPIRE_JOB, payload, now, delay=max(turn.expires_at - now, timedelta(0))))
+                out["expires_at"] = iso(turn.expires_at)
             results.append(out)
         return plan, results
 
     def _touch_session(
-        self, plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str
+        self, plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str, turn_id: str = ""
     ) -> None:
         current = plan.get("session", session_key(session_id, tags))
         data = (
@@ -190,6 +209,7 @@ class MemoryService(Reading, Erasing):
         data["tokens"] += approx_tokens(content)
         data["scopes"] = sorted(set(data["scopes"]) | set(tags))
         data["last_text"] = text[-400:]
+        data["last_turn"] = turn_id  # whose words last_text holds (an expiring turn's are taken out with it)
         data["seq"] = data["turns"]  # the turn's place in its session: a definite order under concurrency
         plan.put("session", session_key(session_id, tags), data)
 
@@ -203,6 +223,7 @@ class MemoryService(Reading, Erasing):
         turn_id: str,
         content: str = "",
         reading: tagger.Found = tagger.NOTHING,
+        expires: datetime | None = None,
     ) -> dict[str, Any]:
         attributes: list[dict[str, Any]] = []
         source = {"kind": "turn", "id": turn_id}
@@ -214,7 +235,7 @@ class MemoryService(Reading, Erasing):
         touched = False
         facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
-            action, old = self._set_attribute(plan, fact, subject, entity_key, subject_id, tags, said, turn_id)
+            action, old = self._set_attribute(plan, fact, subject, entity_key, subject_id, tags, said, turn_id, expires)
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
@@ -308,6 +329,7 @@ class MemoryService(Reading, Erasing):
         tags: list[str],
         said: datetime,
         turn_id: str,
+        expires: datetime | None = None,
     ) -> tuple[str, str | None]:
         single = fact.key in SINGLE_VALUED or fact.key.startswith(("favorite_", "instruction:"))
         slot_id = f"slot:{entity_key}:{fact.key}:{tags_key(tags)}"
@@ -345,16 +367,14 @@ class MemoryService(Reading, Erasing):
                 "source_turn": turn_id,
                 "status": "current",
                 "supersedes": slot["attribute_id"] if slot else None,
+                **({"expires_at": iso(expires)} if expires is not None else {}),
             },
+            expires_at=expires,
         )
         plan.put("slot", slot_id, {"attribute_id": attr_id})
-        meta: dict[str, str | int | float | bool] = {
-            "key": fact.key,
-            "category": fact.category,
-            "said_at": iso(said) or "",
-            "source_turn": turn_id,
-        }
-        plan.index(IndexDoc(plan.ctx, "attribute", attr_id, text, None, tags, said, None, meta), text)
+        data = plan.get("attribute", attr_id)
+        assert data is not None
+        plan.index(index_doc(plan.ctx, "attribute", attr_id, data), text)
         return action, old_value
 
     # -- the safety net -------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from engram.clock import parse_time
 from engram.errors import InvalidInput
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.operations.common import DocIdIn, MetaFilter, Out
@@ -18,10 +19,12 @@ from engram.operation import (
     Selector,
     Short,
     Stamp,
+    When,
     declare,
     declare_all,
 )
 from engram.ports import Progress
+from engram.time_phrases import window_of
 
 # -- search and answers -----------------------------------------------------------------------
 
@@ -38,6 +41,9 @@ class SearchIn(OpInput):
     metadata_filter: MetaFilter | None = None
     collection: Short | None = None
     lens: Selector | None = None
+    since: When | None = Field(None, description="ISO 8601: documents added from then on")
+    until: When | None = Field(None, description="ISO 8601: added before then")
+    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
 
 
 SPECTRON_K, CORTEX_LIMIT = 5, 10  # each seed's default number of results
@@ -58,8 +64,10 @@ def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[s
         raise InvalidInput(f"unknown filter key(s): {', '.join(sorted(unknown))}")
     collection = a.collection or next(iter(filt.get("collection") or []), None)
     doc_type = next(iter(filt.get("type") or []), None)
+    query, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
+    low, high = window.bounds() if window is not None else (None, None)
     q = Search(
-        a.query,
+        query,
         mode,
         k,
         threshold=a.threshold,
@@ -68,8 +76,12 @@ def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[s
         mime_types=filt.get("mime_type"),
         metadata=a.metadata_filter or {},
         lens=a.lens,
+        created_from=low,
+        created_to=high,
     )
     out: dict[str, Any] = s.documents.search(c, q)
+    if window is not None:
+        out["time"] = window.said()
     if a.mode == "hybrid_graph":
         out["results"] = s.documents.expand_neighbours(c, out["results"], k)
     out["search_mode"] = a.mode

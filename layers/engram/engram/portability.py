@@ -1,0 +1,284 @@
+"""A whole context taken out and brought back (`engram export` / `engram import`, the `context_export` job).
+
+The format (`FORMAT`, version `VERSION`) is JSON Lines, gzip-compressed, one JSON object a line, written and read
+as a stream (memory stays flat whatever the context's size):
+
+- `{"t": "header", "format": "engram-export", "version": 1, "context", "exported_at", "model", "dim", "audit"}`:
+  `model` / `dim` name the embedding model the vectors below were made with (None: none were).
+- `{"t": "object", "kind", "id", "created_at", "expires_at", "versions": [{"v", "data", "actor", "at"}, ...]}`:
+  every object of every kind the context holds (records, documents, turns and facts with their validity windows,
+  entities and edges, files, threads, schemas, registered scopes, quotas, the context's key of ids made from
+  words, erasure receipts...), each with its whole history, oldest version first. Expired objects not yet swept
+  are kept with their `expires_at`.
+- `{"t": "blob", "key", "data"}`: the bytes a version names (`blob_key`: a document's file, a code file), base64.
+- `{"t": "doc", "kind", "id", "text", "scopes", "valid_from", "valid_until", "metadata", "vector"}`: the context's
+  search index, each document with its vector (base64 of little-endian float32, or None).
+- `{"t": "audit", "seq", "at", "data", "prev", "hash"}` (with `--audit`): the context's audit trail, for the
+  record (an import appends one `context_import` entry to the target's own chain; it does not replay another
+  chain's entries, whose hashes are sealed with another deployment's key).
+- `{"t": "end", "objects", "blobs", "docs", "audit"}`: the counts; a file without it is incomplete and refused.
+
+An import writes each object as the file has it (`RecordStore.restore`: same versions, actors and times) unless the
+target already has it, so importing twice changes nothing and an import that was stopped starts again where its
+checkpoint says (`<file>.state`, written after each batch commits). Index documents are put back with their
+vectors when the target embeds with the same model; with another model (or a file without them) the context's
+index is made again from the imported objects (`engram.reindex.rebuild`: embedded again).
+
+Written by hand: no library knows Engram's objects; the file layers are the standard library's (`gzip`, `json`).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from engram.clock import iso, parse_time
+from engram.erasure import every
+from engram.errors import InvalidInput, NotFound
+from engram.ports import IndexDoc, Item
+
+if TYPE_CHECKING:
+    from engram.wiring import Engram
+
+FORMAT = "engram-export"
+VERSION = 1
+SKIPPED_KINDS = frozenset({"job", "key"})  # work in flight, and credentials (keys belong to a deployment)
+BATCH = 200  # objects (or index documents) a write takes at once
+Progress = Callable[[str, int], None]  # (what: objects / blobs / docs / audit, how many so far)
+
+
+@dataclass
+class Counts:
+    objects: int = 0
+    blobs: int = 0
+    docs: int = 0
+    audit: int = 0
+    written: int = 0  # objects an import wrote (the rest the target had already)
+    bytes: int = 0
+    seconds: float = 0.0
+    reindexed: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def _vector(v: Any) -> str | None:
+    return None if v is None else base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()
+
+
+def _unvector(s: str | None) -> np.ndarray[Any, Any] | None:
+    return None if s is None else np.frombuffer(base64.b64decode(s), dtype="<f4").astype(np.float32)
+
+
+def _model(root: Engram) -> tuple[str | None, int | None]:
+    e = root.embedder
+    return (None, None) if e is None else (str(e.model_id), int(e.dim))
+
+
+def lines(
+    root: Engram, context_id: str, audit: bool = False, progress: Progress | None = None
+) -> Iterator[dict[str, Any]]:
+    """The export of a context, line by line (`FORMAT`)."""
+    from engram.kinds import KINDS
+
+    model, dim = _model(root)
+    yield {"t": "header", "format": FORMAT, "version": VERSION, "context": context_id,
+           "exported_at": iso(root.clock.now()), "model": model, "dim": dim, "audit": audit}  # fmt: skip
+    n = {"objects": 0, "blobs": 0, "docs": 0, "audit": 0}
+
+    def tick(what: str) -> None:
+        n[what] += 1
+        if progress is not None and n[what] % 500 == 0:
+            progress(what, n[what])
+
+    for kind in sorted(k for k in KINDS if k not in SKIPPED_KINDS):
+        for latest in every(root.records, context_id, kind):
+            versions = root.records.history(context_id, kind, latest.id) or [latest]
+            yield {
+                "t": "object", "kind": kind, "id": latest.id, "created_at": iso(versions[0].created_at),
+                "expires_at": iso(latest.expires_at),
+                "versions": [{"v": v.version, "data": v.data, "actor": v.actor, "at": iso(v.updated_at)}
+                             for v in versions],
+            }  # fmt: skip
+            tick("objects")
+            for key in dict.fromkeys(str(v.data["blob_key"]) for v in versions if v.data.get("blob_key")):
+                try:
+                    data = root.blobs.get(key)
+                except NotFound:
+                    continue  # a version whose bytes an erasure took
+                yield {"t": "blob", "key": key, "data": base64.b64encode(data).decode()}
+                tick("blobs")
+    after: str | None = None
+    while True:
+        docs = root.index.documents(context_id, after, 500)
+        for d in docs:
+            yield {"t": "doc", "kind": d.kind, "id": d.id, "text": d.text, "scopes": list(d.scopes),
+                   "valid_from": iso(d.valid_from), "valid_until": iso(d.valid_until),
+                   "metadata": dict(d.metadata), "vector": _vector(d.vector)}  # fmt: skip
+            tick("docs")
+        if len(docs) < 500:
+            break
+        after = docs[-1].id
+    if audit and root.audit_log is not None:
+        seq = 0
+        while True:
+            entries = root.audit_log.entries(context_id, after=seq, limit=1000)
+            for e in entries:
+                yield {"t": "audit", "seq": e.seq, "at": iso(e.at), "data": e.data, "prev": e.prev, "hash": e.hash}
+                tick("audit")
+            if len(entries) < 1000:
+                break
+            seq = entries[-1].seq
+    yield {"t": "end", **n}
+
+
+def export(
+    root: Engram, context_id: str, out: IO[bytes], audit: bool = False, progress: Progress | None = None
+) -> Counts:
+    """Write the context's export to `out` (gzip of JSON Lines)."""
+    started = time.perf_counter()
+    counts = Counts()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=5) as gz:
+        for line in lines(root, context_id, audit, progress):
+            raw = json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+            gz.write(raw)
+            counts.bytes += len(raw)
+            if line["t"] == "end":
+                counts.objects, counts.blobs = line["objects"], line["blobs"]
+                counts.docs, counts.audit = line["docs"], line["audit"]
+    counts.seconds = time.perf_counter() - started
+    return counts
+
+
+def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
+    created = parse_time(line["created_at"])
+    versions = line["versions"]
+    if not isinstance(versions, list) or not versions or created is None:
+        raise InvalidInput(f"object {line.get('kind')}/{line.get('id')} has no versions")
+    out = []
+    for v in versions:
+        at = parse_time(v["at"])
+        assert at is not None
+        last = v is versions[-1]
+        out.append(Item(context_id, str(line["kind"]), str(line["id"]), int(v["v"]), dict(v["data"]), str(v["actor"]),
+                        created, at, parse_time(line.get("expires_at")) if last else None))  # fmt: skip
+    return out
+
+
+def _doc(context_id: str, line: dict[str, Any]) -> IndexDoc:
+    return IndexDoc(context_id, line["kind"], line["id"], line["text"], _unvector(line.get("vector")),
+                    tuple(line["scopes"]), parse_time(line.get("valid_from")), parse_time(line.get("valid_until")),
+                    line.get("metadata") or {})  # fmt: skip
+
+
+def read_lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """The lines of an export, checked for the format and version first."""
+    with gzip.GzipFile(fileobj=src, mode="rb") as gz:
+        first = True
+        for raw in gz:
+            try:
+                line = json.loads(raw)
+            except ValueError as exc:
+                raise InvalidInput("not an Engram export: a line is not JSON") from exc
+            if first:
+                if line.get("t") != "header" or line.get("format") != FORMAT:
+                    raise InvalidInput("not an Engram export (no engram-export header)")
+                if line.get("version") != VERSION:
+                    raise InvalidInput(
+                        f"an export of format version {line.get('version')}; this Engram reads {VERSION}"
+                    )
+                first = False
+            yield line
+
+
+def load(
+    root: Engram,
+    src: IO[bytes],
+    state: Path | None = None,
+    progress: Progress | None = None,
+    rebuild_index: bool = True,
+) -> Counts:
+    """Import an export into the target `root` (the context the file names). `state`: the checkpoint file (an
+    import stopped resumes after the last batch it committed; removed when the import ends)."""
+    from engram.reindex import rebuild
+
+    started = time.perf_counter()
+    done = json.loads(state.read_text())["line"] if state is not None and state.exists() else 0
+    counts = Counts()
+    model, dim = _model(root)
+    objects: list[list[Item]] = []
+    docs: list[IndexDoc] = []
+    context_id = ""
+    same_model = True
+    ended: dict[str, Any] | None = None
+
+    def flush(n: int) -> None:
+        if objects:
+            counts.written += root.records.restore(context_id, objects)
+            objects.clear()
+        if docs:
+            root.index.upsert(docs)
+            docs.clear()
+        if state is not None:
+            state.write_text(json.dumps({"line": n}))
+
+    n = 0
+    for n, line in enumerate(read_lines(src)):
+        t = line.get("t")
+        if t == "header":
+            context_id = str(line["context"])
+            same_model = (line.get("model"), line.get("dim")) == (model, dim)
+            continue
+        if t == "end":
+            ended = line
+            continue
+        if n < done:  # committed by the import that was stopped
+            counts.objects += t == "object"
+            continue
+        if t == "object":
+            objects.append(_item(context_id, line))
+            counts.objects += 1
+        elif t == "blob":
+            key = str(line["key"])
+            if not root.blobs.exists(key):
+                root.blobs.put(key, base64.b64decode(line["data"]))
+            counts.blobs += 1
+        elif t == "doc":
+            counts.docs += 1
+            if same_model:
+                docs.append(_doc(context_id, line))
+        elif t == "audit":
+            counts.audit += 1
+        else:
+            counts.skipped[str(t)] = counts.skipped.get(str(t), 0) + 1
+        if len(objects) >= BATCH or len(docs) >= BATCH:
+            flush(n + 1)
+        if progress is not None and (counts.objects + counts.docs) % 500 == 0:
+            progress("objects", counts.objects + counts.docs)
+    if ended is None or ended.get("objects") != counts.objects:
+        raise InvalidInput("the export is incomplete (its end line is missing or counts otherwise): export it again")
+    flush(n + 1)
+    if not same_model and rebuild_index and counts.docs:
+        rebuild(root, context_id)
+        counts.reindexed = True
+    root.audit.record(context_id, "system", "system", "context_import", "cli", [], "ok",
+                      cost={"objects": float(counts.written)})  # fmt: skip
+    if state is not None:
+        state.unlink(missing_ok=True)
+    counts.seconds = time.perf_counter() - started
+    return counts
+
+
+def import_file(root: Engram, path: Path, progress: Progress | None = None) -> Counts:
+    """`load` of a file, its checkpoint beside it (`<file>.state`)."""
+    with path.open("rb") as src:
+        return load(root, src, path.with_name(path.name + ".state"), progress)
