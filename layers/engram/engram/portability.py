@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
 FORMAT = "engram-export"
 VERSION = 1
-SKIPPED_KINDS = frozenset({"job", "key"})  # work in flight, and credentials (keys belong to a deployment)
+SKIPPED_KINDS = frozenset({"job", "key", "transfer"})  # work in flight, credentials, this deployment's transfers
+UNTRUSTED_KINDS = frozenset({"issuer", "quota"})  # the operator's settings of a context: not from a manager's file
 BATCH = 200  # objects (or index documents) a write takes at once
 Progress = Callable[[str, int], None]  # (what: objects / blobs / docs / audit, how many so far)
 
@@ -159,18 +160,45 @@ def export(
     return counts
 
 
-def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
-    created = parse_time(line["created_at"])
-    versions = line["versions"]
-    if not isinstance(versions, list) or not versions or created is None:
-        raise InvalidInput(f"object {line.get('kind')}/{line.get('id')} has no versions")
-    out = []
+def _blob(key: str, source: str, target: str) -> str:
+    """A blob's key in the target: under the source context's prefix in the file (refused otherwise: a file naming
+    another context's blob would have this one's objects point at it), under the target's here."""
+    if not key.startswith(f"{source}/"):
+        raise InvalidInput(f"the export names a blob outside its context: {key[:80]!r}")
+    return f"{target}/{key[len(source) + 1 :]}"
+
+
+def _moved(versions: list[Item], source: str, target: str) -> list[Item]:
+    """An object's versions with the blobs they name moved to the target context's keys (`_blob`)."""
     for v in versions:
-        at = parse_time(v["at"])
-        assert at is not None
-        last = v is versions[-1]
-        out.append(Item(context_id, str(line["kind"]), str(line["id"]), int(v["v"]), dict(v["data"]), str(v["actor"]),
-                        created, at, parse_time(line.get("expires_at")) if last else None))  # fmt: skip
+        if v.kind in SKIPPED_KINDS:
+            raise InvalidInput(f"an export holds no {v.kind!r} objects")
+        if isinstance(v.data.get("blob_key"), str):
+            v.data["blob_key"] = _blob(v.data["blob_key"], source, target)
+    return versions
+
+
+def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
+    """An object line's versions as items, checked: a declared kind, an id, versions in increasing order, data."""
+    from engram.kinds import KINDS
+
+    kind, id_, versions = line["kind"], line["id"], line["versions"]
+    created = parse_time(line["created_at"])
+    if kind not in KINDS or kind in SKIPPED_KINDS:
+        raise InvalidInput(f"an export holds no {str(kind)[:40]!r} objects")
+    if not isinstance(id_, str) or not 0 < len(id_) <= 1024:
+        raise ValueError("id")
+    if not isinstance(versions, list) or not versions or created is None:
+        raise ValueError("versions")
+    out: list[Item] = []
+    for n, v in enumerate(versions, 1):  # increasing numbers (an erasure may have squashed the early ones)
+        at, number = parse_time(v["at"]), v["v"]
+        if at is None or type(number) is not int or number <= (out[-1].version if out else 0):
+            raise ValueError("version")
+        if not isinstance(v["data"], dict):
+            raise ValueError("data")
+        expires = parse_time(line.get("expires_at")) if n == len(versions) else None
+        out.append(Item(context_id, kind, id_, number, dict(v["data"]), str(v["actor"]), created, at, expires))
     return out
 
 
@@ -206,9 +234,18 @@ def load(
     state: Path | None = None,
     progress: Progress | None = None,
     rebuild_index: bool = True,
+    into: str | None = None,
+    trusted: bool = True,
 ) -> Counts:
-    """Import an export into the target `root` (the context the file names). `state`: the checkpoint file (an
-    import stopped resumes after the last batch it committed; removed when the import ends)."""
+    """Import an export into the target `root`: into the context the file names, or `into`. `state`: the
+    checkpoint file (an import stopped resumes after the last batch it committed; removed when the import ends).
+
+    A file is checked as it is read (a hostile one is refused with the line it failed at; what it committed
+    before stays, as a stopped import's does): every blob it names lies under its own context's prefix (moved to
+    the target's), no object is of a kind no export holds (keys, jobs), and with `trusted` off (a context's
+    manager importing through the API, not the operator at the command line) the deployment's own settings of
+    the context — the OAuth issuers it trusts (`oauth_trust` checks those), its quotas (the operator's) — are
+    skipped, not taken from the file."""
     from engram.reindex import rebuild
 
     started = time.perf_counter()
@@ -217,7 +254,7 @@ def load(
     model, dim = _model(root)
     objects: list[list[Item]] = []
     docs: list[IndexDoc] = []
-    context_id = ""
+    context_id = source = ""
     same_model = True
     ended: dict[str, Any] | None = None
 
@@ -235,7 +272,8 @@ def load(
     for n, line in enumerate(read_lines(src)):
         t = line.get("t")
         if t == "header":
-            context_id = str(line["context"])
+            source = str(line["context"])
+            context_id = into or source
             same_model = (line.get("model"), line.get("dim")) == (model, dim)
             continue
         if t == "end":
@@ -244,22 +282,30 @@ def load(
         if n < done:  # committed by the import that was stopped
             counts.objects += t == "object"
             continue
-        if t == "object":
-            objects.append(_item(context_id, line))
-            counts.objects += 1
-        elif t == "blob":
-            key = str(line["key"])
-            if not root.blobs.exists(key):
-                root.blobs.put(key, base64.b64decode(line["data"]))
-            counts.blobs += 1
-        elif t == "doc":
-            counts.docs += 1
-            if same_model:
-                docs.append(_doc(context_id, line))
-        elif t == "audit":
-            counts.audit += 1
-        else:
-            counts.skipped[str(t)] = counts.skipped.get(str(t), 0) + 1
+        try:
+            if t == "object" and not trusted and line.get("kind") in UNTRUSTED_KINDS:
+                counts.objects += 1
+                counts.skipped[str(line["kind"])] = counts.skipped.get(str(line["kind"]), 0) + 1
+                continue
+            if t == "object":
+                objects.append(_moved(_item(context_id, line), source, context_id))
+                counts.objects += 1
+            elif t == "blob":
+                key = _blob(str(line["key"]), source, context_id)
+                if not root.blobs.exists(key):
+                    root.blobs.put(key, base64.b64decode(line["data"], validate=True))
+                counts.blobs += 1
+            elif t == "doc":
+                counts.docs += 1
+                if same_model:
+                    docs.append(_doc(context_id, line))
+            elif t == "audit":
+                counts.audit += 1
+            else:
+                counts.skipped[str(t)] = counts.skipped.get(str(t), 0) + 1
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidInput(f"line {n + 1} of the export is not what its format says ({type(exc).__name__})",
+                               details={"line": n + 1}) from None  # fmt: skip
         if len(objects) >= BATCH or len(docs) >= BATCH:
             flush(n + 1)
         if progress is not None and (counts.objects + counts.docs) % 500 == 0:

@@ -10,12 +10,14 @@ from engram.family import Family, Job, Services
 from engram.kinds import Kind
 
 ERASURE_JOB = "erasure.run"
+EXPORT_JOB, IMPORT_JOB = "context.export", "context.import"
 
 if TYPE_CHECKING:
     from engram.audit import Auditor
     from engram.families.identity.erasure import ErasureService
     from engram.families.identity.principals import Principals
     from engram.families.identity.subject_access import SubjectAccess
+    from engram.families.identity.transfers import Transfers
     from engram.identity import IdentityService
     from engram.quotas import Quotas
 
@@ -46,6 +48,12 @@ class IdentityServices(Services):
         return SubjectAccess(self.root)
 
     @cached_property
+    def transfers(self) -> Transfers:
+        from engram.families.identity.transfers import Transfers
+
+        return Transfers(self.root)
+
+    @cached_property
     def principals(self) -> Principals:
         from engram.families.identity.principals import Principals
         from engram.families.records import RecordsServices
@@ -58,11 +66,16 @@ FAMILY = Family(
     "identity",
     IdentityServices,
     function="IdentityFunction",
-    jobs={ERASURE_JOB: Job("erasure", "_job")},
+    jobs={
+        ERASURE_JOB: Job("erasure", "_job"),
+        EXPORT_JOB: Job("transfers", "_export_job"),
+        IMPORT_JOB: Job("transfers", "_import_job"),
+    },
     kinds={
         "erasure": Kind("identity", "system"),  # an erasure request, its progress and its signed receipt
         "receiptkey": Kind("identity", "system"),  # the deployment's receipt signing key (context `_system`)
         "auditkey": Kind("identity", "system"),  # the audit chain's HMAC key, without ENGRAM_AUDIT_KEY (`_system`)
+        "transfer": Kind("identity", "system"),  # a whole context's export or import run by the worker
     },
     seeds=("vectros",),
     clients=("dynamodb",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.clock import iso, parse_time
 from engram.errors import InvalidInput
@@ -257,6 +257,81 @@ declare(
         "GET",
         "/usage",
         _usage,
+        read_only=True,
+    )
+)
+
+
+class TransferOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    transfer_id: str
+    kind: str
+    status: str
+
+
+class ContextExportIn(OpInput):
+    audit: bool = Field(False, description="the audit trail too")
+
+
+class ContextImportIn(OpInput):
+    transfer_id: str | None = Field(None, min_length=1, max_length=64, description="an export made here")
+    bytes_base64: str | None = Field(None, min_length=4, description="an export file (gzip of JSON Lines), base64")
+
+
+class TransferIdIn(OpInput):
+    transfer_id: str = Field(..., min_length=1, max_length=64)
+
+
+def _context_export(s: IdentityServices, c: Caller, a: ContextExportIn, p: Progress) -> dict[str, Any]:
+    return s.transfers.export(c, a.audit)
+
+
+def _context_import(s: IdentityServices, c: Caller, a: ContextImportIn, p: Progress) -> dict[str, Any]:
+    return s.transfers.import_(c, a.transfer_id, a.bytes_base64)
+
+
+def _transfer_status(s: IdentityServices, c: Caller, a: TransferIdIn, p: Progress) -> dict[str, Any]:
+    return s.transfers.status(c, a.transfer_id)
+
+
+declare(
+    Operation(
+        "context_export",
+        "identity",
+        "Export this whole context (every object, its history, blobs, vectors) as a job; "
+        "context_transfer_status gives the file.",
+        ContextExportIn,
+        TransferOut,
+        MANAGEMENT,
+        "POST",
+        "/context/exports",
+        _context_export,
+    )
+)
+declare(
+    Operation(
+        "context_import",
+        "identity",
+        "Import an Engram export into this context as a job (twice changes nothing).",
+        ContextImportIn,
+        TransferOut,
+        MANAGEMENT,
+        "POST",
+        "/context/imports",
+        _context_import,
+    )
+)
+declare(
+    Operation(
+        "context_transfer_status",
+        "identity",
+        "A context export's or import's progress and counts; an export's download URL.",
+        TransferIdIn,
+        TransferOut,
+        MANAGEMENT,
+        "GET",
+        "/context/transfers/status",
+        _transfer_status,
         read_only=True,
     )
 )
