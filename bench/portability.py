@@ -26,20 +26,6 @@ from engram.wiring import build_local
 CONTEXT = "bench"
 WORDS = ["order", "parcel", "late", "refund", "invoice", "printer", "toner", "delivery", "Lisbon", "Paris",
          "contract", "renewal", "meeting"]  # fmt: skip
-    "order",
-    "parcel",
-    "late",
-    "refund",
-    "invoice",
-    "printer",
-    "toner",
-    "delivery",
-    "Lisbon",
-    "Paris",
-    "contract",
-    "renewal",
-    "meeting",
-]
 
 
 def make(data: Path, n: int) -> None:
