@@ -1,6 +1,8 @@
 """#53: time in plain language, on both adapter sets — memory_recall, conversation_search and knowledge_search read
-the query's time words (or since / until) relative to the request's time in the caller's time zone, search only
-that window, and say how they read it."""
+the query's time words (or since / until) relative to the request's time in the caller's time zone and say how
+they read them. `since` / `until` are filters; memory_recall takes a time its query's words name as a preference
+(what was said then ranks first: a question's "in 2021" is when a thing happened, which is often told later),
+conversation_search and knowledge_search as a filter."""
 
 from __future__ import annotations
 
@@ -32,13 +34,18 @@ def test_memory_recall_reads_two_days_ago_and_since(both: Engram) -> None:
     e.memory.store(alice, e_turn("I bought a lamp at the market.", now - timedelta(minutes=5)), None)
     got = call(e, alice, "memory_recall", {"query": "what did I buy at the market two days ago", "k": 10})
     texts = [r["text"] for r in got["results"]]  # type: ignore[index, union-attr]
-    assert any("oat milk" in t for t in texts) and not any("coffee" in t or "lamp" in t for t in texts)
+    assert "oat milk" in texts[0]  # said two days ago: first
     time = got["time"]
-    assert time["read"] == "two days ago" and time["timezone"] == "UTC"  # type: ignore[index]
+    assert time["read"] == "two days ago" and time["timezone"] == "UTC" and time["as"] == "preference"  # type: ignore[index]
     since = (now - timedelta(days=3)).isoformat()
     got = call(e, alice, "memory_recall", {"query": "what did I buy at the market", "since": since, "k": 10})
     texts = [r["text"] for r in got["results"]]  # type: ignore[index, union-attr]
     assert any("lamp" in t for t in texts) and not any("coffee" in t for t in texts)
+    assert got["time"]["as"] == "filter"  # type: ignore[index]
+    until = (now - timedelta(days=1)).isoformat()
+    got = call(e, alice, "memory_recall", {"query": "what did I buy at the market two days ago", "until": until})
+    texts = [r["text"] for r in got["results"]]  # type: ignore[index, union-attr]
+    assert any("oat milk" in t for t in texts) and not any("coffee" in t or "lamp" in t for t in texts)  # both hold
     plain = call(e, alice, "memory_recall", {"query": "what did I buy at the market", "k": 10})
     assert "time" not in plain or plain["time"] is None  # no time words: no window, everything as before
 
@@ -52,7 +59,8 @@ def test_before_i_moved_is_read_from_memory(both: Engram) -> None:
     e.memory.store(alice, e_turn("The bakery near my Berlin flat is great.", now - timedelta(days=2)), None)
     got = call(e, alice, "memory_recall", {"query": "the bakery before I moved", "k": 10, "mode": "bm25"})
     texts = [r["text"] for r in got["results"]]  # type: ignore[index, union-attr]
-    assert any("Paris" in t for t in texts) and not any("Berlin flat" in t for t in texts)
+    assert "Paris" in texts[0], texts  # said before the move: first
+    assert got["time"]["until"] is not None and got["time"]["read"] == "before I moved"  # type: ignore[index]
 
 
 def test_conversation_and_knowledge_search_take_a_window_and_a_time_zone(both: Engram) -> None:

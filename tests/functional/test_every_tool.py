@@ -63,6 +63,14 @@ def _erasure(live: Live) -> str:
     return str(asked["request_id"])
 
 
+def _export(live: Live) -> str:
+    """A finished export of the context (its manager's), run by the server's worker."""
+    caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.management), "acme", ANY, "t")
+    started = live.engram.transfers.export(caller, False)
+    live.engram.queue.join()
+    return str(started["transfer_id"])
+
+
 SAMPLE_SCHEMA = {
     "type": "object",
     "properties": {"title": {"type": "string"}, "email": {"type": "string"}},
@@ -188,6 +196,11 @@ SAMPLES: dict[str, Any] = {
         "operations": [{"type": "insert", "position": 0, "content": "# hi\n"}],
     },
     "get_performance_metrics": {},
+    "memory_timeline": {"key": "location", "limit": 50},
+    "entity_graph": {"type": "Person", "limit": 50},
+    "context_export": {},
+    "context_transfer_status": lambda live: {"transfer_id": _export(live)},
+    "context_import": lambda live: {"transfer_id": _export(live)},
 }
 OPS = select()
 

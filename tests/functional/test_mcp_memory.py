@@ -19,6 +19,7 @@ MEMORY_TOOLS = {
     "memory_reflect",
     "memory_profile",
     "memory_forget",
+    "memory_timeline",
     "recall",
     "explain",
     "predict",

@@ -35,6 +35,7 @@ _SERVICE_FAMILY = {
     "workctx": "context",
     "erasure": "identity",
     "subject_access": "identity",
+    "transfers": "identity",
     "conversation": "conversation",
     "entities": "entities",
     "graph": "entities",

@@ -30,15 +30,18 @@ TIME_BOOST = 0.5
 TIME_LAG = timedelta(days=7)
 
 
+def said_in(h: Hit, window: Window) -> bool:
+    """Whether a hit was said in `window`, or up to TIME_LAG after it."""
+    said = parse_time(str(h.metadata.get("said_at") or "") or None)
+    high = None if window.until is None else window.until + TIME_LAG
+    return said is not None and (window.since is None or said >= window.since) and (high is None or said < high)
+
+
 def preferred(hits: Sequence[Hit], window: Window, k: int) -> list[Hit]:
     """The best `k` of `hits` with those said in `window` (or soon after) raised."""
-    since, until = window.since, window.until
-    high = None if until is None else until + TIME_LAG
 
     def score(h: Hit) -> float:
-        said = parse_time(str(h.metadata.get("said_at") or "") or None)
-        inside = said is not None and (since is None or said >= since) and (high is None or said < high)
-        return h.score * (1 + TIME_BOOST) if inside else h.score
+        return h.score * (1 + TIME_BOOST) if said_in(h, window) else h.score
 
     ranked = sorted(((score(h), n, h) for n, h in enumerate(hits)), key=lambda t: (-t[0], t[1]))
     return [h.scored(round(s, 6), h.lexical, h.semantic) for s, _, h in ranked[:k]]
@@ -79,7 +82,7 @@ class Reading(MemoryBase):
             mode,
             kinds,
             everything_when_small,
-            window.bounds() if window is not None else None,
+            (window.bounds(), window.soft) if window is not None else None,
         )
         # An answer holding a memory that expires is good only until the first of them does: an expired
         # memory is never recalled, even before the sweep that removes it moves the generation.
@@ -103,6 +106,8 @@ class Reading(MemoryBase):
             else:  # no embedder: BM25 would drop what shares no word with the query, so list the records
                 hits = self._listing(caller, kinds, visibility, as_of or self.clock.now())
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
+            if window is not None:  # all of them still, those said in the time the query names first
+                hits.sort(key=lambda h: not said_in(h, window))
             tier = "full_context"
         else:
             pool = k if window is None or hard else max(TIME_POOL * k, 30)
