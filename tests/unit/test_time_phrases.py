@@ -37,6 +37,15 @@ def window(
         ("what did I do last month", "what did I do", "2026-05-01T00:00:00Z", "2026-06-01T00:00:00Z"),
         ("everything since March", "everything", "2026-03-01T00:00:00Z", None),
         ("everything before 2025", "everything", None, "2025-01-01T00:00:00Z"),
+        # a date written out, either way round, its day read (not the month alone)
+        ("what did John do the week before August 3, 2023", "what did John do the week", None, "2023-08-03T00:00:00Z"),
+        (
+            "what did Joanna finish on 23 January, 2022",
+            "what did Joanna finish",
+            "2022-01-23T00:00:00Z",
+            "2022-01-24T00:00:00Z",
+        ),
+        ("plans for the Saturday after October 28, 2023", "plans for the Saturday", "2023-10-29T00:00:00Z", None),
         ("in the past 3 days", "in the past 3 days", "2026-06-14T15:30:00Z", None),
         ("calls on Monday", "calls", "2026-06-15T00:00:00Z", "2026-06-16T00:00:00Z"),
         ("calls last Wednesday", "calls", "2026-06-10T00:00:00Z", "2026-06-11T00:00:00Z"),
