@@ -29,7 +29,7 @@ from engram.wiring import build_local
 
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
 DEV, HELD_OUT = range(0, 7), range(7, 10)
-GRID = [(pool, boost, lag) for pool in (2, 3) for boost in (0.1, 0.25, 0.5, 1.0) for lag in (0, 7, 31)]
+GRID = [(pool, boost, lag) for pool in (1, 2, 3) for boost in (0.1, 0.25, 0.5, 1.0) for lag in (0, 7, 31)]
 
 
 @contextmanager

@@ -48,6 +48,7 @@ def pace_ms() -> float:
 def main(names: list[str]) -> None:
     from bench import (
         access,
+        backup,
         coldstart,
         conll04,
         console,
@@ -59,6 +60,8 @@ def main(names: list[str]) -> None:
         lambda_latency,
         latency,
         locomo,
+        locomo_time,
+        portability,
         protocol,
         reads,
         records,
@@ -88,6 +91,9 @@ def main(names: list[str]) -> None:
         "trust": trust.run,
         "extraction": extraction.run,
         "console": console.run,
+        "locomo-time": locomo_time.run,
+        "portability": portability.run,
+        "backup": backup.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {
