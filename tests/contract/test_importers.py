@@ -104,7 +104,7 @@ def test_a_basic_memory_folder_of_notes(e: Engram, tmp_path: Path) -> None:
             "Coffee Brewing links to Tea Brewing."} <= set(got)  # fmt: skip
     docs = {i.data["title"]: i.data for i in scan(e.records, "acme", "document")}
     assert set(docs) == {"Coffee Brewing", "tea"}
-    assert docs["Coffee Brewing"]["metadata"]["tags"] == ["coffee", "brewing"]
+    assert {"coffee", "brewing", "type:note"} <= set(docs["Coffee Brewing"]["labels"])
 
 
 def chatgpt_export() -> list[dict[str, Any]]:
@@ -184,3 +184,18 @@ def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(argv) == 0
     said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert said["system"] == "chatgpt" and said["mapped"]["threads"] == 1
+
+
+def test_an_item_the_service_refuses_is_skipped_with_the_reason_and_the_rest_imported(
+    e: Engram, tmp_path: Path
+) -> None:
+    path = tmp_path / "conversations.json"
+    huge = "word " * 20_000  # over a message's 32,000 characters
+    path.write_text(json.dumps([{"uuid": "u-2", "name": "Long", "chat_messages": [
+        {"sender": "human", "text": huge},
+        {"sender": "human", "text": "I play the cello."},
+    ]}]))  # fmt: skip
+    report = run("claude", path, e, operator(), ALICE)
+    assert report["mapped"]["messages"] == 1
+    assert any(why.startswith("conversation_append refused it") for why in report["skipped"]), report
+    assert "I play the cello." in turns(e)

@@ -83,6 +83,10 @@ def _issuers(w: World) -> Any:
     return call(w, w.admin, "oauth_issuers", {})
 
 
+def _records(w: World) -> Any:
+    return call(w, w.admin, "record_query", {"type": "ticket", "field": "title", "op": "prefix", "value": ""})
+
+
 PROBES: dict[str, Probe | str] = {
     "quota_set": Probe(lambda w: {"requests_per_minute": 0}, "grant_denied", _context_quotas),
     "quota_get": Probe(lambda w: {"key_id": w.alice_key_id}, "grant_denied"),
@@ -101,6 +105,12 @@ PROBES: dict[str, Probe | str] = {
     "erasure_request": Probe(lambda w: {"scope": f"org/{w.ctx}/user/alice", "preview": True}, "scope_not_granted"),
     "subject_export": Probe(lambda w: {"scope": f"org/{w.ctx}/user/alice"}, "scope_not_granted"),
     "scopes_create": Probe(lambda w: {"paths": [f"org/{w.ctx}/user/alice/new"]}, "grant_denied"),
+    # the whole context moves only by its manager's hand: an export holds every region, an import writes into all
+    "context_export": Probe(lambda w: {}, "not_context_manager", _records),
+    "context_import": Probe(
+        lambda w: {"bytes_base64": "H4sIAAAAAAAAA6uuBQBDv6ajAgAAAA=="}, "not_context_manager", _records
+    ),
+    "context_transfer_status": Probe(lambda w: {"transfer_id": "tx_0"}, "not_context_manager"),
     # reads whose answers hold another region's nothing, checked in their own way below
     "audit_query": "its entries: only the calls of keys it governs (test below)",
     "oauth_issuers": "only the issuers trusted inside its grant (the oauth_distrust probe reads it)",

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.clock import parse_time
+from engram.clock import iso, parse_time
 from engram.errors import InvalidInput
 from engram.identity import Caller
 
@@ -66,11 +66,24 @@ class Memory:
 
 
 class Target:
-    """Where an importer writes: memories (batched), threads, documents — through the families' services."""
+    """Where an importer writes: through the operations a client calls (`memory_store_batch`,
+    `conversation_append`, `document_upload`), so every item meets the same checks; one they refuse is skipped with
+    the reason, not the whole import."""
 
-    def __init__(self, root: Any, caller: Caller, scope: str) -> None:
-        self.root, self.caller, self.scope = root, caller, scope
+    def __init__(self, root: Any, caller: Caller, scope: str, report: Report) -> None:
+        self.root, self.caller, self.scope, self.report = root, caller, scope, report
         self._pending: list[Memory] = []
+
+    def _call(self, tool: str, arguments: dict[str, Any], note: bool = True) -> bool:
+        from engram.errors import EngramError
+
+        try:
+            self.root.call(self.caller, tool, arguments)
+        except EngramError as exc:
+            if note:
+                self.report.skip(f"{tool} refused it: {exc.message[:120]}")
+            return False
+        return True
 
     def memory(self, m: Memory) -> None:
         self._pending.append(m)
@@ -78,26 +91,36 @@ class Target:
             self.flush()
 
     def flush(self) -> None:
-        from engram.families.memory.base import Turn
-
         by_scope: dict[str, list[Memory]] = {}
         for m in self._pending:
             by_scope.setdefault(m.scope or self.scope, []).append(m)
         self._pending.clear()
         for scope, ms in by_scope.items():
-            turns = [Turn(m.content, session_id=m.session, said_at=m.said_at, metadata=dict(m.metadata) or None)
-                     for m in ms]  # fmt: skip
-            self.root.memory.store_many(self.caller, turns, [[scope]])
+            turns = [_turn(m) for m in ms]
+            whole = self._call("memory_store_batch", {"turns": turns, "scopes": [[scope]]}, note=len(ms) == 1)
+            if not whole and len(ms) > 1:  # one refused turn refuses its batch (all or nothing): one by one
+                for turn in turns:
+                    self._call("memory_store_batch", {"turns": [turn], "scopes": [[scope]]})
 
-    def message(self, thread: str, role: str, text: str, metadata: dict[str, Any]) -> None:
-        self.root.conversation.append(self.caller, thread, role, text, metadata, extract_facts=False)
+    def message(self, thread: str, role: str, text: str, metadata: dict[str, Any]) -> bool:
+        args = {"thread_id": thread, "role": role, "content": text, "metadata": metadata, "extract_facts": False}
+        return self._call("conversation_append", args)
 
-    def document(self, text: str, title: str, filename: str, metadata: dict[str, Any]) -> None:
-        from engram.families.knowledge.base import NewDocument
+    def document(self, text: str, title: str, filename: str, source: str, labels: list[str]) -> bool:
+        import base64
 
-        doc = NewDocument(text.encode(), title=title, filename=filename, mime_type="text/markdown",
-                          metadata=metadata, scopes=[[self.scope]])  # fmt: skip
-        self.root.documents.ingest(self.caller, doc)
+        return self._call("document_upload", {"bytes_base64": base64.b64encode(text.encode()).decode(), "title": title,
+                          "filename": filename, "mime_type": "text/markdown", "source": source, "labels": labels[:50],
+                          "scopes": [[self.scope]]})  # fmt: skip
+
+
+def _turn(m: Memory) -> dict[str, Any]:
+    return {
+        "content": m.content,
+        "session_id": m.session,
+        "said_at": iso(m.said_at),
+        "metadata": dict(m.metadata) or None,
+    }
 
 
 def _json(path: Path) -> Any:
@@ -187,13 +210,9 @@ def basic_memory(path: Path, to: Target, report: Report) -> None:
             report.skip("an empty note")
             continue
         title = str(front.get("title") or note.stem)
-        meta = {
-            "imported_from": "basic-memory",
-            "path": note.relative_to(path).as_posix(),
-            "type": str(front.get("type") or "note"),
-            "tags": [str(t) for t in front.get("tags") or []],
-        }
-        to.document(text, title, note.name, meta)
+        labels = [f"type:{front.get('type') or 'note'}", *(str(t) for t in front.get("tags") or [])]
+        if not to.document(text, title, note.name, f"basic-memory:{note.relative_to(path).as_posix()}", labels):
+            continue
         report.add("documents")
         linked: set[str] = set()
         for line in text.splitlines():
@@ -227,7 +246,9 @@ def _chat(
             if not text.strip():
                 report.skip("a message without text (an image, a file, a tool call)")
                 continue
-            to.message(thread, role, text, {"imported_from": system, "title": title, "said_at": str(at or "")})
+            said = iso(_when(at)) or ""
+            if not to.message(thread, role, text, {"imported_from": system, "title": title[:200], "said_at": said}):
+                continue
             kept += 1
             if role == "user":
                 to.memory(Memory(text, said_at=_when(at), session=thread, metadata={"imported_from": system}))
@@ -289,8 +310,10 @@ def run(system: str, path: Path, root: Any, caller: Caller, scope: str) -> dict[
     """Import `path` (a file, or basic-memory's folder) of `system` under `scope`: what was mapped, what skipped."""
     if system not in IMPORTERS:
         raise InvalidInput(f"unknown system {system!r}: one of {', '.join(SYSTEMS)}")
+    if "{user_id}" not in scope and scope not in root.identity.registered(caller.context_id):
+        raise InvalidInput(f"scope path(s) not registered: {scope} (register with `engram scopes create`)")
     report = Report(system)
-    target = Target(root, caller, scope)
+    target = Target(root, caller, scope, report)
     IMPORTERS[system](path, target, report)
     target.flush()
     root.queue.join()

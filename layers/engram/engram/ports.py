@@ -134,23 +134,18 @@ class RecordStore(Protocol):
 
     def purge_many(self, context_id: str, kind: str, ids: Sequence[str]) -> int:
         """`purge` of each of `ids`, batched where the store can: how many of them existed."""
-        ...
 
     def expunge(self) -> None:
         """After an erasure: what the store still keeps of deleted items beyond them (a write-ahead log's old
         pages), gone. Nothing to do where deletes are physical at once (DynamoDB)."""
-        ...
 
     def restore(self, context_id: str, objects: Sequence[Sequence[Item]]) -> int:
-        """Objects brought back whole (`engram.portability`): each is its versions, oldest first, kept as given
-        (number, data, actor, times; the latest's `expires_at`). An object the store already has is left as it is
-        (an import run twice, or resumed, writes nothing twice). Returns how many were written."""
-        ...
+        """Objects brought back whole (`engram.portability`), each its versions oldest first, kept as given; one
+        the store has already is left as it is. Returns how many were written."""
 
     def squash(self, context_id: str, kind: str, id: str) -> int:
         """Physically delete every version of an item but the latest (an erasure's: what a shared object said
         before it lost a subject's part). Returns how many versions went."""
-        ...
 
 
 def scan(records: RecordStore, context_id: str, kind: str, prefix: str = "", page_size: int = 1000) -> Iterator[Item]:
@@ -469,9 +464,7 @@ class SearchIndex(Protocol):
         ...
 
     def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
-        """Up to `limit` of the context's documents with ids after `after`, in id order, each with its vector
-        (`engram.portability`: a context taken elsewhere keeps its vectors)."""
-        ...
+        """Up to `limit` of the context's documents with ids after `after`, in id order, with their vectors."""
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         """(How many documents the context holds, how many of them contain each stem): the statistics

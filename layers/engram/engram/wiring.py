@@ -153,6 +153,15 @@ class Engram:
     def family_services(self, name: str) -> Services:
         return self.services(family(name).services)
 
+    def call(self, caller: Any, tool: str, arguments: dict[str, Any]) -> Any:
+        """An operation run by its name as a client's call reaches it, its input checked (`engram.importers`)."""
+        from engram.families import find
+
+        op = find(tool)
+        if op is None:
+            raise KeyError(tool)
+        return op.run(self.family_services(op.family), caller, op.parse(arguments), lambda *_: None)
+
     def built(self) -> set[str]:
         """The names of the family services this root has built so far (each is built on first use)."""
         return {name for made in list(self._services.values()) for name in vars(made) if name != "root"}

@@ -269,13 +269,18 @@ class TransferOut(BaseModel):
     status: str
 
 
+MAX_UPLOAD_BASE64 = 50 * 1024 * 1024 * 4 // 3 + 4  # 50 MB of export in the call (engram.families.identity.transfers)
+
+
 class ContextExportIn(OpInput):
     audit: bool = Field(False, description="the audit trail too")
 
 
 class ContextImportIn(OpInput):
     transfer_id: str | None = Field(None, min_length=1, max_length=64, description="an export made here")
-    bytes_base64: str | None = Field(None, min_length=4, description="an export file (gzip of JSON Lines), base64")
+    bytes_base64: str | None = Field(
+        None, min_length=4, max_length=MAX_UPLOAD_BASE64, description="an export file (gzip of JSON Lines), base64"
+    )
 
 
 class TransferIdIn(OpInput):
@@ -298,8 +303,7 @@ declare(
     Operation(
         "context_export",
         "identity",
-        "Export this whole context (every object, its history, blobs, vectors) as a job; "
-        "context_transfer_status gives the file.",
+        "Export this whole context (objects, histories, files, vectors) as a job.",
         ContextExportIn,
         TransferOut,
         MANAGEMENT,
@@ -325,7 +329,7 @@ declare(
     Operation(
         "context_transfer_status",
         "identity",
-        "A context export's or import's progress and counts; an export's download URL.",
+        "An export's or import's progress and counts; an export's download URL.",
         TransferIdIn,
         TransferOut,
         MANAGEMENT,

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from engram.wiring import Engram
 
 TRANSFER = "transfer"
-MAX_UPLOAD = 50 * 1024 * 1024  # bytes of an export sent in the call itself (a bigger one: `engram import`)
 
 
 class Transfers(BaseService):
@@ -61,12 +60,11 @@ class Transfers(BaseService):
             done = self.status(caller, transfer_id)
             if done["kind"] != "export" or done["status"] != "done":
                 raise InvalidInput(f"{transfer_id} is not a finished export", details={"field": "transfer_id"})
-            key = str(self.records.get(caller.context_id, TRANSFER, transfer_id).data["blob"])  # type: ignore[union-attr]
+            made = self.records.get(caller.context_id, TRANSFER, transfer_id)
+            assert made is not None  # `status` found it
+            key = str(made.data["blob"])
         else:
             assert bytes_base64 is not None
-            if len(bytes_base64) > MAX_UPLOAD * 4 // 3 + 4:
-                raise InvalidInput(f"an export over {MAX_UPLOAD} bytes is imported with `engram import`",
-                                   code="too_large", details={"field": "bytes_base64"})  # fmt: skip
             try:
                 raw = base64.b64decode(bytes_base64, validate=True)
             except (binascii.Error, ValueError) as exc:
