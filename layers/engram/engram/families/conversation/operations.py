@@ -88,9 +88,9 @@ class SearchIn(OpInput):
     namespace: str | None = NAMESPACE
     limit: int = Field(10, ge=1, le=100)
     threshold: float | None = Field(None, ge=0, le=1, description="min score (0-1; 0.5 = a match)")
-    since: When | None = Field(None, description="ISO 8601: sent from then on")
-    until: When | None = Field(None, description="ISO 8601: sent before then")
-    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
+    since: When | None = None
+    until: When | None = None
+    timezone: str | None = Field(None, max_length=64, description="IANA time zone")
 
 
 class FoundOut(BaseModel):

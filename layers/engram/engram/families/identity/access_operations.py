@@ -278,9 +278,7 @@ class ContextExportIn(OpInput):
 
 class ContextImportIn(OpInput):
     transfer_id: str | None = Field(None, min_length=1, max_length=64, description="an export made here")
-    bytes_base64: str | None = Field(
-        None, min_length=4, max_length=MAX_UPLOAD_BASE64, description="an export file (gzip of JSON Lines), base64"
-    )
+    bytes_base64: str | None = Field(None, min_length=4, max_length=MAX_UPLOAD_BASE64, description="an export, base64")
 
 
 class TransferIdIn(OpInput):
@@ -303,7 +301,7 @@ declare(
     Operation(
         "context_export",
         "identity",
-        "Export this whole context (objects, histories, files, vectors) as a job.",
+        "Export this whole context, as a job.",
         ContextExportIn,
         TransferOut,
         MANAGEMENT,
@@ -316,7 +314,7 @@ declare(
     Operation(
         "context_import",
         "identity",
-        "Import an Engram export into this context as a job (twice changes nothing).",
+        "Import an Engram export into this context, as a job.",
         ContextImportIn,
         TransferOut,
         MANAGEMENT,
@@ -329,7 +327,7 @@ declare(
     Operation(
         "context_transfer_status",
         "identity",
-        "An export's or import's progress and counts; an export's download URL.",
+        "A context export's or import's status.",
         TransferIdIn,
         TransferOut,
         MANAGEMENT,

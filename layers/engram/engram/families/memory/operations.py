@@ -34,7 +34,7 @@ class StoreIn(OpInput):
     scopes: Selector | None = SCOPES
     said_at: When | None = Field(None, description="ISO 8601; default now")
     metadata: Meta | None = None
-    ttl_seconds: int | None = Field(None, ge=1, le=TTL_MAX, description="forget it (and its facts) after this")
+    ttl_seconds: int | None = Field(None, ge=1, le=TTL_MAX, description="forget it after")
     expires_at: When | None = Field(None, description="ISO 8601: forget it then")
 
 
@@ -138,9 +138,9 @@ class RecallIn(OpInput):
     lens: Selector | None = LENS
     as_of: When | None = Field(None, description="ISO 8601: what was valid then")
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
-    since: When | None = Field(None, description="ISO 8601: said from then on")
-    until: When | None = Field(None, description="ISO 8601: said before then")
-    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
+    since: When | None = None
+    until: When | None = None
+    timezone: str | None = Field(None, max_length=64, description="IANA time zone")
 
 
 class TimeRead(BaseModel):

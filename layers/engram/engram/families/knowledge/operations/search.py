@@ -41,9 +41,9 @@ class SearchIn(OpInput):
     metadata_filter: MetaFilter | None = None
     collection: Short | None = None
     lens: Selector | None = None
-    since: When | None = Field(None, description="ISO 8601: documents added from then on")
-    until: When | None = Field(None, description="ISO 8601: added before then")
-    timezone: str | None = Field(None, max_length=64, description="IANA zone of the query's time words")
+    since: When | None = None
+    until: When | None = None
+    timezone: str | None = Field(None, max_length=64, description="IANA time zone")
 
 
 SPECTRON_K, CORTEX_LIMIT = 5, 10  # each seed's default number of results
