@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engram.cli import _settings
 
@@ -29,6 +30,13 @@ class Bar:
     def done(self) -> None:
         if self.on:
             print(file=sys.stderr)
+
+
+def _finish(engram: Any) -> None:
+    """The jobs the writes queued (embeddings, the graph), run here on a local data folder; on AWS the
+    deployment's worker runs them (this command does not take the deployment's queue from it)."""
+    if engram.settings.backend == "local":
+        engram.queue.join()
 
 
 def cmd_context_export(args: argparse.Namespace) -> int:
@@ -57,7 +65,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     engram = build(_settings(args).model_copy(update={"queue_worker": False}))
     bar = Bar(f"import {args.file}")
     counts = import_file(engram, Path(args.file), progress=bar)
-    engram.queue.join()
+    _finish(engram)
     bar.done()
     print(json.dumps(counts.as_dict()))
     return 0
@@ -94,7 +102,9 @@ def cmd_import_from(args: argparse.Namespace) -> int:
     engram = build(_settings(args).model_copy(update={"queue_worker": False}))
     grant = args.scope.split("/{", 1)[0]  # a scope naming each user's ({user_id}): the operator holds its root
     caller = Caller(Principal("cli", "management", (args.context,), (grant,)), args.context, "cli")
-    print(json.dumps(run(args.system, Path(args.path), engram, caller, args.scope)))
+    done = run(args.system, Path(args.path), engram, caller, args.scope)
+    _finish(engram)
+    print(json.dumps(done))
     return 0
 
 

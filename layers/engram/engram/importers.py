@@ -316,7 +316,6 @@ def run(system: str, path: Path, root: Any, caller: Caller, scope: str) -> dict[
     target = Target(root, caller, scope, report)
     IMPORTERS[system](path, target, report)
     target.flush()
-    root.queue.join()
     return report.as_dict()
 
 
