@@ -203,3 +203,30 @@ def test_the_format_is_gzip_of_json_lines(tmp_path: Path) -> None:
     assert lines[0]["t"] == "header" and lines[0]["format"] == "engram-export" and lines[0]["version"] == 1
     assert lines[-1]["t"] == "end" and lines[0]["model"] is None
     assert {x["t"] for x in lines} == {"header", "object", "blob", "doc", "end"}
+
+
+def test_many_importers_of_one_file_at_once_write_each_object_once(tmp_path: Path) -> None:
+    import threading
+
+    source = build_local(Settings(data_dir=tmp_path / "a", queue_worker=False, embedder="none"))
+    fill(source)
+    first = dump(source, tmp_path / "a.jsonl.gz")
+    target = build_local(Settings(data_dir=tmp_path / "b", queue_worker=False, embedder="none"))
+    written: list[int] = []
+    errors: list[BaseException] = []
+
+    def one(n: int) -> None:
+        copy = tmp_path / f"copy{n}.jsonl.gz"  # each its own file (and checkpoint)
+        copy.write_bytes((tmp_path / "a.jsonl.gz").read_bytes())
+        try:
+            written.append(import_file(target, copy).written)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and sum(written) == len(first["object"])  # each object written by exactly one of them
+    assert dump(target, tmp_path / "b.jsonl.gz")["object"] == first["object"]
