@@ -61,6 +61,12 @@ class Embedding(DocumentsBase):
         for ctx, _, _, docs in ready:  # vectors kept from before (a change of metadata only)
             have |= self.index.vectors(ctx, [d.id for d in docs])
         missing = [d for *_, docs in ready for d in docs if d.id not in have]
+        if len(missing) > EMBED_SLICE and self.embedder is not None:
+            # a long wait for the vectors: the chunks findable by keyword first, as an upload's writer makes them —
+            # a job recovered after a crash (its writer died before indexing them) left a committed document
+            # listed but not found for minutes (#54); where the writer did, the same documents again
+            for ctx, _, _, docs in ready:
+                self._index_docs(ctx, [d for d in docs if d.id not in have])
         if missing and self.embedder is not None:
             try:
                 for start in range(0, len(missing), EMBED_SLICE):
