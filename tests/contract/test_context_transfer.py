@@ -82,6 +82,7 @@ def hostile(lines: list[dict[str, Any]]) -> str:
     return base64.b64encode(gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in lines))).decode()
 
 
+AT = "2025-01-01T00:00:00Z"
 HEADER = {"t": "header", "format": "engram-export", "version": 1, "context": "evil", "model": None, "dim": None}
 
 
@@ -97,6 +98,15 @@ HEADER = {"t": "header", "format": "engram-export", "version": 1, "context": "ev
         ([HEADER, {"t": "object", "kind": "turn"}, {"t": "end", "objects": 1}], "line 2"),
         ([HEADER], "incomplete"),
         ([{"t": "header", "format": "other"}], "not an Engram export"),
+        ([HEADER, ["a", "list"], {"t": "end", "objects": 0}], "not a JSON object"),
+        ([HEADER, {"t": "doc", "kind": "turn", "id": "t", "text": {"not": "text"}, "scopes": ["org/beta"]},
+          {"t": "end", "objects": 0}], "line 2"),
+        ([HEADER, {"t": "doc", "kind": "scope", "id": "t", "text": "x", "scopes": ["org/beta"]},
+          {"t": "end", "objects": 0}], "line 2"),
+        ([HEADER, {"t": "object", "kind": "turn", "id": "t", "created_at": AT,
+                   "versions": [{"v": 1, "data": {"content": "no scopes"}, "actor": "x", "at": AT}]},
+          {"t": "end", "objects": 1}], "line 2"),
+        ([{**HEADER, "context": ""}, {"t": "end", "objects": 0}], "names no context"),
     ],
 )  # fmt: skip
 def test_a_hostile_file_fails_its_transfer_and_writes_nothing_elsewhere(
@@ -113,6 +123,17 @@ def test_a_hostile_file_fails_its_transfer_and_writes_nothing_elsewhere(
     assert done["status"] == "failed" and why in done["error"], done
     assert {k: e.blobs.get(k) for k in before} == before
     assert list(scan(e.records, "beta", "turn")) == []
+
+
+def test_a_file_that_is_not_gzip_or_is_cut_short_fails_its_transfer(both: Engram) -> None:
+    e = both
+    e.identity.register_scopes("beta", ["org/beta/user/x"])
+    beta = manager(e, "beta", "org/beta")
+    whole = gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in [HEADER, {"t": "end", "objects": 0}] * 50))
+    for raw, why in ((whole[: len(whole) // 2], "cut short"), (b"\x1f\x8b" + b"not gzip at all", "not gzip")):
+        started = call(e, beta, "context_import", {"bytes_base64": base64.b64encode(raw).decode()})
+        done = finished(e, beta, started["transfer_id"])
+        assert done["status"] == "failed" and why in done["error"], done
 
 
 def test_a_managers_file_does_not_set_the_operators_settings(both: Engram) -> None:

@@ -33,6 +33,7 @@ import base64
 import gzip
 import json
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +196,7 @@ def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
         at, number = parse_time(v["at"]), v["v"]
         if at is None or type(number) is not int or number <= (out[-1].version if out else 0):
             raise ValueError("version")
-        if not isinstance(v["data"], dict):
+        if not isinstance(v["data"], dict) or (KINDS[kind].access == "scoped" and not v["data"].get("scopes")):
             raise ValueError("data")
         expires = parse_time(line.get("expires_at")) if n == len(versions) else None
         out.append(Item(context_id, kind, id_, number, dict(v["data"]), str(v["actor"]), created, at, expires))
@@ -203,20 +204,40 @@ def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
 
 
 def _doc(context_id: str, line: dict[str, Any]) -> IndexDoc:
-    return IndexDoc(context_id, line["kind"], line["id"], line["text"], _unvector(line.get("vector")),
-                    tuple(line["scopes"]), parse_time(line.get("valid_from")), parse_time(line.get("valid_until")),
-                    line.get("metadata") or {})  # fmt: skip
+    """An index document line, checked: a kind that is indexed, text, scopes, scalar metadata."""
+    from engram.kinds import KINDS
+
+    kind, id_, text, scopes, meta = line["kind"], line["id"], line["text"], line["scopes"], line.get("metadata") or {}
+    if kind not in KINDS or not KINDS[kind].indexed or not isinstance(id_, str) or not isinstance(text, str):
+        raise ValueError("doc")
+    if not isinstance(scopes, list) or not scopes or not all(isinstance(x, str) for x in scopes):
+        raise ValueError("scopes")
+    if not isinstance(meta, dict) or not all(isinstance(v, str | int | float | bool) for v in meta.values()):
+        raise ValueError("metadata")
+    vector = _unvector(line.get("vector"))
+    return IndexDoc(context_id, kind, id_, text, vector, tuple(scopes), parse_time(line.get("valid_from")),
+                    parse_time(line.get("valid_until")), meta)  # fmt: skip
+
+
+def _gzip_lines(gz: gzip.GzipFile) -> Iterator[bytes]:
+    """The file's lines; a file that is not gzip, or is cut short, is the caller's error."""
+    try:
+        yield from gz
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InvalidInput(f"not an Engram export: not gzip, or cut short ({type(exc).__name__})") from None
 
 
 def read_lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
     """The lines of an export, checked for the format and version first."""
     with gzip.GzipFile(fileobj=src, mode="rb") as gz:
         first = True
-        for raw in gz:
+        for raw in _gzip_lines(gz):
             try:
                 line = json.loads(raw)
             except ValueError as exc:
                 raise InvalidInput("not an Engram export: a line is not JSON") from exc
+            if not isinstance(line, dict):
+                raise InvalidInput("not an Engram export: a line is not a JSON object")
             if first:
                 if line.get("t") != "header" or line.get("format") != FORMAT:
                     raise InvalidInput("not an Engram export (no engram-export header)")
@@ -272,7 +293,10 @@ def load(
     for n, line in enumerate(read_lines(src)):
         t = line.get("t")
         if t == "header":
-            source = str(line["context"])
+            named = line.get("context")
+            if not isinstance(named, str) or not 0 < len(named) <= 256:
+                raise InvalidInput("the export's header names no context")
+            source = named
             context_id = into or source
             same_model = (line.get("model"), line.get("dim")) == (model, dim)
             continue
