@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import DATA, session_time, store_all
+from engram import time_phrases
 from engram.clock import FixedClock
 from engram.families import find
 from engram.families.memory import reading
@@ -34,12 +35,12 @@ GRID = [(pool, boost, lag) for pool in (1, 2, 3) for boost in (0.1, 0.25, 0.5, 1
 
 @contextmanager
 def setting(pool: int, boost: float, lag: int) -> Iterator[None]:
-    saved = reading.TIME_POOL, reading.TIME_BOOST, reading.TIME_LAG
-    reading.TIME_POOL, reading.TIME_BOOST, reading.TIME_LAG = pool, boost, timedelta(days=lag)
+    saved = reading.TIME_POOL, time_phrases.BOOST, time_phrases.LAG
+    reading.TIME_POOL, time_phrases.BOOST, time_phrases.LAG = pool, boost, timedelta(days=lag)
     try:
         yield
     finally:
-        reading.TIME_POOL, reading.TIME_BOOST, reading.TIME_LAG = saved
+        reading.TIME_POOL, time_phrases.BOOST, time_phrases.LAG = saved
 
 
 def table(scores: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, float]]:
@@ -83,8 +84,8 @@ def run(data_path: Path = DATA, ks: tuple[int, ...] = (5, 10), mode: str = "hybr
             return scores, read
 
         t0 = time.perf_counter()
-        out: dict[str, Any] = {"mode": mode, "setting": {"pool": reading.TIME_POOL, "boost": reading.TIME_BOOST,
-                                                         "lag_days": reading.TIME_LAG.days}}  # fmt: skip
+        out: dict[str, Any] = {"mode": mode, "setting": {"pool": reading.TIME_POOL, "boost": time_phrases.BOOST,
+                                                         "lag_days": time_phrases.LAG.days}}  # fmt: skip
         for split, convs_at in (("dev", DEV), ("held_out", HELD_OUT), ("all", range(len(convs)))):
             before, _ = evaluate("before", convs_at)
             after, read = evaluate("after", convs_at)

@@ -35,6 +35,8 @@ def test_memory_recall_reads_two_days_ago_and_since(both: Engram) -> None:
     got = call(e, alice, "memory_recall", {"query": "what did I buy at the market two days ago", "k": 10})
     texts = [r["text"] for r in got["results"]]  # type: ignore[index, union-attr]
     assert "oat milk" in texts[0]  # said two days ago: first
+    scores = [r["score"] for r in got["results"]]  # type: ignore[index, union-attr]
+    assert all(0 <= x <= 1 for x in scores) and scores == sorted(scores, reverse=True)
     time = got["time"]
     assert time["read"] == "two days ago" and time["timezone"] == "UTC" and time["as"] == "preference"  # type: ignore[index]
     since = (now - timedelta(days=3)).isoformat()
@@ -72,11 +74,19 @@ def test_conversation_and_knowledge_search_take_a_window_and_a_time_zone(both: E
     assert got["time"]["timezone"] == "Pacific/Kiritimati"  # type: ignore[index]
     assert [r["content"] for r in call(e, alice, "conversation_search", {"query": "invoice"})["results"]]  # type: ignore[union-attr]
     assert call(e, alice, "conversation_search", {"query": "invoice", "since": tomorrow})["results"] == []
+    # words in the query are a preference: what was said then first, nothing else dropped
+    said = call(e, alice, "conversation_search", {"query": "invoice last year"})
+    assert said["results"] and said["time"]["as"] == "preference"  # type: ignore[index]
+    assert all(0 <= r["score"] <= 1 for r in said["results"])  # type: ignore[union-attr]
     e.documents.ingest(alice, NewDocument(b"The travel policy allows economy flights only.", "Travel"))
     e.queue.join()
-    found = call(e, alice, "knowledge_search", {"query": "travel policy flights yesterday"})
-    assert found["results"] == [] and found["time"]["read"] == "yesterday"  # type: ignore[index]
-    assert call(e, alice, "knowledge_search", {"query": "travel policy flights today"})["results"]
+    # a document's own times are words search matches ("policy in 1979"): only since / until choose when it came
+    found = call(e, alice, "knowledge_search", {"query": "travel policy flights in 1979"})
+    assert found["results"] and "time" not in found
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).isoformat()
+    found = call(e, alice, "knowledge_search", {"query": "travel policy flights", "until": yesterday})
+    assert found["results"] == [] and found["time"]["as"] == "filter"  # type: ignore[index]
+    assert call(e, alice, "knowledge_search", {"query": "travel policy flights", "since": yesterday})["results"]
 
 
 def e_turn(text: str, said: datetime) -> object:

@@ -13,12 +13,13 @@ memory. What is read is a small, closed grammar; anything else is left in the qu
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engram.errors import InvalidInput
+from engram.ports import Hit
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]  # fmt: skip
@@ -32,6 +33,12 @@ UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month": 
 # "before I moved" -> the fact whose change the verb names (memory's attribute keys)
 EVENTS = {"moved": "location", "relocated": "location", "changed jobs": "employer", "switched jobs": "employer",
           "started my new job": "employer", "got a new job": "employer", "changed teams": "team"}  # fmt: skip
+
+# A time read from a query's words is a preference (`preferred`): what was said in it, or up to LAG after it (people
+# tell of a thing after it happened), ranks first — the others' scores are divided by 1 + BOOST, so scores stay in
+# [0, 1] and fall down the list. Chosen on LoCoMo (bench/locomo_time.py, RESULTS).
+BOOST = 1.0
+LAG = timedelta(days=31)
 
 Events = Callable[[str], datetime | None]  # attribute key -> when its current value began (the caller's memory)
 
@@ -175,11 +182,13 @@ def window_of(
     since: datetime | None = None,
     until: datetime | None = None,
     events: Events | None = None,
+    phrases: bool = True,
 ) -> tuple[str, Window | None]:
     """What a search looks for and when: the query without its time phrase, and the window it names narrowed by
-    `since` / `until` given explicitly (None: no time at all). `timezone` (IANA) is the caller's."""
+    `since` / `until` given explicitly (None: no time at all). `timezone` (IANA) is the caller's. `phrases` off:
+    the query's words are not read (only `since` / `until` make a window)."""
     tz, name = zone(timezone)
-    rest, window = read(query, now, tz, name, events)
+    rest, window = read(query, now, tz, name, events) if phrases else (query, None)
     if since is not None or until is not None:
         window = (window or Window(None, None, "", name)).narrowed(since, until)
     return rest, window
@@ -251,3 +260,22 @@ def _related(rel: str | None, start: datetime, end: datetime) -> tuple[datetime 
     if rel == "before":
         return None, start
     return start, end
+
+
+def said_in(h: Hit, window: Window, field: str) -> bool:
+    """Whether a hit's time (`field` of its metadata, ISO 8601) lies in `window`, or up to LAG after it."""
+    from engram.clock import parse_time
+
+    said = parse_time(str(h.metadata.get(field) or "") or None)
+    high = None if window.until is None else window.until + LAG
+    return said is not None and (window.since is None or said >= window.since) and (high is None or said < high)
+
+
+def preferred(hits: Sequence[Hit], window: Window, k: int, field: str) -> list[Hit]:
+    """The best `k` of `hits`, those of the window first (`said_in`; the others' scores divided by 1 + BOOST)."""
+
+    def score(h: Hit) -> float:
+        return h.score if said_in(h, window, field) else h.score / (1 + BOOST)
+
+    ranked = sorted(((score(h), n, h) for n, h in enumerate(hits)), key=lambda t: (-t[0], t[1]))
+    return [h.scored(round(s, 6), h.lexical, h.semantic) for s, _, h in ranked[:k]]

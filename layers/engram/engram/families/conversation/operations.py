@@ -109,7 +109,8 @@ class SearchOut(BaseModel):
 
 
 def _search(s: ConversationServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
-    query, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
+    rest, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
+    query = a.query if window is not None and window.soft else rest  # a preference's words stay searched
     found = s.conversation.search(c, query, a.thread_id, a.namespace, a.limit, a.threshold, window)
     return found if window is None else dict(found, time=window.said())
 

@@ -37,7 +37,7 @@ from engram.ports import (
 from engram.retry import on_conflict
 from engram.scopes import can_see, tags_key
 from engram.search_rules import query_vector
-from engram.time_phrases import Window
+from engram.time_phrases import Window, preferred
 from engram.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
@@ -249,7 +249,8 @@ class ConversationService(BaseService):
         threshold: float | None = None,
         window: Window | None = None,
     ) -> dict[str, Any]:
-        """Messages by hybrid search; `window`: only those sent within it."""
+        """Messages by hybrid search; `window`: only those sent within it (given as since / until), or those first
+        (read from the query's words: `engram.time_phrases.preferred`)."""
         visibility = self._lens(caller, namespace)
         meta: dict[str, Any] = {}
         if thread_id is not None:
@@ -259,9 +260,13 @@ class ConversationService(BaseService):
             vector = query_vector(self.embedder, query, ranks=True)
         mode: SearchMode = "hybrid" if vector is not None else "bm25"
         # what was said ranks as memory ranks turns (the convex fusion measured on LoCoMo)
-        ranges = {"created_at": window.bounds()} if window is not None else {}
-        q = SearchQuery(caller.context_id, query, vector, mode, limit, ("message",), visibility, None, meta, ranges)
+        soft = window is not None and window.soft
+        ranges = {"created_at": window.bounds()} if window is not None and not soft else {}
+        pool = 2 * limit if soft else limit
+        q = SearchQuery(caller.context_id, query, vector, mode, pool, ("message",), visibility, None, meta, ranges)
         hits = self.index.search(q, self.clock.now())
+        if window is not None and soft:
+            hits = preferred(hits, window, limit, "created_at")
         results = []
         for h in hits:
             if threshold is not None and h.score < threshold:

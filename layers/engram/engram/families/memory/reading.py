@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from engram.clock import iso, parse_time
@@ -20,33 +20,14 @@ from engram.ports import (
     scan,
 )
 from engram.search_rules import query_vector
-from engram.time_phrases import Window, window_of
+from engram.time_phrases import Window, preferred, said_in, window_of
 
-# A time the query's words name is a preference (`Window.soft`): among the best TIME_POOL * k hits, those said
-# within it or up to TIME_LAG after it score (1 + TIME_BOOST) times theirs, and the words stay in the query searched
-# (a turn that says "last week" or "in June" matches them). Chosen on LoCoMo's conversations 0-6 among 24 settings
-# and two ways with the words, checked on 7-9: no category lower than without (bench/locomo_time.py, RESULTS).
+# A time the query's words name is a preference (`Window.soft`, `engram.time_phrases.preferred`): among the best
+# TIME_POOL * k hits, those said within it or up to `time_phrases.LAG` after it rank first (the others' scores
+# divided by 1 + `time_phrases.BOOST`), and the words stay in the query searched (a turn that says "last week" or
+# "in June" matches them). Chosen on LoCoMo's conversations 0-6, checked on 7-9 (bench/locomo_time.py, RESULTS).
 TIME_POOL = 2
-TIME_BOOST = 1.0
-TIME_LAG = timedelta(days=31)
 TIME_KEEP_WORDS = True
-
-
-def said_in(h: Hit, window: Window) -> bool:
-    """Whether a hit was said in `window`, or up to TIME_LAG after it."""
-    said = parse_time(str(h.metadata.get("said_at") or "") or None)
-    high = None if window.until is None else window.until + TIME_LAG
-    return said is not None and (window.since is None or said >= window.since) and (high is None or said < high)
-
-
-def preferred(hits: Sequence[Hit], window: Window, k: int) -> list[Hit]:
-    """The best `k` of `hits` with those said in `window` (or soon after) raised."""
-
-    def score(h: Hit) -> float:
-        return h.score * (1 + TIME_BOOST) if said_in(h, window) else h.score
-
-    ranked = sorted(((score(h), n, h) for n, h in enumerate(hits)), key=lambda t: (-t[0], t[1]))
-    return [h.scored(round(s, 6), h.lexical, h.semantic) for s, _, h in ranked[:k]]
 
 
 class Reading(MemoryBase):
@@ -109,14 +90,14 @@ class Reading(MemoryBase):
                 hits = self._listing(caller, kinds, visibility, as_of or self.clock.now())
             hits.sort(key=lambda h: (str(h.metadata.get("said_at", "")), h.id))
             if window is not None:  # all of them still, those said in the time the query names first
-                hits.sort(key=lambda h: not said_in(h, window))
+                hits.sort(key=lambda h: not said_in(h, window, "said_at"))
             tier = "full_context"
         else:
             pool = k if window is None or hard else max(TIME_POOL * k, 30)
             q = SearchQuery(caller.context_id, query, vec, mode, pool, kinds, visibility, as_of, ranges=ranges)
             hits = self.index.search(q, self.clock.now())
             if window is not None and not hard:
-                hits = preferred(hits, window, k)
+                hits = preferred(hits, window, k, "said_at")
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
         expiring = [

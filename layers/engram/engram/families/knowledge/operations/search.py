@@ -64,7 +64,10 @@ def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[s
         raise InvalidInput(f"unknown filter key(s): {', '.join(sorted(unknown))}")
     collection = a.collection or next(iter(filt.get("collection") or []), None)
     doc_type = next(iter(filt.get("type") or []), None)
-    query, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
+    # a document tells of times in its own words ("in 1979", "today's libraries"): search matches them; when it was
+    # added is chosen with since / until only
+    when = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until), phrases=False)
+    query, window = when
     low, high = window.bounds() if window is not None else (None, None)
     q = Search(
         query,
