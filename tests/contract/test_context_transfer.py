@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from engram.errors import Forbidden, NotFound
-from engram.families import find
 from engram.families.knowledge.base import NewDocument
 from engram.identity import ANY, Caller
 from engram.ports import scan
@@ -23,9 +22,7 @@ from tests.contract.conftest import ALICE
 
 
 def call(e: Engram, caller: Caller, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    op = find(tool)
-    assert op is not None
-    out = op.run(e.family_services(op.family), caller, op.parse(arguments), lambda *_: None)  # type: ignore[arg-type]
+    out = e.call(caller, tool, arguments)  # as a client's call reaches the operation
     assert isinstance(out, dict)
     return out
 

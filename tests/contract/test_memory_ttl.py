@@ -10,7 +10,6 @@ import pytest
 
 from engram.clock import Clock
 from engram.errors import InvalidInput
-from engram.families import find
 from engram.wiring import Engram
 from tests.contract.conftest import two_agents
 
@@ -26,9 +25,7 @@ class Moved(Clock):
 
 
 def call(e: Engram, caller: object, tool: str, arguments: dict[str, object]) -> dict[str, object]:
-    op = find(tool)
-    assert op is not None
-    out = op.run(e.family_services(op.family), caller, op.parse(arguments), lambda *_: None)  # type: ignore[arg-type]
+    out = e.call(caller, tool, arguments)  # as a client's call reaches the operation
     assert isinstance(out, dict)
     return out
 

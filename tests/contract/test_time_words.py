@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from engram.families import find
 from engram.families.knowledge.documents import NewDocument
 from engram.identity import ANY
 from engram.wiring import Engram
@@ -16,9 +15,7 @@ from tests.contract.conftest import two_agents
 
 
 def call(e: Engram, caller: object, tool: str, arguments: dict[str, object]) -> dict[str, object]:
-    op = find(tool)
-    assert op is not None
-    out = op.run(e.family_services(op.family), caller, op.parse(arguments), lambda *_: None)  # type: ignore[arg-type]
+    out = e.call(caller, tool, arguments)  # as a client's call reaches the operation
     assert isinstance(out, dict)
     return out
 
