@@ -1,0 +1,192 @@
+"""#54: the curve as a context grows — `memory_recall` over HTTP at 10k, 100k (and 1M with `SCALE_MAX=1000000`)
+memories in one context: p50 / p99 at the client's k (10), the first query after a restart, the server's peak RSS,
+bytes on disk, and write throughput (`memory_store_batch`) while the context grows (`make bench BENCH=scale`).
+
+The texts are real: every LoCoMo turn and every sentence of cranfield's and CISI's documents (~30k distinct),
+each embedded once by the shipped model and cached in `bench/out/scale-cache/` (keyed by the texts and the model).
+Past those, memory i is two of them joined ("A B"), its vector the normalised sum of theirs — the only thing the
+bench makes up (embedding a million texts takes hours here). The fill goes through the product's own write path
+(`memory_store_batch`, 100 turns a call, in process) with an embedder that answers from the cache; the server that
+is measured is a fresh `engram serve` over the data folder with the real model (queries are embedded for real).
+
+`python -m bench.scale [max]`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.latency import mcp_call, pct
+from bench.locomo import turns_and_questions
+from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder as OnnxEmbedder
+from engram.devserver import start, stop
+from engram.families import find
+from engram.identity import ANY
+from engram.settings import Settings
+from engram.wiring import build_local
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CACHE = Path(__file__).resolve().parent / "out" / "scale-cache"
+SIZES = (10_000, 100_000, 1_000_000)
+SAMPLES = 300
+BATCH = 100
+
+
+def sentences() -> list[str]:
+    """Every LoCoMo turn and every sentence of cranfield's and CISI's documents, distinct, in a fixed order."""
+    turns, _ = turns_and_questions()
+    out = dict.fromkeys(t.strip() for t in turns if len(t.strip()) >= 12)
+    for name in ("cranfield", "cisi"):
+        for line in (DATA / name / "corpus.jsonl").read_text().splitlines():
+            text = json.loads(line)["text"]
+            for s in re.split(r"(?<=[.?!])\s+", re.sub(r"\s+", " ", text)):
+                if len(s) >= 20:
+                    out.setdefault(s.strip(), None)
+    return list(out)
+
+
+class Corpus:
+    """Memory i: sentence i, then pairs of sentences with the normalised sum of their vectors."""
+
+    def __init__(self, texts: list[str], vectors: np.ndarray[Any, Any]) -> None:
+        self.texts, self.vectors = texts, vectors
+        self.rng = np.random.default_rng(54)
+
+    def item(self, i: int) -> tuple[str, np.ndarray[Any, Any]]:
+        n = len(self.texts)
+        if i < n:
+            return self.texts[i], self.vectors[i]
+        r = np.random.default_rng(i)
+        a, b = (int(x) for x in r.integers(0, n, 2))
+        v = self.vectors[a] + self.vectors[b]
+        return f"{self.texts[a]} {self.texts[b]}", (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def corpus() -> Corpus:
+    texts = sentences()
+    embedder = OnnxEmbedder()
+    digest = hashlib.sha256(("\n".join(texts) + embedder.model_id).encode()).hexdigest()[:16]
+    path = CACHE / f"{digest}.npy"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        parts = [embedder.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)]
+        np.save(path, np.concatenate(parts).astype(np.float32))
+        print(f"  embedded {len(texts)} texts in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return Corpus(texts, np.load(path))
+
+
+class Cached:
+    """An embedder answering from the bench's cache (the shipped model's vectors), the real model otherwise."""
+
+    def __init__(self, real: OnnxEmbedder) -> None:
+        self.real, self.model_id, self.dim = real, real.model_id, real.dim
+        self.known: dict[str, np.ndarray[Any, Any]] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
+        """A turn is embedded after the turn before it ("previous\ncontent"): its content's cached vector (the turn
+        alone); anything else (the facts the rules read) for real."""
+        found = [self.known.get(t.rsplit("\n", 1)[-1]) for t in texts]
+        missing = [t for t, v in zip(texts, found, strict=True) if v is None]
+        made = iter(self.real.embed(missing) if missing else [])
+        return np.stack([v if v is not None else next(made) for v in found])
+
+
+def fill(data: Path, c: Corpus, start: int, end: int, key: str | None) -> tuple[str, float]:
+    """Memories start..end into the bench context through `memory_store_batch`; (the key, memories/s)."""
+    real = OnnxEmbedder()
+    cached = Cached(real)
+    engram = build_local(Settings(data_dir=data, extractor="rules"), embedder=cached)
+    if key is None:
+        key, principal = engram.identity.create_key(["bench"], "agent", ["org/bench"])
+    else:
+        principal = engram.identity.authenticate(key)
+    caller = engram.identity.enter(principal, "bench", ANY, "bench")
+    store = find("memory_store_batch")
+    assert store
+    t0 = time.perf_counter()
+    for i in range(start, end, BATCH):
+        batch = []
+        for j in range(i, min(end, i + BATCH)):
+            text, vector = c.item(j)
+            cached.known[text] = vector
+            batch.append({"content": text, "session_id": f"s{j // 20}"})
+        store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+        cached.known.clear()
+        if (i - start) % 20_000 == 0 and i > start:
+            print(f"    {i} stored, {(i - start) / (time.perf_counter() - t0):.0f}/s", file=sys.stderr, flush=True)
+    engram.queue.join()
+    rate = (end - start) / (time.perf_counter() - t0)
+    del engram
+    return key, rate
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(data: Path, key: str, questions: list[str], samples: int) -> dict[str, Any]:
+    """A fresh server over the data: its first recall, then `samples` recalls of fresh questions."""
+    t0 = time.perf_counter()
+    proc, url = start(data, timeout=600)
+    started = time.perf_counter() - t0
+    out: dict[str, Any] = {"server_start_s": round(started, 2)}
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=600) as http:
+        try:
+            t = time.perf_counter()
+            res = mcp_call(http, url, "memory_recall", {"query": questions[0], "k": 10})
+            out["first_recall_s"] = round(time.perf_counter() - t, 2)
+            assert not res.get("isError"), res
+            for i in range(10):
+                mcp_call(http, url, "memory_recall", {"query": f"{questions[i + 1]} #w{i}", "k": 10})
+            times = []
+            for i in range(samples):
+                t = time.perf_counter()
+                res = mcp_call(http, url, "memory_recall", {"query": f"{questions[i % len(questions)]} #{i}", "k": 10})
+                times.append((time.perf_counter() - t) * 1000)
+                assert not res.get("isError"), res
+            out["recall_p50_ms"], out["recall_p99_ms"] = pct(times, 50), pct(times, 99)
+            out["server_peak_rss_mb"] = round(peak_rss_mb(proc.pid))
+        finally:
+            stop(proc)
+    out["disk_mb"] = round(sum(f.stat().st_size for f in data.rglob("*") if f.is_file()) / 1e6, 1)
+    return out
+
+
+def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
+    largest = largest or int(os.environ.get("SCALE_MAX", "100000"))
+    c = corpus()
+    _, questions = turns_and_questions()
+    results: dict[str, Any] = {"texts": len(c.texts)}
+    tmp = Path(tempfile.mkdtemp(prefix="engram-scale-"))
+    try:
+        key: str | None = None
+        have = 0
+        for size in (s for s in SIZES if s <= largest):
+            key, rate = fill(tmp, c, have, size, key)
+            have = size
+            row = {"store_per_s": round(rate, 1), **measure(tmp, key, questions, samples)}
+            results[str(size)] = row
+            print(f"  {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else None), indent=2))
