@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust, extraction, console), as JSON on
+trust, extraction, console, locomo-time, portability, backup, scale, clients, needle), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
 Beside each benchmark, the machine's pace before and after it (`pace_ms`): one forward pass of the shipped model
@@ -49,6 +49,7 @@ def main(names: list[str]) -> None:
     from bench import (
         access,
         backup,
+        clients,
         coldstart,
         conll04,
         console,
@@ -61,10 +62,12 @@ def main(names: list[str]) -> None:
         latency,
         locomo,
         locomo_time,
+        needle,
         portability,
         protocol,
         reads,
         records,
+        scale,
         scores,
         trust,
         workspace,
@@ -94,6 +97,9 @@ def main(names: list[str]) -> None:
         "locomo-time": locomo_time.run,
         "portability": portability.run,
         "backup": backup.run,
+        "scale": scale.run,
+        "clients": clients.run,
+        "needle": needle.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -100,20 +100,20 @@ class Cached:
         alone); anything else (the facts the rules read) for real."""
         found = [self.known.get(t.rsplit("\n", 1)[-1]) for t in texts]
         missing = [t for t, v in zip(texts, found, strict=True) if v is None]
-        made = iter(self.real.embed(missing) if missing else [])
+        made = iter(list(self.real.embed(missing)) if missing else [])
         return np.stack([v if v is not None else next(made) for v in found])
 
 
-def fill(data: Path, c: Corpus, start: int, end: int, key: str | None) -> tuple[str, float]:
-    """Memories start..end into the bench context through `memory_store_batch`; (the key, memories/s)."""
+def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: str = "bench") -> tuple[str, float]:
+    """Memories start..end into `context` through `memory_store_batch`; (the key, memories/s)."""
     real = OnnxEmbedder()
     cached = Cached(real)
     engram = build_local(Settings(data_dir=data, extractor="rules"), embedder=cached)
     if key is None:
-        key, principal = engram.identity.create_key(["bench"], "agent", ["org/bench"])
+        key, principal = engram.identity.create_key([context], "agent", ["org/bench"])
     else:
         principal = engram.identity.authenticate(key)
-    caller = engram.identity.enter(principal, "bench", ANY, "bench")
+    caller = engram.identity.enter(principal, context, ANY, "bench")
     store = find("memory_store_batch")
     assert store
     t0 = time.perf_counter()

@@ -46,6 +46,13 @@ class Settings(BaseSettings):
         description="Advertise each tool's output schema in tools/list (structured results are returned "
         "either way; the schemas cost about a third of the catalogue's tokens)",
     )
+    call_slots: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="Calls run at once (0: two a core); when all run, the next slot goes to a waiting call of the "
+        "context running the fewest, so one tenant's burst queues behind itself (engram.fair)",
+    )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")

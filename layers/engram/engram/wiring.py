@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any, TypeVar, cast
 
 from engram.audit import Auditor, Chain, stored_key
 from engram.clock import Clock, SystemClock
+from engram.fair import FairShare
 from engram.families import all_families, family
 from engram.family import Family, Services
 from engram.identity import IdentityService
@@ -91,6 +93,8 @@ class Engram:
             self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
         )
         self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
+        # how a server's calls share it between contexts (engram.fair: the API runs each call in a slot)
+        self.share = FairShare(self.settings.call_slots or 2 * len(os.sched_getaffinity(0)))
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
             self.generator, learned=self.settings.extractor == "learned", audit=self.audit,

@@ -9,6 +9,7 @@ other contexts hold.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,7 +47,8 @@ class SqliteSearchIndex:
 
     def __init__(self, path: Path | str) -> None:
         self._conn = connect(path)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the connection and which copies are loaded
+        self._locks: dict[str, threading.RLock] = {}  # each loaded copy's: searches of one context run alone
         self._searching = threading.local()  # `checked`: this thread's search has looked for others' commits
         self._conn.executescript(_SCHEMA)
         self._contexts: dict[str, Slots] = {}
@@ -136,10 +138,13 @@ class SqliteSearchIndex:
                 self._changed(context_id, ids)
 
         self._write(work)
-        for d in docs:
-            cache = self._contexts.get(d.context_id)
-            if cache is not None:
-                cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
+        for context_id in dict.fromkeys(d.context_id for d in docs):
+            with self._loaded(context_id) as cache:
+                if cache is not None:
+                    for d in docs:
+                        if d.context_id == context_id:
+                            vector = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
+                            cache.put(self._row_of(d), vector)
         for context_id, id_, until in closing:
             self._set_cached_validity(context_id, id_, until)
 
@@ -154,10 +159,10 @@ class SqliteSearchIndex:
             self._changed(context_id, ids)
 
         self._write(work)
-        cache = self._contexts.get(context_id)
-        if cache is not None:
-            for id_ in ids:
-                cache.remove(id_)
+        with self._loaded(context_id) as cache:
+            if cache is not None:
+                for id_ in ids:
+                    cache.remove(id_)
 
     def set_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
         def work() -> None:
@@ -170,14 +175,13 @@ class SqliteSearchIndex:
         self._set_cached_validity(context_id, id, valid_until)
 
     def _set_cached_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
-        with self._lock:
-            cache = self._contexts.get(context_id)
+        with self._loaded(context_id) as cache:
             if cache is not None:
                 cache.set_validity(id, valid_until)
 
     def count(self, context_id: str) -> int:
-        with self._lock:
-            return self._context(context_id).live
+        with self._open(context_id) as cache:
+            return cache.live
 
     def generation(self, context_id: str) -> int | None:
         with self._lock:
@@ -228,6 +232,28 @@ class SqliteSearchIndex:
             cache.seq = int(changed[-1][0])
         return cache
 
+    @contextlib.contextmanager
+    def _loaded(self, context_id: str) -> Iterator[Slots | None]:
+        """The context's copy if one is loaded (None if not), held by its lock: what a write brings up to date."""
+        with self._lock:
+            held = self._locks.setdefault(context_id, threading.RLock())
+        with held:
+            with self._lock:
+                cache = self._contexts.get(context_id)
+            yield cache
+
+    @contextlib.contextmanager
+    def _open(self, context_id: str) -> Iterator[Slots]:
+        """The context's copy, held by its own lock while the caller reads it (or, for writes, changes it): a
+        search of one context never waits for another context's (issue #54). Lock order: the copy's, then the
+        connection's — only while the copy is found, loaded or brought up to date."""
+        with self._lock:
+            held = self._locks.setdefault(context_id, threading.RLock())
+        with held:
+            with self._lock:
+                cache = self._context(context_id)
+            yield cache
+
     def _context(self, context_id: str) -> Slots:
         """The context's documents in memory, loaded from SQLite on first use and brought up to date with
         other processes' writes. Call with the lock held."""
@@ -242,21 +268,18 @@ class SqliteSearchIndex:
         return cache
 
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
-        with self._lock:
-            cache = self._context(q.context_id)
+        with self._open(q.context_id) as cache:
             scores = cache.bm25(weights, q.match_all)
             return _hits(self._take(cache, scores, cache.matching(q), q, now, limit))
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         qv = np.asarray(vector, dtype=np.float32)
-        with self._lock:
-            cache = self._context(q.context_id)
+        with self._open(q.context_id) as cache:
             keep = cache.matching(q)
             return _hits(self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        with self._lock:
-            cache = self._context(context_id)
+        with self._open(context_id) as cache:
             if cache.mat is None:
                 return {}
             pos = cache.pos
@@ -283,14 +306,12 @@ class SqliteSearchIndex:
         return out
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
-        with self._lock:
-            cache = self._context(context_id)
+        with self._open(context_id) as cache:
             return cache.live, {t: len(cache.postings.get(t, ())) for t in stems}
 
     def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
         """The stems of `stems` each indexed document holds, from the postings (no text tokenised again)."""
-        with self._lock:
-            cache = self._context(context_id)
+        with self._open(context_id) as cache:
             postings = [(t, cache.postings.get(t, {})) for t in stems]
             return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
 

@@ -1,0 +1,99 @@
+"""#54's needle test: LoCoMo's evidence recall@10 (hybrid, through `memory_recall`) with and without `OTHERS` other
+real, embedded memories in each conversation's context and scopes (`make bench BENCH=needle`).
+
+Each conversation is stored as `bench.locomo` stores it (the shipped model and extractor); its questions are asked;
+then `OTHERS` memories join its context through `memory_store_batch` by the same key (so the same scopes): other
+conversations' turns and cranfield's and CISI's sentences, then pairs of them (`bench.scale`'s corpus and cached
+vectors, read by the rules) — never a turn of that conversation itself — and the questions are asked again.
+
+`python -m bench.needle [others]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.locomo import DATA, Stored, recall, store_all
+from bench.scale import Cached, Corpus, corpus
+from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
+from engram.families import find
+from engram.settings import Settings
+from engram.wiring import Engram, build_local
+
+OTHERS = 100_000
+K = 10
+
+
+def scores(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[str, Any]:
+    per_cat: dict[str, list[float]] = {}
+    t0, n = time.perf_counter(), 0
+    for ctx, conv in zip(stored.contexts, convs, strict=True):
+        for qa in conv["qa"]:
+            ev = stored.evidence(qa)
+            if not ev:
+                continue
+            got = {stored.dia(r["id"]) for r in recall(engram, stored, ctx, qa["question"], K, "hybrid")}
+            score = len(ev & got) / len(ev)
+            per_cat.setdefault(str(qa["category"]), []).append(score)
+            per_cat.setdefault("all", []).append(score)
+            n += 1
+    out = {cat: round(sum(v) / len(v), 3) for cat, v in sorted(per_cat.items())}
+    return {"recall@10": out, "ms_per_query": round((time.perf_counter() - t0) * 1000 / max(n, 1), 1)}
+
+
+def others_for(c: Corpus, own: set[str], n: int) -> list[tuple[str, Any]]:
+    """`n` memories from the corpus without the conversation's own turns: single sentences, then pairs."""
+    pool = [i for i, t in enumerate(c.texts) if t not in own]
+    out = [(c.texts[i], c.vectors[i]) for i in pool[:n]]
+    rng = np.random.default_rng(len(own))
+    while len(out) < n:
+        a, b = (pool[int(x)] for x in rng.integers(0, len(pool), 2))
+        v = c.vectors[a] + c.vectors[b]
+        out.append((f"{c.texts[a]} {c.texts[b]}", (v / np.linalg.norm(v)).astype(np.float32)))
+    return out
+
+
+def run(others: int = OTHERS) -> dict[str, Any]:
+    convs = json.loads(DATA.read_text())
+    c = corpus()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        engram = build_local(Settings(data_dir=data, recall_cache_size=0))
+        stored = store_all(engram, convs)
+        out: dict[str, Any] = {"others": others, "alone": scores(engram, stored, convs)}
+        print(f"  alone: {out['alone']}", file=sys.stderr, flush=True)
+        del engram
+        cached = Cached(OnnxMiniLMEmbedder())
+        filler = build_local(Settings(data_dir=data, extractor="rules", recall_cache_size=0), embedder=cached)
+        store = find("memory_store_batch")
+        assert store
+        t0 = time.perf_counter()
+        for ctx, conv in zip(stored.contexts, convs, strict=True):
+            own = {t["text"].strip() for k, v in conv["conversation"].items() if k.startswith("session_")
+                   and isinstance(v, list) for t in v}  # fmt: skip
+            caller = filler.identity.enter(stored.principal, ctx, store.principals, store.name)
+            items = others_for(c, own, others)
+            for i in range(0, others, 100):
+                batch = items[i : i + 100]
+                cached.known.update(batch)
+                turns = [{"content": text, "session_id": f"other-{(i + j) // 20}"} for j, (text, _) in enumerate(batch)]
+                store.run(filler, caller, store.input.model_validate({"turns": turns}), lambda *_: None)
+                cached.known.clear()
+            print(f"  {ctx}: {others} others stored ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+        filler.queue.join()
+        del filler
+        engram = build_local(Settings(data_dir=data, recall_cache_size=0))
+        out["with_others"] = scores(engram, stored, convs)
+        out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
+        print(f"  with others: {out['with_others']}", file=sys.stderr, flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else OTHERS), indent=2))

@@ -1,0 +1,84 @@
+"""engram.fair: a context's burst queues behind itself; the next free slot goes to the context running fewest."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from engram.fair import FairShare
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_the_next_slot_goes_to_the_context_running_fewest() -> None:
+    share = FairShare(1)
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def call(key: str, name: str, hold: anyio.Event | None = None) -> None:
+        async with share.turn(key):
+            order.append(name)
+            if hold is not None:
+                await hold.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, "noisy", "n0", release)
+        await anyio.sleep(0.01)
+        for i in range(1, 4):
+            tg.start_soon(call, "noisy", f"n{i}")
+        await anyio.sleep(0.01)
+        tg.start_soon(call, "quiet", "q0")  # arrives after three of noisy's calls
+        await anyio.sleep(0.01)
+        assert order == ["n0"] and share.running == 1
+        release.set()
+    assert order == ["n0", "q0", "n1", "n2", "n3"]
+    assert share.running == 0 and not share.active and not share.waiting
+
+
+async def test_idle_calls_do_not_wait_and_slots_bound_the_running() -> None:
+    share = FairShare(3)
+    peak = [0]
+    gate = anyio.Event()
+
+    async def call(key: str) -> None:
+        async with share.turn(key):
+            peak[0] = max(peak[0], share.running)
+            await gate.wait()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(call, f"c{i % 2}")
+        await anyio.sleep(0.01)
+        assert share.running == 3 and sum(len(q) for q in share.waiting.values()) == 5
+        gate.set()
+    assert peak[0] == 3 and share.running == 0 and not share.waiting
+
+
+async def test_a_cancelled_waiter_gives_back_what_it_held() -> None:
+    share = FairShare(1)
+    gate = anyio.Event()
+
+    async def hold() -> None:
+        async with share.turn("a"):
+            await gate.wait()
+
+    async def wait_then_run(ran: list[str]) -> None:
+        async with share.turn("b"):
+            ran.append("b")
+
+    ran: list[str] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        await anyio.sleep(0.01)
+        with anyio.move_on_after(0.02):  # cancelled while it waits
+            await wait_then_run(ran)
+        assert not share.waiting and ran == []
+        gate.set()
+    assert share.running == 0 and not share.active
+    await wait_then_run(ran)  # the slot is free again
+    assert ran == ["b"]
