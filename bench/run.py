@@ -1,6 +1,7 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust, extraction, console, locomo-time, portability, backup, scale, clients, needle), as JSON on
+trust, extraction, console, locomo-time, portability, backup, scale, bulk, clients,
+needle, opensearch-scale), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
 Beside each benchmark, the machine's pace before and after it (`pace_ms`): one forward pass of the shipped model
@@ -63,6 +64,7 @@ def main(names: list[str]) -> None:
         locomo,
         locomo_time,
         needle,
+        opensearch_scale,
         portability,
         protocol,
         reads,
@@ -98,8 +100,10 @@ def main(names: list[str]) -> None:
         "portability": portability.run,
         "backup": backup.run,
         "scale": scale.run,
+        "bulk": scale.bulk,
         "clients": clients.run,
         "needle": needle.run,
+        "opensearch-scale": opensearch_scale.run,
     }
     chosen = names or list(benches)
     out: dict[str, Any] = {

@@ -190,3 +190,33 @@ def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
 
 if __name__ == "__main__":
     print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else None), indent=2))
+
+
+def bulk(n: int = 5_000) -> dict[str, Any]:
+    """Bulk embedding: `n` LoCoMo turns embedded by the model alone in one call (its ceiling here: batches by
+    length, two single-threaded sessions side by side on two cores), then stored through `memory_store_batch`
+    (100 a call, in process) with the shipped extractor (the pass that embeds a turn also reads its names) and
+    with the rules alone: texts/s each (`make bench BENCH=bulk`)."""
+    turns, _ = turns_and_questions()
+    texts = [f"{t} ({i // len(turns)})" if i >= len(turns) else t for i, t in enumerate(turns * 2)][:n]
+    model = OnnxEmbedder()
+    model.embed(texts[:64])
+    t0 = time.perf_counter()
+    model.embed(texts)
+    out: dict[str, Any] = {"texts": n, "model_alone_per_s": round(n / (time.perf_counter() - t0), 1)}
+    for extractor in ("learned", "rules"):
+        with tempfile.TemporaryDirectory() as tmp:
+            engram = build_local(Settings(data_dir=Path(tmp), extractor=extractor), embedder=OnnxEmbedder())
+            _, principal = engram.identity.create_key(["bulk"], "agent", ["org/bench"])
+            caller = engram.identity.enter(principal, "bulk", ANY, "bench")
+            store = find("memory_store_batch")
+            assert store
+            t0 = time.perf_counter()
+            for i in range(0, n, BATCH):
+                batch = [{"content": t, "session_id": f"s{(i + j) // 20}"} for j, t in enumerate(texts[i : i + BATCH])]
+                store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+            engram.queue.join()
+            out[f"memory_store_batch_{extractor}_per_s"] = round(n / (time.perf_counter() - t0), 1)
+            del engram
+    print(f"  bulk: {json.dumps(out)}", file=sys.stderr, flush=True)
+    return out

@@ -73,6 +73,10 @@ class Plan:
         """Index `doc` (its vector from `embed_text`) once the records are committed."""
         self._docs.append((doc, embed_text))
 
+    def texts(self) -> list[str]:
+        """What the documents to index are embedded from, in order."""
+        return [t for _, t in self._docs]
+
     def close(self, id_: str, until: datetime) -> None:
         """Close an indexed document's validity once the records are committed."""
         self._closings.append((id_, until))
@@ -82,7 +86,7 @@ class Plan:
         transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
         nothing) — `engram.unit_of_work`: the commit also holds a safety net that indexes the same records
         again from the store if this process dies (or the index fails) before it has."""
-        vectors = embed([t for _, t in self._docs])
+        vectors = embed(self.texts())
         touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]
         writes = self._writes_to_commit()
         if not writes:

@@ -92,6 +92,13 @@ class MemoryService(Reading, Erasing):
                     learned[(text, start)] = tagger.found(extractor, text, offsets, pieces, start)
             return [learned[p] for p in pending]
 
+        # The slow part (embedding the turns, reading their names) runs before this context's writers' turn, from a
+        # plan of what is stored now: in turn, planned again, only a text another writer changed meanwhile (a turn
+        # before it in the same session) is embedded there — stores no longer queue behind each other's embedding
+        # (#54). A batch to be split in halves (over the store's transaction cap) plans its halves in turn instead.
+        early, _ = self._plan(caller, turns, tags, now, read)
+        if len(turns) == 1 or early.size <= self.records.max_writes:
+            embed(early.texts())
         with self._writer(caller.context_id):
             for attempt in range(_RETRIES):
                 plan, results = self._plan(caller, turns, tags, now, read)
