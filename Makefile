@@ -38,6 +38,9 @@ console: console-deps  ## #52: build the console into the package (commit it: a 
 	cd console && npx vite build
 	$(RUN) python infra/console_stamp.py write
 
+docs: sync  ## #55: the manual (MkDocs, Material theme, offline) into ./site, --strict; the reference is generated
+	NO_MKDOCS_2_WARNING=1 $(RUN) mkdocs build --strict
+
 browser:  ## Debian's Chromium for the console's browser tests (apt, as root), when the machine has none
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
@@ -45,8 +48,8 @@ browser:  ## Debian's Chromium for the console's browser tests (apt, as root), w
 check: lint typecheck pytest
 
 lint: actionlint
-	$(RUN) ruff check layers functions infra tests bench
-	$(RUN) ruff format --check layers functions infra tests bench
+	$(RUN) ruff check layers functions infra tests bench docs
+	$(RUN) ruff format --check layers functions infra tests bench docs
 
 actionlint:  ## the GitHub workflows (Go from the machine, actionlint from the Go module proxy)
 	$(ACTIONLINT) -shellcheck= .github/workflows/*.yml
