@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust, extraction, console, locomo-time, portability, backup, scale, bulk, clients,
+trust, extraction, console, locomo-time, portability, backup, scale, bulk, ann, clients,
 needle, opensearch-scale), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
@@ -101,6 +101,7 @@ def main(names: list[str]) -> None:
         "backup": backup.run,
         "scale": scale.run,
         "bulk": scale.bulk,
+        "ann": scale.ann_recall,
         "clients": clients.run,
         "needle": needle.run,
         "opensearch-scale": opensearch_scale.run,

@@ -220,3 +220,47 @@ def bulk(n: int = 5_000) -> dict[str, Any]:
             del engram
     print(f"  bulk: {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
+
+
+def ann_recall(n: int = 100_000, queries: int = 300) -> dict[str, Any]:
+    """The local index's graph against exact search (`BENCH=ann`): `n` of the corpus's vectors in one context of the
+    SQLite index, the graph built (its time), then LoCoMo questions embedded for real, k 10, through the index's own
+    vector search: recall@10 of the graph path against the exact product, and each path's time in process."""
+    from datetime import UTC, datetime
+
+    from engram.adapters.local.sqlite_search import SqliteSearchIndex
+    from engram.ports import IndexDoc, SearchQuery
+
+    c = corpus()
+    _, questions = turns_and_questions()
+    model = OnnxEmbedder()
+    qvs = model.embed(questions[:queries])
+    now = datetime.now(UTC)
+    with tempfile.TemporaryDirectory() as tmp:
+        index = SqliteSearchIndex(Path(tmp) / "search.db")
+        for start in range(0, n, 5000):
+            index.upsert([IndexDoc("bench", "turn", f"t{i}", c.item(i)[0], c.item(i)[1], ["org/bench"], None, None,
+                                   {}) for i in range(start, min(n, start + 5000))])  # fmt: skip
+        query = SearchQuery("bench", "", qvs[0], mode="vector", k=10, visibility=[["org"]])
+        index.search(query, now)
+        t0 = time.perf_counter()
+        for t in index.graphs:
+            t.join()
+        built = time.perf_counter() - t0
+        cache = index._contexts["bench"]
+        graph_ms, exact_ms, overlap = [], [], []
+        for qv in qvs:
+            q = SearchQuery("bench", "", qv, mode="vector", k=10, visibility=[["org"]])
+            t = time.perf_counter()
+            got = [h.id for h in index.search(q, now)]
+            graph_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            scores = cache.cosine(np.asarray(qv, dtype=np.float32))
+            top = np.argsort(-scores, kind="stable")[:10]
+            exact_ms.append((time.perf_counter() - t) * 1000)
+            want = {r.id for i in top if (r := cache.rows[int(i)]) is not None}
+            overlap.append(len(want & set(got)) / 10)
+    out = {"vectors": n, "graph_build_s": round(built, 1), "recall_at_10": round(float(np.mean(overlap)), 4),
+           "graph_search_p50_ms": pct(graph_ms, 50), "exact_product_p50_ms": pct(exact_ms, 50)}  # fmt: skip
+    print(f"  ann: {json.dumps(out)}", file=sys.stderr, flush=True)
+    return out

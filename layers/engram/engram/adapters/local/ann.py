@@ -1,0 +1,85 @@
+"""An approximate nearest-neighbour graph over a large context's vectors (issue #54), for `Slots.cosine`.
+
+faiss's HNSW (32 links a node, vectors held as float16) over the vectors a context had when the graph was built:
+a query asks it for `CANDIDATES` × the k it wants, and those candidates — with every slot whose vector changed
+since the build (`Slots.fresh`) — are scored exactly from the context's own matrix, so a score is never an
+approximation: only which rows get scored is. Built in a background thread (a million vectors take minutes on
+two cores) reading the matrix in chunks under the context's lock; until it is installed, and for contexts under
+`MIN_VECTORS`, search stays exact. Chosen by measurement (bench/RESULTS.md, #54): usearch was dropped because
+importing it before onnxruntime kills the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+from engram.ports import Vector
+
+MIN_VECTORS = 20_000  # below this, an exact product is a few milliseconds: no graph
+CANDIDATES = 8  # candidates asked of the graph for each result wanted (at least MIN_CANDIDATES)
+MIN_CANDIDATES = 128
+EF_SEARCH = 256
+REBUILD = 0.2  # a graph is built again when this share of its vectors changed since
+CHUNK = 8192
+
+
+class Graph:
+    """The graph and which slot each of its vectors is."""
+
+    def __init__(self, index: Any, slots: Vector) -> None:
+        self.index, self.slots = index, slots
+
+    def __len__(self) -> int:
+        return int(self.slots.shape[0])
+
+    def candidates(self, qv: Vector, n: int) -> Vector:
+        """The slots of (about) the `n` nearest vectors, as the graph saw them."""
+        _, found = self.index.search(qv.reshape(1, -1).astype(np.float32), min(n, len(self)))
+        ids = found[0]
+        return np.asarray(self.slots[ids[ids >= 0]], dtype=np.int64)
+
+
+def build(dim: int, read: Callable[[int], tuple[Vector, Vector] | None]) -> Graph:
+    """A graph over the chunks `read(start)` returns ((slots, vectors) from slot `start` on; None at the end)."""
+    import faiss  # imported when a context first grows this large
+
+    index: Any = faiss.index_factory(dim, "HNSW32,SQfp16", faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 128
+    index.hnsw.efSearch = EF_SEARCH
+    index.train(np.zeros((1, dim), dtype=np.float32))  # fp16 needs no statistics: trained by any vector
+    slots: list[Vector] = []
+    start = 0
+    while (chunk := read(start)) is not None:
+        chunk_slots, vectors = chunk
+        if chunk_slots.shape[0]:
+            index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            slots.append(chunk_slots)
+        start += CHUNK
+    return Graph(index, np.concatenate(slots) if slots else np.zeros(0, dtype=np.int64))
+
+
+def build_in_background(
+    dim: int,
+    lock: AbstractContextManager[Any],
+    read: Callable[[int], tuple[Vector, Vector] | None],
+    install: Callable[[Graph], None],
+) -> threading.Thread:
+    """Build a graph in a daemon thread: each chunk read under `lock`, the graph installed under it."""
+
+    def locked_read(start: int) -> tuple[Vector, Vector] | None:
+        with lock:
+            return read(start)
+
+    def work() -> None:
+        graph = build(dim, locked_read)
+        with lock:
+            install(graph)
+
+    thread = threading.Thread(target=work, name="engram-ann", daemon=True)
+    thread.start()
+    return thread
