@@ -1,10 +1,10 @@
 """An approximate nearest-neighbour graph over a large context's vectors (issue #54), for `Slots.cosine`.
 
-faiss's HNSW (32 links a node, vectors held as float16) over the vectors a context had when the graph was built:
-a query asks it for `CANDIDATES` × the k it wants, and those candidates — with every slot whose vector changed
-since the build (`Slots.fresh`) — are scored exactly from the context's own matrix, so a score is never an
-approximation: only which rows get scored is. Built in a background thread (a million vectors take minutes on
-two cores) reading the matrix in chunks under the context's lock; until it is installed, and for contexts under
+faiss's HNSW (32 links a node, its copy of the vectors a byte a dimension) over the vectors a context had when the
+graph was built: a query asks it for `CANDIDATES` × the k it wants, and those candidates — with every slot whose
+vector changed since the build (`Slots.fresh`) — are scored exactly from the context's own matrix, so a score is
+never an approximation: only which rows get scored is. Built in a background thread (a million vectors take minutes
+on two cores) reading the matrix in chunks under the context's lock; until it is installed, and for contexts under
 `MIN_VECTORS`, search stays exact. Chosen by measurement (bench/RESULTS.md, #54): usearch was dropped because
 importing it before onnxruntime kills the process.
 """
@@ -26,6 +26,9 @@ MIN_CANDIDATES = 128
 EF_SEARCH = 256
 REBUILD = 0.2  # a graph is built again when this share of its vectors changed since
 CHUNK = 8192
+ENCODING = "SQ8"  # the graph's own copy of the vectors: a byte a dimension (only which rows are rescored depends on it)
+TRAIN = 4096  # vectors the 8-bit code's range is learnt from
+THREADS = 1  # a build leaves the other cores to the queries it runs beside
 
 
 class Graph:
@@ -48,18 +51,30 @@ def build(dim: int, read: Callable[[int], tuple[Vector, Vector] | None]) -> Grap
     """A graph over the chunks `read(start)` returns ((slots, vectors) from slot `start` on; None at the end)."""
     import faiss  # imported when a context first grows this large
 
-    index: Any = faiss.index_factory(dim, "HNSW32,SQfp16", faiss.METRIC_INNER_PRODUCT)
+    faiss.omp_set_num_threads(THREADS)
+    index: Any = faiss.index_factory(dim, f"HNSW32,{ENCODING}", faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = 128
     index.hnsw.efSearch = EF_SEARCH
-    index.train(np.zeros((1, dim), dtype=np.float32))  # fp16 needs no statistics: trained by any vector
     slots: list[Vector] = []
+    waiting: list[Vector] = []  # vectors read before the code is trained: its range per dimension needs TRAIN of them
+
+    def add(vectors: list[Vector], end: bool) -> list[Vector]:
+        if not vectors or (not index.is_trained and sum(v.shape[0] for v in vectors) < TRAIN and not end):
+            return vectors
+        block = np.ascontiguousarray(np.concatenate(vectors), dtype=np.float32)
+        if not index.is_trained:
+            index.train(block)
+        index.add(block)
+        return []
+
     start = 0
     while (chunk := read(start)) is not None:
         chunk_slots, vectors = chunk
         if chunk_slots.shape[0]:
-            index.add(np.ascontiguousarray(vectors, dtype=np.float32))
             slots.append(chunk_slots)
+            waiting = add([*waiting, vectors], end=False)
         start += CHUNK
+    add(waiting, end=True)
     return Graph(index, np.concatenate(slots) if slots else np.zeros(0, dtype=np.int64))
 
 

@@ -1,10 +1,10 @@
 """SearchIndex on SQLite (the documents, durable) with the ranking done in memory, per context.
 
-The first search in a context loads its documents into a `Slots`: an inverted index for BM25 (the
-rules of `engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for
-cosine search — exact, or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's
-candidates rescored exactly (built in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so a query is a
-few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
+The first search in a context loads its documents into a `Slots`: an inverted index for BM25 (the rules of
+`engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for cosine search — exact,
+or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's candidates rescored exactly (built
+in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so
+a query is a few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
 other contexts hold.
 """
 
