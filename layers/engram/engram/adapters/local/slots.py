@@ -247,13 +247,14 @@ class Slots:
         n = self.live
         if n == 0 or not terms:
             return np.full(cap, -np.inf, dtype=np.float32)
-        norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[:cap] / (self.total_length / n or 1.0))
+        average = self.total_length / n or 1.0
         for t, weight in terms.items():
             slots, tfs = self._posting(t)
             if slots.shape[0] == 0:
                 continue
             idf = weight * bm25_idf(n, slots.shape[0])
-            scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm[slots])
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[slots] / average)  # the posting's slots only
+            scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm)
             matched[slots] += 1
         need = len(terms) if match_all else 1
         return np.where(matched >= need, scores, -np.inf).astype(np.float32)
