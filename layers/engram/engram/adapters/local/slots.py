@@ -75,15 +75,23 @@ class Slots:
     def live(self) -> int:
         return len(self.pos)
 
-    def _grow(self) -> None:
-        cap = self.lengths.shape[0] * 2
-        self.lengths = np.concatenate([self.lengths, np.zeros(cap // 2, dtype=np.float32)])
-        self.has_vec = np.concatenate([self.has_vec, np.zeros(cap // 2, dtype=bool)])
-        self.tags = np.concatenate([self.tags, np.full(cap // 2, -1, dtype=np.int32)])
-        self.valid_from = np.concatenate([self.valid_from, np.full(cap // 2, _NEVER, dtype=np.int64)])
-        self.valid_until = np.concatenate([self.valid_until, np.full(cap // 2, _NEVER, dtype=np.int64)])
+    def reserve(self, rows: int) -> None:
+        """Room for `rows` documents (and each kind's last page) at once: arrays made at their size, not doubled
+        (and copied) again and again as a large context loads."""
+        want = rows + rows // 8 + 4 * MAX_PAGE
+        while self.lengths.shape[0] < want:
+            self._grow(want)
+
+    def _grow(self, at_least: int = 0) -> None:
+        old = self.lengths.shape[0]
+        more = max(old, at_least - old)  # doubled, or to `at_least`
+        self.lengths = np.concatenate([self.lengths, np.zeros(more, dtype=np.float32)])
+        self.has_vec = np.concatenate([self.has_vec, np.zeros(more, dtype=bool)])
+        self.tags = np.concatenate([self.tags, np.full(more, -1, dtype=np.int32)])
+        self.valid_from = np.concatenate([self.valid_from, np.full(more, _NEVER, dtype=np.int64)])
+        self.valid_until = np.concatenate([self.valid_until, np.full(more, _NEVER, dtype=np.int64)])
         if self.mat is not None:
-            self.mat = np.concatenate([self.mat, np.zeros_like(self.mat)])
+            self.mat = np.concatenate([self.mat, np.zeros((more, self.mat.shape[1]), dtype=self.mat.dtype)])
 
     def put(self, row: Row, vec: Vector | None) -> None:
         self.masks.clear()

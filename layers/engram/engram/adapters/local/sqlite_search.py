@@ -11,6 +11,7 @@ other contexts hold.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +38,7 @@ CREATE TABLE IF NOT EXISTS changes (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
 """
+LARGE = 50_000  # a context loaded with the cyclic collector paused, then frozen (`_load`)
 KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that loads its context again
 _COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
@@ -210,10 +212,24 @@ class SqliteSearchIndex:
         return int(row[0] or 0)
 
     def _load(self, context_id: str) -> Slots:
+        """The context's copy, from SQLite (its rows in id order): its arrays made once at their size, and the cyclic
+        collector paused meanwhile (a million rows are millions of objects that it would walk again and again as
+        they arrive; afterwards they are frozen out of its generations)."""
         cache = Slots()
         cache.seq = self._last_seq(context_id)
-        for r in self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,)):
-            cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
+        count = int(self._conn.execute("SELECT count(*) FROM docs WHERE context_id=?", (context_id,)).fetchone()[0])
+        cache.reserve(count)
+        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,))  # in id order
+        collecting = gc.isenabled() and count >= LARGE
+        if collecting:
+            gc.disable()
+        try:
+            for r in rows:
+                cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
+        finally:
+            if collecting:
+                gc.enable()
+                gc.freeze()
         return cache
 
     def _catch_up(self, context_id: str, cache: Slots) -> Slots:
