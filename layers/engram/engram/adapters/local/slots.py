@@ -314,16 +314,18 @@ class Slots:
     def install(self, graph: ann.Graph) -> None:
         self.graph, self.fresh, self.next_fresh = graph, self.next_fresh or set(), None
 
-    def nearest(self, qv: Vector, limit: int, kinds: Sequence[str] | None, keep: Mask | None) -> Vector | None:
+    def nearest(
+        self, qv: Vector, limit: int, kinds: Sequence[str] | None, keep: Mask | None
+    ) -> tuple[Vector, Vector] | None:
         """As `cosine`, but only for the graph's candidates for `limit` results and the slots changed since it was
-        built (each scored exactly; the rest -inf). None when there is no graph, or `keep` keeps so few slots that
-        `cosine` multiplies only theirs."""
+        built (each scored exactly; the rest -inf), with those slots (ascending). None when there is no graph, or
+        `keep` keeps so few slots that `cosine` multiplies only theirs."""
         graph, cap = self.graph, len(self.rows)
         if graph is None or self.mat is None or qv.shape[0] != self.mat.shape[1]:
             return None
         if keep is not None and np.count_nonzero(keep[:cap]) * SELECTIVE < cap:
             return None
-        found = graph.candidates(qv, max(limit * ann.CANDIDATES, ann.MIN_CANDIDATES))
+        found = np.unique(graph.candidates(qv, max(limit * ann.CANDIDATES, ann.MIN_CANDIDATES)))
         if self.fresh:
             found = np.union1d(found, np.fromiter(self.fresh, dtype=np.int64, count=len(self.fresh)))
         found = found[found < cap]
@@ -335,7 +337,7 @@ class Slots:
             found = found[ok]
         scores = np.full(cap, -np.inf, dtype=np.float32)
         scores[found] = self.mat[found] @ qv
-        return scores
+        return scores, found
 
     def cosine(self, qv: Vector, kinds: Sequence[str] | None = None, keep: Mask | None = None) -> Vector:
         """Each slot's cosine with `qv` (its vectors are unit length); -inf where it has none, or holds

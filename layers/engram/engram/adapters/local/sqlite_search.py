@@ -299,7 +299,7 @@ class SqliteSearchIndex:
             keep = cache.matching(q)
             near = cache.nearest(qv, limit, q.kinds, keep)
             if near is not None:
-                hits = _hits(self._take(cache, near, keep, q, now, limit))
+                hits = _hits(self._take(cache, near[0], keep, q, now, limit, near[1]))
                 if len(hits.ids) >= limit:
                     return hits
             if cache.wants_graph():
@@ -350,16 +350,30 @@ class SqliteSearchIndex:
             return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
 
     def _take(
-        self, cache: Slots, scores: Vector, keep: Mask | None, q: SearchQuery, now: datetime, limit: int
+        self,
+        cache: Slots,
+        scores: Vector,
+        keep: Mask | None,
+        q: SearchQuery,
+        now: datetime,
+        limit: int,
+        candidates: Vector | None = None,
     ) -> Iterator[tuple[Row, float]]:
         """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
         a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
-        widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`)."""
+        widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`).
+        `candidates`: the only slots that may score (ascending; the graph's), so only theirs are looked at."""
         if not q.ranges:
             mask = cache.allowed(q, now)
-            if keep is not None:
-                mask = mask & keep  # `allowed` is shared: not in place
-            passing = np.flatnonzero(mask & (scores > -np.inf))
+            if candidates is not None:
+                ok = mask[candidates] & (scores[candidates] > -np.inf)
+                if keep is not None:
+                    ok &= keep[candidates]
+                passing = candidates[ok]
+            else:
+                if keep is not None:
+                    mask = mask & keep  # `allowed` is shared: not in place
+                passing = np.flatnonzero(mask & (scores > -np.inf))
             values = scores[passing]
             if passing.shape[0] > limit:
                 cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
