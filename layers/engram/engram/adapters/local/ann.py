@@ -21,8 +21,8 @@ import numpy as np
 from engram.ports import Vector
 
 MIN_VECTORS = 20_000  # below this, an exact product is a few milliseconds: no graph
-CANDIDATES = 8  # candidates asked of the graph for each result wanted (at least MIN_CANDIDATES)
-MIN_CANDIDATES = 128
+CANDIDATES = 2  # candidates asked of the graph for each result wanted (at least MIN_CANDIDATES)
+MIN_CANDIDATES = 256
 EF_SEARCH = 256
 REBUILD = 0.2  # a graph is built again when this share of its vectors changed since
 CHUNK = 8192
