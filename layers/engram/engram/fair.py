@@ -11,15 +11,19 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-import anyio
+if TYPE_CHECKING:
+    import anyio
 
 
 class _Ticket:
     __slots__ = ("event", "granted")
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
+        import anyio  # the web layer's: a Lambda function that serves no HTTP (the authorizer) never waits here
+
+        self.event: anyio.Event = anyio.Event()
         self.granted = False
 
 

@@ -96,12 +96,13 @@ class MemoryService(Reading, Erasing):
         # plan of what is stored now: in turn, planned again, only a text another writer changed meanwhile (a turn
         # before it in the same session) is embedded there — stores no longer queue behind each other's embedding
         # (#54). A batch to be split in halves (over the store's transaction cap) plans its halves in turn instead.
-        early, _ = self._plan(caller, turns, tags, now, read)
+        extracted: dict[str, Extraction] = {}  # each turn's facts as read once (by the rules, or the model's answer)
+        early, _ = self._plan(caller, turns, tags, now, read, extracted)
         if len(turns) == 1 or early.size <= self.records.max_writes:
             embed(early.texts())
         with self._writer(caller.context_id):
             for attempt in range(_RETRIES):
-                plan, results = self._plan(caller, turns, tags, now, read)
+                plan, results = self._plan(caller, turns, tags, now, read, extracted)
                 if len(turns) > 1 and plan.size > self.records.max_writes:
                     half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
                     return self._store_group(caller, turns[:half], tags, now) + self._store_group(
@@ -128,8 +129,10 @@ class MemoryService(Reading, Erasing):
         tags: list[str],
         now: datetime,
         read: Callable[[Sequence[tuple[str, int]]], list[tagger.Found]] | None = None,
+        extracted: dict[str, Extraction] | None = None,
     ) -> tuple[Plan, list[dict[str, Any]]]:
         ctx = caller.context_id
+        extracted = extracted if extracted is not None else {}
         plan = Plan(self.records, ctx, caller.actor, now, self.ids)
         results: list[dict[str, Any]] = []
         default_session = f"sess_{caller.principal.key_id[4:]}_{now:%Y%m%d}"
@@ -177,7 +180,8 @@ class MemoryService(Reading, Erasing):
             plan.index(index_doc(ctx, "turn", turn_id, turn_data), embed_text)
             self._touch_session(plan, session_id, tags, said, turn.content, text, turn_id)
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
-            ex = self._extract(turn.content)
+            ex = extracted[turn.content] if turn.content in extracted else self._extract(turn.content)
+            extracted[turn.content] = ex  # planned again (in turn, after a conflict): the model is not asked twice
             out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content, reading, turn.expires_at)
             out |= {"turn_id": turn_id, "session_id": session_id}
             if turn.expires_at is not None:  # swept when it is up, with the facts it gave
