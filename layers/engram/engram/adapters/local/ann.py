@@ -11,6 +11,8 @@ importing it before onnxruntime kills the process.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,6 +30,7 @@ REBUILD = 0.2  # a graph is built again when this share of its vectors changed s
 CHUNK = 8192
 ENCODING = "SQ8"  # the graph's own copy of the vectors: a byte a dimension (only which rows are rescored depends on it)
 TRAIN = 4096  # vectors the 8-bit code's range is learnt from
+NICE = 19  # a build runs on what the queries leave: at 1M it took over 11 min on one core beside them (#54)
 THREADS = 1  # a build leaves the other cores to the queries it runs beside
 
 
@@ -91,6 +94,8 @@ def build_in_background(
             return read(start)
 
     def work() -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: a thread's own niceness (elsewhere: as is)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         graph = build(dim, locked_read)
         with lock:
             install(graph)
