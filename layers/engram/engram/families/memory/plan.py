@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.clock import parse_time
+from engram.clock import iso, parse_time
 from engram.families.entities import mentions as entities
 from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import _slug
@@ -22,6 +22,7 @@ from engram.ports import (
 )
 from engram.queue import Queue
 from engram.scopes import tags_key
+from engram.terms import approx_tokens
 from engram.unit_of_work import UnitOfWork
 
 # attributes whose value names an entity, and the edge they make: (edge type, the entity's type)
@@ -179,3 +180,31 @@ def turn_text(content: str, speaker: object) -> str:
 
 def attribute_text(subject: str, key: str, value: str) -> str:
     return f"{subject} {key.replace('_', ' ')}: {value}"
+
+
+def touch_session(
+    plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str, turn_id: str = ""
+) -> None:
+    current = plan.get("session", session_key(session_id, tags))
+    data = (
+        dict(current)
+        if current
+        else {
+            "session_id": session_id,
+            "first_at": iso(said),
+            "last_at": iso(said),
+            "turns": 0,
+            "tokens": 0,
+            "scopes": [],
+        }
+    )
+    first, last = parse_time(data["first_at"]), parse_time(data["last_at"])
+    assert first is not None and last is not None
+    data["first_at"], data["last_at"] = iso(min(first, said)), iso(max(last, said))
+    data["turns"] += 1
+    data["tokens"] += approx_tokens(content)
+    data["scopes"] = sorted(set(data["scopes"]) | set(tags))
+    data["last_text"] = text[-400:]
+    data["last_turn"] = turn_id  # whose words last_text holds (an expiring turn's are taken out with it)
+    data["seq"] = data["turns"]  # the turn's place in its session: a definite order under concurrency
+    plan.put("session", session_key(session_id, tags), data)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.clock import iso, new_id, parse_time
+from engram.clock import iso, new_id
 from engram.errors import Conflict
 from engram.families.entities import mentions as entities
 from engram.families.entities import tagger
@@ -35,6 +35,7 @@ from engram.families.memory.plan import (
     index_doc,
     index_doc_of,
     session_key,
+    touch_session,
     turn_text,
 )
 from engram.families.memory.reading import Reading
@@ -42,7 +43,7 @@ from engram.identity import OVERSEERS, Caller
 from engram.ports import Hit, Progress, SearchQuery, Vector, no_progress
 from engram.scopes import tags_key
 from engram.search_rules import semantic_evidence
-from engram.terms import approx_tokens, query_terms
+from engram.terms import query_terms
 
 __all__ = ["CONTEXT_EMBEDDING", "MemoryService", "Turn"]
 
@@ -92,30 +93,49 @@ class MemoryService(Reading, Erasing):
                     learned[(text, start)] = tagger.found(extractor, text, offsets, pieces, start)
             return [learned[p] for p in pending]
 
-        # The slow part (embedding the turns, reading their names) runs before this context's writers' turn, from a
-        # plan of what is stored now: in turn, planned again, only a text another writer changed meanwhile (a turn
-        # before it in the same session) is embedded there — stores no longer queue behind each other's embedding
-        # (#54). A batch to be split in halves (over the store's transaction cap) plans its halves in turn instead.
+        # When another writer of the context has the turn, the slow part (embedding the turns, reading their names)
+        # runs while it waits, from a plan of what is stored now: in turn, planned again, only a text another writer
+        # changed meanwhile (a turn before it in the same session) is embedded there — stores no longer queue behind
+        # each other's embedding (#54). Alone, a store plans once. A batch to be split in halves (over the store's
+        # transaction cap) plans its halves in turn instead.
         extracted: dict[str, Extraction] = {}  # each turn's facts as read once (by the rules, or the model's answer)
-        early, _ = self._plan(caller, turns, tags, now, read, extracted)
-        if len(turns) == 1 or early.size <= self.records.max_writes:
-            embed(early.texts())
-        with self._writer(caller.context_id):
-            for attempt in range(_RETRIES):
-                plan, results = self._plan(caller, turns, tags, now, read, extracted)
-                if len(turns) > 1 and plan.size > self.records.max_writes:
-                    half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
-                    return self._store_group(caller, turns[:half], tags, now) + self._store_group(
-                        caller, turns[half:], tags, now
-                    )
-                try:
-                    plan.finish(self.index, embed, self.queue)
-                except Conflict as exc:
-                    if attempt == _RETRIES - 1 or exc.code != "version_conflict":
-                        raise
-                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
-                    continue
-                return results
+        writer = self._writer(caller.context_id)
+        if not writer.acquire(blocking=False):
+            early, _ = self._plan(caller, turns, tags, now, read, extracted)
+            if len(turns) == 1 or early.size <= self.records.max_writes:
+                embed(early.texts())
+            writer.acquire()
+        try:
+            return self._store_in_turn(caller, turns, tags, now, read, extracted, embed)
+        finally:
+            writer.release()
+
+    def _store_in_turn(
+        self,
+        caller: Caller,
+        turns: list[Turn],
+        tags: list[str],
+        now: datetime,
+        read: Callable[[Sequence[tuple[str, int]]], list[tagger.Found]],
+        extracted: dict[str, Extraction],
+        embed: Callable[[Sequence[str]], list[Vector | None]],
+    ) -> list[dict[str, Any]]:
+        """Plan, embed, commit — again from what is stored after a conflict — holding the context's writers' turn."""
+        for attempt in range(_RETRIES):
+            plan, results = self._plan(caller, turns, tags, now, read, extracted)
+            if len(turns) > 1 and plan.size > self.records.max_writes:
+                half = len(turns) // 2  # nothing is written yet: plan the halves one after the other
+                return self._store_group(caller, turns[:half], tags, now) + self._store_group(
+                    caller, turns[half:], tags, now
+                )
+            try:
+                plan.finish(self.index, embed, self.queue)
+            except Conflict as exc:
+                if attempt == _RETRIES - 1 or exc.code != "version_conflict":
+                    raise
+                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                continue
+            return results
         raise AssertionError("unreachable")
 
     def _writer(self, context_id: str) -> threading.RLock:
@@ -178,7 +198,7 @@ class MemoryService(Reading, Erasing):
             turn_data = plan.get("turn", turn_id)
             assert turn_data is not None
             plan.index(index_doc(ctx, "turn", turn_id, turn_data), embed_text)
-            self._touch_session(plan, session_id, tags, said, turn.content, text, turn_id)
+            touch_session(plan, session_id, tags, said, turn.content, text, turn_id)
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = extracted[turn.content] if turn.content in extracted else self._extract(turn.content)
             extracted[turn.content] = ex  # planned again (in turn, after a conflict): the model is not asked twice
@@ -196,33 +216,6 @@ class MemoryService(Reading, Erasing):
                 out["expires_at"] = iso(turn.expires_at)
             results.append(out)
         return plan, results
-
-    def _touch_session(
-        self, plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str, turn_id: str = ""
-    ) -> None:
-        current = plan.get("session", session_key(session_id, tags))
-        data = (
-            dict(current)
-            if current
-            else {
-                "session_id": session_id,
-                "first_at": iso(said),
-                "last_at": iso(said),
-                "turns": 0,
-                "tokens": 0,
-                "scopes": [],
-            }
-        )
-        first, last = parse_time(data["first_at"]), parse_time(data["last_at"])
-        assert first is not None and last is not None
-        data["first_at"], data["last_at"] = iso(min(first, said)), iso(max(last, said))
-        data["turns"] += 1
-        data["tokens"] += approx_tokens(content)
-        data["scopes"] = sorted(set(data["scopes"]) | set(tags))
-        data["last_text"] = text[-400:]
-        data["last_turn"] = turn_id  # whose words last_text holds (an expiring turn's are taken out with it)
-        data["seq"] = data["turns"]  # the turn's place in its session: a definite order under concurrency
-        plan.put("session", session_key(session_id, tags), data)
 
     def _reconcile(
         self,
