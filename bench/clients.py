@@ -26,7 +26,7 @@ import httpx
 
 from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
-from bench.scale import corpus, fill
+from bench.scale import corpus, fill, recall_times
 from engram.devserver import start, stop
 
 MEMORIES = 10_000
@@ -97,13 +97,7 @@ def clients(url: str, key: str, n: int, turns: list[str], questions: list[str]) 
 
 def quiet_p50(url: str, key: str, questions: list[str]) -> float:
     with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
-        times = []
-        for i in range(QUIET_SAMPLES):
-            t = time.perf_counter()
-            res = mcp_call(http, url, "memory_recall", {"query": f"{questions[i % len(questions)]} #q{i}", "k": 10})
-            times.append((time.perf_counter() - t) * 1000)
-            assert not res.get("isError"), res
-    return pct(times, 50)
+        return pct(recall_times(http, url, questions, QUIET_SAMPLES, "q"), 50)
 
 
 def fairness(url: str, quiet: str, noisy: str, questions: list[str]) -> dict[str, Any]:

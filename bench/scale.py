@@ -141,6 +141,17 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def recall_times(http: httpx.Client, url: str, questions: list[str], samples: int, tag: str) -> list[float]:
+    """`samples` `memory_recall`s (k 10) of fresh questions over MCP HTTP, one after another: each one's ms."""
+    times = []
+    for i in range(samples):
+        t = time.perf_counter()
+        res = mcp_call(http, url, "memory_recall", {"query": f"{questions[i % len(questions)]} #{tag}{i}", "k": 10})
+        times.append((time.perf_counter() - t) * 1000)
+        assert not res.get("isError"), res
+    return times
+
+
 def wait_for_graph(http: httpx.Client, url: str, questions: list[str], limit: float) -> dict[str, Any]:
     """Recalls in windows of 20 until one's p50 is under 60 % of the first window's (the graph is in) or `limit`
     seconds pass (a build takes ~30 s a 100k vectors on its one thread here): when that was, and the exact search's
@@ -177,12 +188,7 @@ def measure(data: Path, key: str, questions: list[str], samples: int, size: int)
                 mcp_call(http, url, "memory_recall", {"query": f"{questions[i + 1]} #w{i}", "k": 10})
             if size >= MIN_VECTORS:  # the graph is built in the background after the first query: until it is in
                 out.update(wait_for_graph(http, url, questions, 60 + size * 0.0006))
-            times = []
-            for i in range(samples):
-                t = time.perf_counter()
-                res = mcp_call(http, url, "memory_recall", {"query": f"{questions[i % len(questions)]} #{i}", "k": 10})
-                times.append((time.perf_counter() - t) * 1000)
-                assert not res.get("isError"), res
+            times = recall_times(http, url, questions, samples, "s")
             out["recall_p50_ms"], out["recall_p99_ms"] = pct(times, 50), pct(times, 99)
             out["server_peak_rss_mb"] = round(peak_rss_mb(proc.pid))
         finally:
