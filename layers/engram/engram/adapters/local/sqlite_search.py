@@ -143,13 +143,15 @@ class SqliteSearchIndex:
                 self._changed(context_id, ids)
 
         self._write(work)
-        for context_id in dict.fromkeys(d.context_id for d in docs):
+        by_context: dict[str, list[IndexDoc]] = {}
+        for d in docs:
+            by_context.setdefault(d.context_id, []).append(d)
+        for context_id, written in by_context.items():
             with self._loaded(context_id) as cache:
-                if cache is not None:
-                    for d in docs:
-                        if d.context_id == context_id:
-                            vector = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
-                            cache.put(self._row_of(d), vector)
+                for d in written:
+                    if cache is None:
+                        break
+                    cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
         for context_id, id_, until in closing:
             self._set_cached_validity(context_id, id_, until)
 
@@ -251,12 +253,14 @@ class SqliteSearchIndex:
             cache.seq = int(changed[-1][0])
         return cache
 
+    def _held(self, context_id: str) -> threading.RLock:
+        with self._lock:
+            return self._locks.setdefault(context_id, threading.RLock())
+
     @contextlib.contextmanager
     def _loaded(self, context_id: str) -> Iterator[Slots | None]:
         """The context's copy if one is loaded (None if not), held by its lock: what a write brings up to date."""
-        with self._lock:
-            held = self._locks.setdefault(context_id, threading.RLock())
-        with held:
+        with self._held(context_id):
             with self._lock:
                 cache = self._contexts.get(context_id)
             yield cache
@@ -266,9 +270,7 @@ class SqliteSearchIndex:
         """The context's copy, held by its own lock while the caller reads it (or, for writes, changes it): a
         search of one context never waits for another context's (issue #54). Lock order: the copy's, then the
         connection's — only while the copy is found, loaded or brought up to date."""
-        with self._lock:
-            held = self._locks.setdefault(context_id, threading.RLock())
-        with held:
+        with self._held(context_id):
             with self._lock:
                 cache = self._context(context_id)
             yield cache
@@ -310,7 +312,7 @@ class SqliteSearchIndex:
         """Start building the context's graph in the background (with the copy's lock held)."""
         assert cache.mat is not None
         cache.begin_graph()
-        self.graphs.append(build_in_background(cache.mat.shape[1], self._locks[context_id], cache.chunk, cache.install))
+        self.graphs.append(build_in_background(cache.mat.shape[1], self._held(context_id), cache.chunk, cache.install))
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._open(context_id) as cache:
