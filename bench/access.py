@@ -104,7 +104,9 @@ def accounting_part(engram: Engram, key: str) -> dict[str, Any]:
     assert store is not None and recall is not None
     for i in range(0, MEMORIES, 100):
         batch = [{"content": turns[(i + j) % len(turns)], "session_id": f"s{(i + j) // 20}"} for j in range(100)]
-        store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+        store.run(
+            engram.family_services(store.family), caller, store.input.model_validate({"turns": batch}), lambda *_: None
+        )
     engram.queue.join()
     loop = asyncio.new_event_loop()
     counter = iter(range(10**9))

@@ -42,7 +42,12 @@ def run() -> dict[str, Any]:
                     args = {"thread_id": f"conv-{n}", "role": "user", "content": t["text"],
                             "metadata": {"speaker": t["speaker"], "dia_id": t["dia_id"]}}  # fmt: skip
                     started = time.perf_counter()
-                    out = append.run(engram, callers[n], append.input.model_validate(args), lambda *_: None)
+                    out = append.run(
+                        engram.family_services(append.family),
+                        callers[n],
+                        append.input.model_validate(args),
+                        lambda *_: None,
+                    )
                     append_ms.append((time.perf_counter() - started) * 1000)
                     assert isinstance(out, dict)
                     dia_of[out["message_id"]] = t["dia_id"]
@@ -65,7 +70,12 @@ def run() -> dict[str, Any]:
                         continue
                     args = {"query": qa["question"], "thread_id": f"conv-{n}", "limit": 10}
                     started = time.perf_counter()
-                    out = search.run(engram, callers[n], search.input.model_validate(args), lambda *_: None)
+                    out = search.run(
+                        engram.family_services(search.family),
+                        callers[n],
+                        search.input.model_validate(args),
+                        lambda *_: None,
+                    )
                     times.append((time.perf_counter() - started) * 1000)
                     assert isinstance(out, dict)
                     seen = {dia_of.get(r["message_id"]) for r in out["results"]}
@@ -76,7 +86,12 @@ def run() -> dict[str, Any]:
         print(f"  conversation_search recall@10 {result['recall@10']}", file=sys.stderr, flush=True)
         for n in range(len(convs)):
             args = {"thread_id": f"conv-{n}", "keep_recent": 10}
-            summarize.run(engram, callers[n], summarize.input.model_validate(args), lambda *_: None)
+            summarize.run(
+                engram.family_services(summarize.family),
+                callers[n],
+                summarize.input.model_validate(args),
+                lambda *_: None,
+            )
         result["recall@10_after_summarize"], _ = recall_at_10()
         print(f"  after summarize: {result['recall@10_after_summarize']}", file=sys.stderr, flush=True)
     return result

@@ -105,7 +105,7 @@ def run_opensearch(samples: int = 200) -> dict[str, Any]:
             for i in range(samples):
                 args = search.input.model_validate({"query": queries[judged[i % len(judged)]], "mode": mode, "k": 10})
                 t = time.perf_counter()
-                search.run(engram, caller, args, lambda *_: None)
+                search.run(engram.family_services(search.family), caller, args, lambda *_: None)
                 times.append((time.perf_counter() - t) * 1000)
             result["in_process"][mode] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
     return result
@@ -121,7 +121,7 @@ def _ingest(engram: Any, caller: Any, corpus: list[dict[str, Any]]) -> dict[str,
                 for d in corpus[i : i + 100]]  # fmt: skip
         # a client's defaults (issue #25: the 512-token chunks this bench used were not what a client gets)
         args = bulk.input.model_validate({"collection": "cranfield", "documents": docs})
-        out = bulk.run(engram, caller, args, lambda *_: None)
+        out = bulk.run(engram.family_services(bulk.family), caller, args, lambda *_: None)
         assert isinstance(out, dict)
         errors += [dict(e, beir_id=docs[e["index"]]["metadata"]["beir_id"]) for e in out["errors"]]
         chunks += out["total_chunks"]
@@ -148,7 +148,7 @@ def _quality(engram: Any, caller: Any, queries: dict[str, str], qrels: dict[str,
                 ranked[mode, qid] = rrf60(ranked["bm25", qid], ranked["vector", qid])
             else:
                 args = search.input.model_validate({"query": queries[qid], "mode": mode, "k": 100})
-                out = search.run(engram, caller, args, lambda *_: None)
+                out = search.run(engram.family_services(search.family), caller, args, lambda *_: None)
                 assert isinstance(out, dict)
                 # chunks -> documents: a document ranks where its best chunk does
                 ranked[mode, qid] = list(dict.fromkeys(str(r["metadata"]["beir_id"]) for r in out["results"]))

@@ -42,7 +42,12 @@ def run(memories: int = 10_000, documents: int = 100) -> dict[str, Any]:
             for i in range(0, n, 100):
                 batch = [{"content": turns[(i + j) % len(turns)], "session_id": f"s{(i + j) // 20}"}
                          for j in range(100)]  # fmt: skip
-                store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+                store.run(
+                    engram.family_services(store.family),
+                    caller,
+                    store.input.model_validate({"turns": batch}),
+                    lambda *_: None,
+                )
         alice = engram.identity.enter(keys[ALICE], "bench", ANY, "bench")
         for doc in corpus[:documents]:
             engram.documents.ingest(alice, NewDocument(f"{doc['title']}\n\n{doc['text']}".encode(), doc["title"]))

@@ -82,7 +82,7 @@ def store_all(engram: Engram, convs: list[dict[str, Any]]) -> Stored:
             ]
             for i in range(0, len(batch), 100):
                 args = store.input.model_validate({"turns": batch[i : i + 100]})
-                out = store.run(engram, caller, args, lambda *_: None)
+                out = store.run(engram.family_services(store.family), caller, args, lambda *_: None)
                 assert isinstance(out, dict)
                 for r, t in zip(out["results"], batch[i : i + 100], strict=True):
                     dia_of[r["turn_id"]] = t["metadata"]["dia_id"]
@@ -107,7 +107,12 @@ def recall(engram: Engram, stored: Stored, ctx: str, query: str, k: int, mode: s
     op = find("memory_recall")
     assert op
     caller = engram.identity.enter(stored.principal, ctx, op.principals, op.name)
-    out = op.run(engram, caller, op.input.model_validate({"query": query, "k": k, "mode": mode}), lambda *_: None)
+    out = op.run(
+        engram.family_services(op.family),
+        caller,
+        op.input.model_validate({"query": query, "k": k, "mode": mode}),
+        lambda *_: None,
+    )
     assert isinstance(out, dict)
     return list(out["results"])
 

@@ -72,7 +72,7 @@ def run(data_path: Path = DATA, ks: tuple[int, ...] = (5, 10), mode: str = "hybr
                         continue
                     if side == "after":
                         args = op.input.model_validate({"query": qa["question"], "k": max(ks), "mode": mode})
-                        out = op.run(engram, caller, args, lambda *_: None)
+                        out = op.run(engram.family_services(op.family), caller, args, lambda *_: None)
                         read += "time" in out  # type: ignore[operator]
                     else:
                         out = engram.memory.recall(caller, qa["question"], max(ks), None, None, mode)  # type: ignore[arg-type]

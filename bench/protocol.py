@@ -181,8 +181,8 @@ def knowledge_run(engram: Engram, principal: Any, docs: Documents, mode: str, k:
     caller = engram.identity.enter(principal, docs.context, ANY, "bench")
     ranked = {}
     for qid in docs.judged:
-        out = op.run(engram, caller, op.input.model_validate({"query": docs.queries[qid], "mode": mode, "k": k}),
-                     lambda *_: None)  # fmt: skip
+        args = op.input.model_validate({"query": docs.queries[qid], "mode": mode, "k": k})
+        out = op.run(engram.family_services(op.family), caller, args, lambda *_: None)
         assert isinstance(out, dict)
         ranked[qid] = distinct(out["results"])
     return ranked
@@ -197,7 +197,7 @@ def memory_run(engram: Engram, stored: Stored, convs: list[dict[str, Any]], mode
         for qa in conv["qa"]:
             if stored.evidence(qa):
                 args = op.input.model_validate({"query": qa["question"], "k": MEMORY_K, "mode": mode})
-                out = op.run(engram, caller, args, lambda *_: None)
+                out = op.run(engram.family_services(op.family), caller, args, lambda *_: None)
                 assert isinstance(out, dict)
                 got.append([stored.dia(r["id"]) for r in out["results"]])
     return got

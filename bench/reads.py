@@ -68,7 +68,9 @@ def load(data_dir: Path) -> tuple[str, str, list[str], list[str], list[str]]:
     assert store
     for i in range(0, MEMORIES, 100):
         batch = [{"content": turns[(i + j) % len(turns)], "session_id": f"s{(i + j) // 20}"} for j in range(100)]
-        store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+        store.run(
+            engram.family_services(store.family), caller, store.input.model_validate({"turns": batch}), lambda *_: None
+        )
     engram.queue.join()  # every vector in place before the server starts
     print(
         f"  loaded {len(files) - len(refused)} files (and {len(small)} in a small workspace), {MEMORIES} memories"

@@ -124,7 +124,9 @@ def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: 
             text, vector = c.item(j)
             cached.known[text] = vector
             batch.append({"content": text, "session_id": f"s{j // 20}"})
-        store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+        store.run(
+            engram.family_services(store.family), caller, store.input.model_validate({"turns": batch}), lambda *_: None
+        )
         cached.known.clear()
         if (i - start) % 20_000 == 0 and i > start:
             print(f"    {i} stored, {(i - start) / (time.perf_counter() - t0):.0f}/s", file=sys.stderr, flush=True)
@@ -243,7 +245,12 @@ def bulk(n: int = 5_000) -> dict[str, Any]:
             t0 = time.perf_counter()
             for i in range(0, n, BATCH):
                 batch = [{"content": t, "session_id": f"s{(i + j) // 20}"} for j, t in enumerate(texts[i : i + BATCH])]
-                store.run(engram, caller, store.input.model_validate({"turns": batch}), lambda *_: None)
+                store.run(
+                    engram.family_services(store.family),
+                    caller,
+                    store.input.model_validate({"turns": batch}),
+                    lambda *_: None,
+                )
             engram.queue.join()
             out[f"memory_store_batch_{extractor}_per_s"] = round(n / (time.perf_counter() - t0), 1)
             del engram

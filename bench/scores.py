@@ -61,7 +61,7 @@ def _documents(engram: Engram) -> dict[str, Any]:
 
     def top(name: str, query: str, mode: str) -> list[dict[str, Any]]:
         args = search.input.model_validate({"query": query, "mode": mode, "k": 10})
-        out = search.run(engram, callers[name], args, lambda *_: None)
+        out = search.run(engram.family_services(search.family), callers[name], args, lambda *_: None)
         assert isinstance(out, dict)
         return list(out["results"])
 
