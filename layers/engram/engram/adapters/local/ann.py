@@ -26,7 +26,8 @@ MIN_VECTORS = 20_000  # below this, an exact product is a few milliseconds: no g
 CANDIDATES = 2  # candidates asked of the graph for each result wanted (at least MIN_CANDIDATES)
 MIN_CANDIDATES = 256
 EF_SEARCH = 256
-REBUILD = 0.2  # a graph is built again when this share of its vectors changed since
+REBUILD = 1.0  # a graph is built again when it holds this share more nodes than vectors live (stale ones)
+ADD = 128  # vectors changed since the build are added to the graph this many at a time (under the context's lock)
 CHUNK = 8192
 ENCODING = "SQ8"  # the graph's own copy of the vectors: a byte a dimension (only which rows are rescored depends on it)
 TRAIN = 4096  # vectors the 8-bit code's range is learnt from
@@ -43,14 +44,20 @@ class Graph:
     def __len__(self) -> int:
         return int(self.slots.shape[0])
 
+    def add(self, slots: Vector, vectors: Vector) -> None:
+        """More nodes (a slot's older node stays: candidates are rescored from the slot's current vector)."""
+        self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        self.slots = np.concatenate([self.slots, slots.astype(np.int64)])
+
     def candidates(self, qv: Vector, n: int) -> Vector:
         """The slots of (about) the `n` nearest vectors, as the graph saw them."""
         _, found = self.index.search(qv.reshape(1, -1).astype(np.float32), min(n, len(self)))
         ids = found[0]
-        return np.asarray(self.slots[ids[ids >= 0]], dtype=np.int64)
+        slots = self.slots[ids[ids >= 0]]
+        return np.asarray(slots[slots >= 0], dtype=np.int64)
 
 
-def build(dim: int, read: Callable[[int], tuple[Vector, Vector] | None]) -> Graph:
+def build(dim: int, read: Callable[[int], tuple[Any, Vector] | None]) -> Graph:
     """A graph over the chunks `read(start)` returns ((slots, vectors) from slot `start` on; None at the end)."""
     import faiss  # imported when a context first grows this large
 
@@ -84,12 +91,12 @@ def build(dim: int, read: Callable[[int], tuple[Vector, Vector] | None]) -> Grap
 def build_in_background(
     dim: int,
     lock: AbstractContextManager[Any],
-    read: Callable[[int], tuple[Vector, Vector] | None],
+    read: Callable[[int], tuple[Any, Vector] | None],
     install: Callable[[Graph], None],
 ) -> threading.Thread:
     """Build a graph in a daemon thread: each chunk read under `lock`, the graph installed under it."""
 
-    def locked_read(start: int) -> tuple[Vector, Vector] | None:
+    def locked_read(start: int) -> tuple[Any, Vector] | None:
         with lock:
             return read(start)
 
@@ -101,5 +108,22 @@ def build_in_background(
             install(graph)
 
     thread = threading.Thread(target=work, name="engram-ann", daemon=True)
+    thread.start()
+    return thread
+
+
+def add_in_background(lock: AbstractContextManager[Any], step: Callable[[], bool]) -> threading.Thread:
+    """Call `step` under `lock` until it says it is done (each adds `ADD` vectors to a graph), in a daemon thread
+    at the lowest priority: a search waits at most one step."""
+
+    def work() -> None:
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        while True:
+            with lock:
+                if step():
+                    return
+
+    thread = threading.Thread(target=work, name="engram-ann-add", daemon=True)
     thread.start()
     return thread

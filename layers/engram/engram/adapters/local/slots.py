@@ -4,7 +4,7 @@ set, validity), so a query's filters are masks and only the rows it returns are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.local import ann
+from engram.adapters.local.segment import Array, Segment
 from engram.ports import MetaValue, SearchQuery, Vector
 from engram.scopes import matches
 from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
@@ -70,6 +71,14 @@ class Slots:
     graph: ann.Graph | None = None
     fresh: set[int] = field(default_factory=set)
     next_fresh: set[int] | None = None
+    adding: bool = False  # a thread adds `fresh`'s vectors to the graph (`add_step`)
+    # slots [0, base.n) opened from a saved segment (`engram.adapters.local.segment`): no Row, terms or float32
+    # vector of theirs in memory — rows read when returned (`read_rows`: rowids to rows), a metadata filter's mask
+    # from `read_metadata` (every rowid and metadata); a changed or removed one is dead (its tag -1), never reused
+    base: Segment | None = None
+    read_rows: Callable[[Sequence[int]], dict[int, Row]] | None = None
+    read_metadata: Callable[[], Iterator[tuple[int, dict[str, MetaValue]]]] | None = None
+    unsaved: int = 0  # changes since the copy was loaded or saved
 
     @property
     def live(self) -> int:
@@ -90,12 +99,20 @@ class Slots:
         self.tags = np.concatenate([self.tags, np.full(more, -1, dtype=np.int32)])
         self.valid_from = np.concatenate([self.valid_from, np.full(more, _NEVER, dtype=np.int64)])
         self.valid_until = np.concatenate([self.valid_until, np.full(more, _NEVER, dtype=np.int64)])
-        if self.mat is not None:
-            self.mat = np.concatenate([self.mat, np.zeros((more, self.mat.shape[1]), dtype=self.mat.dtype)])
+        if self.mat is not None:  # zeros are pages not yet touched: a segment's slots cost nothing here
+            mat = np.zeros((old + more, self.mat.shape[1]), dtype=np.float32)
+            low = self._base_n
+            mat[low:old] = self.mat[low:old]
+            self.mat = mat
+
+    @property
+    def _base_n(self) -> int:
+        return 0 if self.base is None else self.base.n
 
     def put(self, row: Row, vec: Vector | None) -> None:
         self.masks.clear()
         self.visible.clear()
+        self.unsaved += 1
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
         if i is not None and old is not None and old.text == row.text and old.kind == row.kind:  # vectors added
@@ -160,11 +177,16 @@ class Slots:
 
     def set_validity(self, id_: str, valid_until: datetime | None) -> None:
         i = self.pos.get(id_)
-        row = self.rows[i] if i is not None else None
-        if i is not None and row is not None:
+        if i is None:
+            return
+        row = self.rows[i]
+        if row is not None:
             row.valid_until = valid_until
-            self.valid_until[i] = _micros(valid_until, _LATEST)
-            self.visible.clear()
+        elif i >= self._base_n:
+            return
+        self.valid_until[i] = _micros(valid_until, _LATEST)
+        self.visible.clear()
+        self.unsaved += 1
 
     def allowed(self, q: SearchQuery, now: datetime) -> Mask:
         """The slots `visible` keeps for `q` but its metadata filters (`matching` has those): valid at the
@@ -219,6 +241,13 @@ class Slots:
         i = self.pos.pop(id_, None)
         if i is None:
             return
+        self.unsaved += 1
+        if i < self._base_n:  # a segment's slot: dead (its postings in the files skip it by its tag)
+            self.total_length -= float(self.lengths[i])
+            self._touched(i)
+            self.lengths[i], self.has_vec[i], self.tags[i] = 0, False, -1
+            self.arrays.clear()
+            return
         for t in self.terms[i]:
             posting = self.postings.get(t)
             if posting is not None:
@@ -243,8 +272,60 @@ class Slots:
                 np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
                 np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
             )
+            if self.base is not None:
+                slots, tfs = self.base.posting(term)
+                live = self.tags[slots] >= 0
+                found = (np.concatenate([slots[live], found[0]]), np.concatenate([tfs[live], found[1]]))
             self.arrays[term] = found
         return found
+
+    def df(self, term: str) -> int:
+        """How many documents hold `term`."""
+        return int(self._posting(term)[0].shape[0])
+
+    def holds(self, slot: int, term: str) -> bool:
+        if slot < self._base_n:
+            return self.base is not None and self.tags[slot] >= 0 and self.base.holds(term, slot)
+        return slot in self.postings.get(term, ())
+
+    def row_list(self, slots: Sequence[int]) -> list[Row | None]:
+        """The rows of `slots` (None for a free one): a segment's read from SQLite, together."""
+        n = self._base_n
+        if not n or self.base is None or self.read_rows is None:
+            return [self.rows[i] for i in slots]
+        base, tags = self.base, self.tags
+        wanted = [i for i in slots if i < n and tags[i] >= 0]
+        read = self.read_rows([int(base.rowids[i]) for i in wanted]) if wanted else {}
+        found = {i: r for i in wanted if (r := read.get(int(base.rowids[i]))) is not None and r.id == base.ids[i]}
+        return [found.get(i) if i < n else self.rows[i] for i in slots]
+
+    def vecs(self, slots: Array) -> Vector:
+        """The float32 vectors of `slots` (a segment's from its float16 file)."""
+        assert self.mat is not None
+        n = self._base_n
+        if not n or self.base is None or self.base.vectors is None:
+            found: Vector = self.mat[slots]
+            return found
+        out = np.empty((slots.shape[0], self.mat.shape[1]), dtype=np.float32)
+        old = slots < n
+        out[old] = self.base.vectors[slots[old]]
+        out[~old] = self.mat[slots[~old]]  # (a segment's part of `mat` is never read: its pages stay untouched)
+        return out
+
+    def _product(self, start: int, end: int, qv: Vector) -> Vector:
+        """Cosines of slots [start, end) with `qv`; -inf where a slot has no vector."""
+        assert self.mat is not None
+        n = self._base_n
+        vectors = None if self.base is None else self.base.vectors
+        if vectors is None or start >= n:
+            return np.where(self.has_vec[start:end], self.mat[start:end] @ qv, -np.inf)
+        parts = []
+        for a in range(start, min(end, n), 32_768):  # float16 in blocks: numpy multiplies only float32 fast
+            b = min(end, n, a + 32_768)
+            parts.append(vectors[a:b].astype(np.float32) @ qv)
+        if end > n:
+            parts.append(self.mat[n:end] @ qv)
+        return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
 
     def bm25(self, terms: Mapping[str, float], match_all: bool) -> Vector:
         """A score per slot (each term's BM25 times its weight); -inf where the document matches no term
@@ -286,6 +367,8 @@ class Slots:
                 if len(self.masks) > 64:
                     self.masks.clear()
                 mask = np.fromiter((_among(_field(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
+                if self.base is not None:
+                    mask[: self.base.n] = self.base.mask(key, values, self.read_metadata, _among)
                 self.masks[(key, values)] = mask
             keep &= mask
         return keep
@@ -297,19 +380,38 @@ class Slots:
             return False
         if self.graph is None:
             return self.live >= ann.MIN_VECTORS
-        return len(self.fresh) > ann.REBUILD * len(self.graph)
+        return len(self.graph) > (1 + ann.REBUILD) * max(1, int(np.count_nonzero(self.has_vec)))
+
+    def wants_adds(self) -> bool:
+        """Whether vectors changed since the graph was built should be added to it now (none is being built, and
+        no thread adds them yet)."""
+        return self.graph is not None and bool(self.fresh) and self.next_fresh is None and not self.adding
+
+    def add_step(self) -> bool:
+        """Add up to `ann.ADD` of the changed vectors to the graph: True when none is left."""
+        graph = self.graph
+        if graph is None or self.next_fresh is not None:
+            self.adding = False
+            return True
+        batch = np.fromiter((self.fresh.pop() for _ in range(min(ann.ADD, len(self.fresh)))), dtype=np.int64)
+        batch = batch[batch < len(self.rows)]
+        batch = batch[self.has_vec[batch]]
+        if batch.shape[0]:
+            graph.add(batch, self.vecs(batch))
+        self.adding = bool(self.fresh)
+        return not self.adding
 
     def begin_graph(self) -> None:
         self.next_fresh = set()
 
-    def chunk(self, start: int) -> tuple[Vector, Vector] | None:
+    def chunk(self, start: int) -> tuple[Array, Vector] | None:
         """The slots from `start` that hold a vector, and their vectors (copied): what a graph is built from."""
         cap = len(self.rows)
         if start >= cap or self.mat is None:
             return None
         end = min(cap, start + ann.CHUNK)
-        slots = start + np.flatnonzero(self.has_vec[start:end])
-        return slots.astype(np.int64), self.mat[slots].copy()
+        slots = (start + np.flatnonzero(self.has_vec[start:end])).astype(np.int64)
+        return slots, self.vecs(slots)
 
     def install(self, graph: ann.Graph) -> None:
         self.graph, self.fresh, self.next_fresh = graph, self.next_fresh or set(), None
@@ -336,7 +438,7 @@ class Slots:
                 ok |= (found >= start) & (found < end)
             found = found[ok]
         scores = np.full(cap, -np.inf, dtype=np.float32)
-        scores[found] = self.mat[found] @ qv
+        scores[found] = self.vecs(found) @ qv
         return scores, found
 
     def cosine(self, qv: Vector, kinds: Sequence[str] | None = None, keep: Mask | None = None) -> Vector:
@@ -349,12 +451,12 @@ class Slots:
         kept = np.flatnonzero(keep[:cap]) if keep is not None else None
         if kept is not None and kept.shape[0] * SELECTIVE < cap:
             scores = np.full(cap, -np.inf, dtype=np.float32)
-            scores[kept] = np.where(self.has_vec[kept], self.mat[kept] @ qv, -np.inf)
+            scores[kept] = np.where(self.has_vec[kept], self.vecs(kept) @ qv, -np.inf)
             return scores
         runs = [(0, cap)] if kinds is None else self._runs(frozenset(kinds))
         scores = np.full(cap, -np.inf, dtype=np.float32)
         for start, end in runs:  # only where a row has a vector
-            scores[start:end] = np.where(self.has_vec[start:end], self.mat[start:end] @ qv, -np.inf)
+            scores[start:end] = self._product(start, end, qv)
         return scores
 
 

@@ -10,22 +10,26 @@ other contexts hold.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engram.adapters.local.ann import build_in_background
-from engram.adapters.local.slots import Mask, Row, Slots
+from engram.adapters.local import segment
+from engram.adapters.local.ann import add_in_background, build_in_background
+from engram.adapters.local.saving import Lookups, opened, parts_of
+from engram.adapters.local.slots import Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
+from engram.adapters.local.take import hits, take
 from engram.clock import iso, parse_time
-from engram.filters import visible
 from engram.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
 from engram.search_rules import search as run_search
 
@@ -37,9 +41,13 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE TABLE IF NOT EXISTS changes (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
+CREATE TABLE IF NOT EXISTS identity (one INTEGER PRIMARY KEY CHECK (one = 1), token TEXT NOT NULL);
+INSERT OR IGNORE INTO identity VALUES (1, lower(hex(randomblob(16))));
 """
 LARGE = 50_000  # a context loaded with the cyclic collector paused, then frozen (`_load`)
 KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that loads its context again
+SEGMENT_MIN = 50_000  # a context this large is saved as a segment (`engram.adapters.local.segment`) and opened from it
+SAVE_EVERY, SAVE_SHARE = 20_000, 0.05  # saved again after this many changes, or this share of it if more
 _COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
 
@@ -49,7 +57,8 @@ class SqliteSearchIndex:
     (another connection committed: `PRAGMA data_version` moved) applies the changed rows before it reads.
     `generation(context)` is the context's last change: what a cache of search results is keyed by."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, segments: bool = True) -> None:
+        """`segments`: save large contexts as segments and open them from those (False: always from SQLite)."""
         self._conn = connect(path)
         self._lock = threading.RLock()  # the connection and which copies are loaded
         self._locks: dict[str, threading.RLock] = {}  # each loaded copy's: searches of one context run alone
@@ -60,6 +69,20 @@ class SqliteSearchIndex:
         self._stale: set[str] = set()
         self._writes = 0
         self.graphs: list[threading.Thread] = []  # the graph builds started (`ann`): tests and benches wait on them
+        self._segments = Path(f"{path}.segments")
+        # which database a segment was made from: one made from another (a file replaced by hand) is not opened
+        self._token = str(self._conn.execute("SELECT token FROM identity").fetchone()[0])
+        if segments:
+            segment.claim(self._segments, self._token)
+        self._use_segments = segments
+        self._saving: set[str] = set()  # contexts a thread is saving
+        self._pending: dict[str, list[int]] = {}  # writes committed, not yet in memory: the last change before each
+        self._erasures = 0  # a save begun before an erasure is not kept (`expunge`)
+        self._publish = threading.Lock()  # a segment's publication, and the removal of all of them
+        self.saves: list[threading.Thread] = []
+        self._closing = False  # the process is ending: graph additions stop (`close`)
+        self._lookups = Lookups(self._conn, self._lock, lambda r: self._parse(r), _COLUMNS)
+        atexit.register(_flush_at_exit, weakref.ref(self))
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -78,9 +101,15 @@ class SqliteSearchIndex:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            for ctx, cache in self._contexts.items():  # this process's current copies go on from the marks
-                if ctx not in self._stale:
-                    cache.seq = self._last_seq(ctx)
+            # the copies load again from what is left: a segment's files, graph and in-memory vocabulary hold vectors,
+            # stems and ids of what was erased
+            self._contexts.clear()
+            self._stale.clear()
+            with self._publish:
+                self._erasures += 1
+                segment.remove_all(self._segments)
+                if self._use_segments:
+                    segment.claim(self._segments, self._token)
             expunge(self._conn)
 
     def ensure(self) -> None:
@@ -96,11 +125,15 @@ class SqliteSearchIndex:
         if self._writes % 1000 == 0:
             self._conn.execute("DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?", (KEEP_CHANGES,))
 
-    def _write(self, work: Callable[[], None]) -> None:
-        """One write transaction. The in-memory copies follow only after it commits: a rollback leaves
-        them as they were, and a context that was behind before is brought up to date first."""
+    @contextlib.contextmanager
+    def _write(self, work: Callable[[], None], contexts: Iterable[str]) -> Iterator[None]:
+        """One write transaction; the body brings the in-memory copies along after it commits (a rollback leaves them
+        as they were, and a context that was behind before is brought up to date first). Until the body is done the
+        write is pending: a segment saved meanwhile says it holds the changes before it only (`_save`)."""
+        contexts = set(contexts)
         with self._lock:
             self._refresh_marks()
+            before = int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 work()
@@ -109,6 +142,18 @@ class SqliteSearchIndex:
                 self._conn.execute("ROLLBACK")
                 self._contexts.clear()  # the in-memory copies may be ahead of the rolled-back table
                 raise
+            for c in contexts:
+                self._pending.setdefault(c, []).append(before)
+        try:
+            yield
+        finally:
+            with self._lock:
+                for c in contexts:
+                    self._pending[c].remove(before)
+                    if not self._pending[c]:
+                        del self._pending[c]
+        for c in contexts:
+            self._maybe_save(c)
 
     def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
         def work() -> None:
@@ -142,18 +187,19 @@ class SqliteSearchIndex:
             for context_id, ids in by_context.items():
                 self._changed(context_id, ids)
 
-        self._write(work)
         by_context: dict[str, list[IndexDoc]] = {}
         for d in docs:
             by_context.setdefault(d.context_id, []).append(d)
-        for context_id, written in by_context.items():
-            with self._loaded(context_id) as cache:
-                for d in written:
-                    if cache is None:
-                        break
-                    cache.put(self._row_of(d), None if d.vector is None else np.asarray(d.vector, dtype=np.float32))
-        for context_id, id_, until in closing:
-            self._set_cached_validity(context_id, id_, until)
+        with self._write(work, [*by_context, *(c for c, _, _ in closing)]):
+            for context_id, written in by_context.items():
+                with self._loaded(context_id) as cache:
+                    for d in written:
+                        if cache is None:
+                            break
+                        vec = None if d.vector is None else np.asarray(d.vector, dtype=np.float32)
+                        cache.put(self._row_of(d), vec)
+            for context_id, id_, until in closing:
+                self._set_cached_validity(context_id, id_, until)
 
     @staticmethod
     def _row_of(d: IndexDoc) -> Row:
@@ -165,8 +211,7 @@ class SqliteSearchIndex:
                 self._conn.execute("DELETE FROM docs WHERE context_id=? AND id=?", (context_id, id_))
             self._changed(context_id, ids)
 
-        self._write(work)
-        with self._loaded(context_id) as cache:
+        with self._write(work, [context_id]), self._loaded(context_id) as cache:
             if cache is not None:
                 for id_ in ids:
                     cache.remove(id_)
@@ -178,8 +223,8 @@ class SqliteSearchIndex:
             )
             self._changed(context_id, [id])
 
-        self._write(work)
-        self._set_cached_validity(context_id, id, valid_until)
+        with self._write(work, [context_id]):
+            self._set_cached_validity(context_id, id, valid_until)
 
     def _set_cached_validity(self, context_id: str, id: str, valid_until: datetime | None) -> None:
         with self._loaded(context_id) as cache:
@@ -214,6 +259,77 @@ class SqliteSearchIndex:
         return int(row[0] or 0)
 
     def _load(self, context_id: str) -> Slots:
+        """The context's copy: from its newest segment, with the changes logged since applied, when the log reaches
+        back that far; from SQLite otherwise."""
+        seg = segment.latest(self._segments, context_id, self._token) if self._use_segments else None
+        first = self._conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if seg is None or (first is not None and seg.seq < int(first) - 1):
+            return self._load_rows(context_id)
+        cache = opened(seg)
+        cache.read_rows = lambda rowids: self._lookups.rows(context_id, rowids)
+        cache.read_metadata = lambda: self._lookups.metadata(context_id)
+        cache = self._catch_up(context_id, cache)
+        cache.unsaved = 0 if cache.seq == seg.seq else cache.unsaved
+        return cache
+
+    def _maybe_save(self, context_id: str) -> None:
+        """Save a large context's copy as a segment in the background once enough changed since it was opened or
+        last saved."""
+        with self._lock:
+            cache = self._contexts.get(context_id)
+            if cache is None or context_id in self._saving or cache.live < SEGMENT_MIN or not self._use_segments:
+                return
+            if cache.unsaved < max(SAVE_EVERY, SAVE_SHARE * cache.live):
+                return
+            self._saving.add(context_id)
+        # not a daemon: a process's exit waits for a save under way (and `close` saves what is left)
+        thread = threading.Thread(target=self._save, args=(context_id,), name="engram-segment")
+        self.saves.append(thread)
+        thread.start()
+
+    def _save(self, context_id: str) -> None:
+        """Write the context's copy as its newest segment: its parts taken under its lock, written outside it."""
+        try:
+            with self._held(context_id):  # the copy's writes wait; other contexts' searches and writes go on
+                with self._lock:
+                    # the copy holds every change up to the first pending write (committed, not yet in memory)
+                    last = min(self._pending.get(context_id) or [self._last_seq(context_id)])
+                    erasures = self._erasures
+                    cache = self._context(context_id)  # up to date with every change up to `last` (and maybe more)
+                parts = parts_of(cache, last)
+                cache.unsaved = 0
+            rowids = self._lookups.rowids(context_id, parts, cache.base)
+            made = segment.write_folder(self._segments, context_id, parts, rowids, self._token)
+            with self._publish:
+                if erasures == self._erasures:
+                    segment.publish(made)
+                else:
+                    segment.discard(made)
+        finally:
+            with self._lock:
+                self._saving.discard(context_id)
+
+    def flush(self) -> None:
+        """Save every large loaded context changed since it was opened or saved (a process's exit does this)."""
+        for thread in list(self.saves):
+            thread.join()
+        with self._lock:
+            due = [c for c, copy in self._contexts.items() if copy.unsaved and copy.live >= SEGMENT_MIN]
+        for context_id in due if self._use_segments else []:
+            with self._lock:
+                if context_id in self._saving:
+                    continue
+                self._saving.add(context_id)
+            self._save(context_id)
+
+    def close(self) -> None:
+        """At a process's exit: graph additions stop, and what changed is saved (`flush`)."""
+        self._closing = True
+        for thread in [t for t in self.graphs if t.name == "engram-ann-add"]:
+            thread.join()
+        self.flush()
+
+    def _load_rows(self, context_id: str) -> Slots:
         """The context's copy, from SQLite (its rows in id order): its arrays made once at their size, and the cyclic
         collector paused meanwhile (a million rows are millions of objects that it would walk again and again as
         they arrive; afterwards they are frozen out of its generations)."""
@@ -238,7 +354,7 @@ class SqliteSearchIndex:
         """Apply the rows other processes changed since the copy's last change."""
         first = self._conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
         if first is not None and cache.seq < int(first) - 1:
-            return self._load(context_id)  # further behind than the log goes
+            return self._load_rows(context_id)  # further behind than the log goes
         changed = self._conn.execute(
             "SELECT seq, id FROM changes WHERE context_id=? AND seq>? ORDER BY seq", (context_id, cache.seq)
         ).fetchall()
@@ -291,22 +407,26 @@ class SqliteSearchIndex:
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
         with self._open(q.context_id) as cache:
             scores = cache.bm25(weights, q.match_all)
-            return _hits(self._take(cache, scores, cache.matching(q), q, now, limit))
+            return hits(take(cache, scores, cache.matching(q), q, now, limit))
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         """The graph's candidates when the context has one (`ann`) and at least `limit` of them pass the query's
         filters; every vector otherwise."""
         qv = np.asarray(vector, dtype=np.float32)
         with self._open(q.context_id) as cache:
+            if cache.wants_adds() and not self._closing:
+                cache.adding = True
+                step = cache.add_step
+                self.graphs.append(add_in_background(self._held(q.context_id), lambda: self._closing or step()))
             keep = cache.matching(q)
             near = cache.nearest(qv, limit, q.kinds, keep)
             if near is not None:
-                hits = _hits(self._take(cache, near[0], keep, q, now, limit, near[1]))
-                if len(hits.ids) >= limit:
-                    return hits
+                found = hits(take(cache, near[0], keep, q, now, limit, near[1]))
+                if len(found.ids) >= limit:
+                    return found
             if cache.wants_graph():
                 self._build_graph(q.context_id, cache)
-            return _hits(self._take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
+            return hits(take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
 
     def _build_graph(self, context_id: str, cache: Slots) -> None:
         """Start building the context's graph in the background (with the copy's lock held)."""
@@ -324,7 +444,7 @@ class SqliteSearchIndex:
                 return {}
             slots = np.fromiter((s for _, s in known), dtype=np.int64, count=len(known))
             has = cache.has_vec[slots]
-            rows = cache.mat[slots[has]]  # one copy
+            rows = cache.vecs(slots[has])  # one copy
             return dict(zip((i for (i, _), h in zip(known, has.tolist(), strict=True) if h), rows, strict=True))
 
     def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
@@ -343,77 +463,13 @@ class SqliteSearchIndex:
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         with self._open(context_id) as cache:
-            return cache.live, {t: len(cache.postings.get(t, ())) for t in stems}
+            return cache.live, {t: cache.df(t) for t in stems}
 
     def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
         """The stems of `stems` each indexed document holds, from the postings (no text tokenised again)."""
         with self._open(context_id) as cache:
-            postings = [(t, cache.postings.get(t, {})) for t in stems]
-            return {i: {t for t, p in postings if slot in p} for i in ids if (slot := cache.pos.get(i)) is not None}
-
-    def _take(
-        self,
-        cache: Slots,
-        scores: Vector,
-        keep: Mask | None,
-        q: SearchQuery,
-        now: datetime,
-        limit: int,
-        candidates: Vector | None = None,
-    ) -> Iterator[tuple[Row, float]]:
-        """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
-        a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
-        widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`).
-        `candidates`: the only slots that may score (ascending; the graph's), so only theirs are looked at."""
-        if not q.ranges:
-            mask = cache.allowed(q, now)
-            if candidates is not None:
-                ok = mask[candidates] & (scores[candidates] > -np.inf)
-                if keep is not None:
-                    ok &= keep[candidates]
-                passing = candidates[ok]
-            else:
-                if keep is not None:
-                    mask = mask & keep  # `allowed` is shared: not in place
-                passing = np.flatnonzero(mask & (scores > -np.inf))
-            values = scores[passing]
-            if passing.shape[0] > limit:
-                cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
-                passing = np.concatenate([passing[values > cut], passing[values == cut]])[:limit]
-                values = scores[passing]
-            best = passing[np.lexsort((passing, -values))]
-            rows = cache.rows  # plain ints and floats (the float32 scores' exact values): no numpy scalar a row
-            for i, score in zip(best.tolist(), scores[best].tolist(), strict=True):
-                row = rows[i]
-                if row is not None:
-                    yield row, score
-            return
-        if keep is not None:
-            scores = np.where(keep, scores, -np.inf).astype(np.float32)
-        n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
-        seen: dict[tuple[str, ...], bool] = {}
-        order = np.argsort(-scores, kind="stable") if n <= window else None
-        while start < n and found < limit:
-            if order is None:
-                end = min(n, start + window)
-                top = np.argpartition(-scores, end - 1)[:end] if end < n else np.arange(n)
-                chunk = top[np.argsort(-scores[top], kind="stable")][start:end]
-            else:
-                end = n
-                chunk = order[start:end]
-            for i in chunk:
-                score = float(scores[i])
-                if score == -np.inf:
-                    return  # the rest match nothing
-                row = cache.rows[int(i)]
-                if row is None or (q.kinds is not None and row.kind not in q.kinds):
-                    continue
-                if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now, seen):
-                    found += 1
-                    yield row, score
-                    if found >= limit:
-                        return
-            start, window = end, window * 4
+            pos = cache.pos
+            return {i: {t for t in stems if cache.holds(slot, t)} for i in ids if (slot := pos.get(i)) is not None}
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its
@@ -437,16 +493,8 @@ class SqliteSearchIndex:
         )
 
 
-def _hits(ranked: Iterator[tuple[Row, float]]) -> Ranked:
-    """The rows as a `Ranked` list: a hit is made only for the rows a search returns."""
-    rows: list[Row] = []
-    scores: list[float] = []
-    for row, score in ranked:
-        rows.append(row)
-        scores.append(score)
-
-    def make(n: int) -> Hit:
-        row = rows[n]
-        return Hit(row.id, row.kind, scores[n], row.text, row.metadata, row.scopes)
-
-    return Ranked([row.id for row in rows], scores, make)
+def _flush_at_exit(ref: weakref.ref[SqliteSearchIndex]) -> None:
+    index = ref()
+    if index is not None:
+        with contextlib.suppress(Exception):  # the process is ending: a segment not saved is loaded from SQLite
+            index.close()

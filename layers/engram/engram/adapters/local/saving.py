@@ -1,0 +1,158 @@
+"""A context's copy (`Slots`) to and from a segment (`engram.adapters.local.segment`, issue #54)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from engram.adapters.local import ann
+from engram.adapters.local.segment import Array, Parts, Segment
+from engram.adapters.local.slots import Row, Slots
+from engram.ports import Vector
+
+
+def opened(seg: Segment) -> Slots:
+    """A copy whose slots start as the segment's (the changes logged after it are applied by the caller)."""
+    s = Slots()
+    n = seg.n
+    s.reserve(n)
+    for mine, theirs in ((s.lengths, seg.lengths), (s.tags, seg.tags), (s.has_vec, seg.has_vec)):
+        mine[:n] = theirs
+    s.valid_from[:n], s.valid_until[:n] = seg.valid_from, seg.valid_until
+    s.rows, s.terms = [None] * n, [()] * n
+    s.pos = {id_: i for i, id_ in enumerate(seg.ids) if id_}
+    s.pages, s.tag_sets = list(seg.pages), list(seg.tag_sets)
+    s.tag_ids = {tags: i for i, tags in enumerate(s.tag_sets)}
+    s.total_length, s.seq, s.base = seg.total_length, seg.seq, seg
+    if seg.vectors is not None:
+        s.mat = np.zeros((s.lengths.shape[0], seg.vectors.shape[1]), dtype=np.float32)
+    if seg.graph is not None and seg.graph_slots is not None:
+        s.graph = ann.Graph(seg.graph, np.asarray(seg.graph_slots, dtype=np.int64))
+        known = np.zeros(n, dtype=bool)  # a slot with a vector and no current node in the graph is scored exactly
+        known[s.graph.slots[(s.graph.slots >= 0) & (s.graph.slots < n)]] = True
+        s.fresh = set(np.flatnonzero(s.has_vec[:n] & ~known).tolist())
+    return s
+
+
+def parts_of(self: Slots, seq: int) -> Parts:
+    """What a segment of this copy is written from (call with the copy's lock held: copies, and the postings as
+    triplets; the vectors are read afterwards — a slot changed meanwhile has a change after `seq`, so whoever
+    opens the segment applies it again)."""
+    n, base, base_n = len(self.rows), self.base, self._base_n
+    ids = [r.id if (r := self.rows[i]) is not None else "" for i in range(n)]
+    if base is not None:
+        live = self.tags[:base_n] >= 0
+        ids[:base_n] = [id_ if ok else "" for id_, ok in zip(base.ids, live.tolist(), strict=True)]
+    terms: list[str] = list(base.vocab) if base is not None else []
+    index: dict[str, int] = dict(base.vocab) if base is not None else {}
+    term_of: list[Array] = []
+    slot_of: list[Array] = []
+    tf_of: list[Array] = []
+    if base is not None:
+        spans = np.diff(np.asarray(base.offsets))
+        every = np.repeat(np.arange(spans.shape[0], dtype=np.int32), spans)
+        slots = np.asarray(base.post_slots)
+        alive = self.tags[slots] >= 0
+        term_of.append(every[alive])
+        slot_of.append(slots[alive].astype(np.int32))
+        tf_of.append(np.asarray(base.post_tfs)[alive])
+    for term, posting in self.postings.items():
+        k = index.get(term)
+        if k is None:
+            k = index[term] = len(terms)
+            terms.append(term)
+        term_of.append(np.full(len(posting), k, dtype=np.int32))
+        slot_of.append(np.fromiter(posting.keys(), dtype=np.int32, count=len(posting)))
+        tf_of.append(np.fromiter(posting.values(), dtype=np.float32, count=len(posting)))
+    mat, vectors = self.mat, None if base is None else base.vectors
+
+    def read(start: int, end: int) -> Vector:
+        assert mat is not None
+        out = np.array(mat[start:end], dtype=np.float32)
+        if vectors is not None and start < base_n:
+            out[: base_n - start] = vectors[start:base_n]
+        return out
+
+    graph = self.graph
+    serialized = None
+    if graph is not None:
+        import faiss
+
+        serialized = faiss.deserialize_index(faiss.serialize_index(graph.index))  # a copy the lock need not guard
+    return Parts(
+        seq=seq,
+        n=n,
+        ids=ids,
+        lengths=self.lengths[:n].copy(),
+        tags=self.tags[:n].copy(),
+        valid_from=self.valid_from[:n].copy(),
+        valid_until=self.valid_until[:n].copy(),
+        has_vec=self.has_vec[:n].copy(),
+        pages=list(self.pages),
+        tag_sets=list(self.tag_sets),
+        total_length=self.total_length,
+        terms=terms,
+        term_of=np.concatenate(term_of) if term_of else np.zeros(0, np.int32),
+        slot_of=np.concatenate(slot_of) if slot_of else np.zeros(0, np.int32),
+        tf_of=np.concatenate(tf_of) if tf_of else np.zeros(0, np.float32),
+        vectors=None if mat is None else read,
+        dim=0 if mat is None else int(mat.shape[1]),
+        graph=serialized,
+        graph_slots=None if graph is None else _current(graph.slots, self.fresh | (self.next_fresh or set())),
+    )
+
+
+def _current(slots: Array, changed: set[int]) -> Array:
+    """The graph's node slots, -1 where the slot changed since its node was added (the node is stale)."""
+    out = slots.copy()
+    if changed:
+        out[np.isin(out, np.fromiter(changed, dtype=np.int64, count=len(changed)))] = -1
+    return out
+
+
+class Lookups:
+    """The SQLite reads of a copy opened from a segment (its rows by rowid, every row's metadata) and of a save (the
+    rowids of the rows written since), on the index's connection under its lock."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, lock: threading.RLock, parse: Callable[[Sequence[Any]], Row], columns: str
+    ) -> None:
+        self._conn, self._lock, self._parse, self._columns = conn, lock, parse, columns
+
+    def _among(self, columns: str, key: str, context_id: str, values: Sequence[Any]) -> list[Any]:
+        """`SELECT columns FROM docs` of the context's rows whose `key` is among `values` (500 at a time)."""
+        parts = [values[at : at + 500] for at in range(0, len(values), 500)]
+        sql = "SELECT {} FROM docs WHERE context_id=? AND {} IN ({})"
+        with self._lock:
+            return [
+                r
+                for part in parts
+                for r in self._conn.execute(sql.format(columns, key, ",".join("?" * len(part))), (context_id, *part))
+            ]
+
+    def rows(self, context_id: str, rowids: Sequence[int]) -> dict[int, Row]:
+        return {
+            int(r[0]): self._parse(r[1:8]) for r in self._among(f"rowid, {self._columns}", "rowid", context_id, rowids)
+        }
+
+    def metadata(self, context_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        with self._lock:
+            rows = self._conn.execute("SELECT rowid, metadata FROM docs WHERE context_id=?", (context_id,)).fetchall()
+        for rowid, metadata in rows:
+            yield int(rowid), json.loads(metadata)
+
+    def rowids(self, context_id: str, parts: Parts, base: Segment | None) -> Array:
+        """Each slot's rowid (-1: free): a segment's own as it had them, the rest looked up by id."""
+        n = 0 if base is None else base.n
+        out = np.full(parts.n, -1, dtype=np.int64)
+        if base is not None:
+            out[:n] = np.where(parts.tags[:n] >= 0, base.rowids, -1)
+        ids = parts.ids[n:]
+        found = dict(self._among("id, rowid", "id", context_id, [i for i in ids if i]))
+        out[n:] = np.fromiter((found.get(i, -1) if i else -1 for i in ids), dtype=np.int64, count=len(ids))
+        return out

@@ -1,0 +1,286 @@
+"""A large context's index saved beside the SQLite file, opened memory-mapped on the next start (issue #54).
+
+A segment is what `Slots` held at one change of the context (`seq`): per slot its id, SQLite rowid, length, scope tag
+set, validity and whether it has a vector; the vectors as float16 (rankings do not move: candidates are rescored from
+them, and float16 keeps ~3 decimal digits of a cosine); BM25's postings as CSR arrays (a term's slots and frequencies
+side by side); the approximate graph (`ann`) with the slot of each of its nodes. A process that opens it keeps those
+slots as they are — their rows are read from SQLite only when a search returns them, their postings and vectors
+paged in from the files as queries touch them — and applies the changes logged after `seq` on top (`Slots`'s own
+structures, as for a small context). A million memories open in seconds instead of being parsed and tokenised again
+(81.6 s), and no Python object is made for a row until it is returned.
+
+Files (numpy's own format, JSON, faiss's index format) live in `<index file>.segments/<sha-256 of the context>/
+<seq>-<random>/`: a segment is written to a temporary directory and renamed into place, so a reader sees a whole one
+or none; anything unreadable is ignored (the context loads from SQLite). An erasure removes every segment
+(`remove_all`): they hold vectors, stems and ids of what was erased. Written by hand: no library keeps this layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = 1
+Array = np.ndarray[Any, np.dtype[Any]]  # ids, counts and masks as well as vectors
+_ARRAYS = ("rowids", "lengths", "tags", "valid_from", "valid_until", "has_vec", "offsets", "post_slots", "post_tfs")
+
+
+@dataclass
+class Segment:
+    seq: int
+    ids: list[str]  # "" for a free slot
+    rowids: Array  # int64; -1 for a free slot
+    lengths: Array
+    tags: Array
+    valid_from: Array
+    valid_until: Array
+    has_vec: Array
+    vectors: Array | None  # float16 [n, dim], memory-mapped
+    vocab: dict[str, int]
+    offsets: Array  # int64 [terms + 1]
+    post_slots: Array  # int32, ascending within a term
+    post_tfs: Array  # float32
+    pages: list[tuple[int, int, str]]
+    tag_sets: list[tuple[str, ...]]
+    total_length: float
+    graph: Any = None  # a faiss index, or None
+    graph_slots: Array | None = None
+    masks: dict[tuple[str, frozenset[Any]], Any] = field(default_factory=dict)  # metadata masks (rows never change)
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def posting(self, term: str) -> tuple[Array, Array]:
+        t = self.vocab.get(term)
+        if t is None:
+            return _EMPTY_SLOTS, _EMPTY_TFS
+        start, end = int(self.offsets[t]), int(self.offsets[t + 1])
+        return self.post_slots[start:end], self.post_tfs[start:end]
+
+    def mask(
+        self,
+        key: str,
+        values: frozenset[Any],
+        metadata: Callable[[], Iterator[tuple[int, dict[str, Any]]]] | None,
+        keeps: Callable[[Any, frozenset[Any]], bool],
+    ) -> Array:
+        """`Slots.matching`'s mask over these slots: a kind (key "") from the pages; a metadata value read once from
+        SQLite (`metadata`: each rowid and metadata) and kept: a segment's rows never change (a changed one dies)."""
+        found: Array | None = self.masks.get((key, values))
+        if found is not None:
+            return found
+        mask = np.zeros(self.n, dtype=bool)
+        if key == "":
+            for start, end, kind in self.pages:
+                mask[start:end] = kind in values
+        elif metadata is not None:
+            rowids = np.asarray(self.rowids)
+            order = np.argsort(rowids, kind="stable")
+            ranked = rowids[order]
+            for rowid, meta in metadata():
+                at = int(np.searchsorted(ranked, rowid))
+                if at < ranked.shape[0] and ranked[at] == rowid and keeps(meta.get(key), values):
+                    mask[int(order[at])] = True
+        if len(self.masks) > 64:
+            self.masks.clear()
+        self.masks[(key, values)] = mask
+        return mask
+
+    def holds(self, term: str, slot: int) -> bool:
+        slots, _ = self.posting(term)
+        at = int(np.searchsorted(slots, slot))
+        return at < slots.shape[0] and int(slots[at]) == slot
+
+
+_EMPTY_SLOTS = np.zeros(0, dtype=np.int32)
+_EMPTY_TFS = np.zeros(0, dtype=np.float32)
+
+
+@dataclass
+class Parts:
+    """What a segment is written from (`Slots.parts`): copies made under the context's lock."""
+
+    seq: int
+    n: int
+    ids: list[str]
+    lengths: Array
+    tags: Array
+    valid_from: Array
+    valid_until: Array
+    has_vec: Array
+    pages: list[tuple[int, int, str]]
+    tag_sets: list[tuple[str, ...]]
+    total_length: float
+    terms: list[str]  # the postings as triplets: term index, slot, frequency
+    term_of: Array
+    slot_of: Array
+    tf_of: Array
+    vectors: Callable[[int, int], Array] | None  # slots [start, end) as float32
+    dim: int
+    graph: Any = None
+    graph_slots: Array | None = None
+
+
+def folder(root: Path, context_id: str) -> Path:
+    """A context's segments: named by a digest (ids carry no content)."""
+    return root / hashlib.sha256(context_id.encode()).hexdigest()[:32]
+
+
+def latest(root: Path, context_id: str, token: str) -> Segment | None:
+    """The newest readable segment of the context made from the database `token` names, or None."""
+    where = folder(root, context_id)
+    with contextlib.suppress(OSError):
+        for d in sorted((p for p in where.iterdir() if p.is_dir() and not p.name.startswith(".")), reverse=True):
+            with contextlib.suppress(Exception):  # a damaged or half-removed segment: the next, or SQLite
+                return _open(d, token)
+    return None
+
+
+def _open(d: Path, token: str) -> Segment:
+    meta = json.loads((d / "meta.json").read_text())
+    if meta["format"] != FORMAT or meta["database"] != token:
+        raise ValueError("another format, or another database's")
+    a = {name: np.load(d / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
+    ids = json.loads((d / "ids.json").read_text())
+    terms = json.loads((d / "terms.json").read_text())
+    n = len(ids)
+    if any(a[k].shape[0] != n for k in _ARRAYS[:6]) or a["offsets"].shape[0] != len(terms) + 1:
+        raise ValueError("inconsistent")
+    vectors = np.load(d / "vectors.npy", mmap_mode="r") if (d / "vectors.npy").exists() else None
+    graph = graph_slots = None
+    if (d / "graph.faiss").exists():
+        import faiss
+
+        graph = faiss.read_index(str(d / "graph.faiss"))
+        graph_slots = np.load(d / "graph_slots.npy")
+    return Segment(
+        seq=int(meta["seq"]),
+        ids=ids,
+        vocab={t: i for i, t in enumerate(terms)},
+        pages=[(int(s), int(e), str(k)) for s, e, k in meta["pages"]],
+        tag_sets=[tuple(t) for t in meta["tag_sets"]],
+        total_length=float(meta["total_length"]),
+        vectors=vectors,
+        graph=graph,
+        graph_slots=graph_slots,
+        **{k: a[k] for k in _ARRAYS},
+    )
+
+
+def write_folder(root: Path, context_id: str, parts: Parts, rowids: Array, token: str) -> Path:
+    """`parts` written to a hidden folder beside the context's segments: `publish` or `discard` it."""
+    where = folder(root, context_id)
+    where.mkdir(parents=True, exist_ok=True)
+    tmp = where / f".{parts.seq:020d}-{secrets.token_hex(6)}"
+    tmp.mkdir()
+    try:
+        _write_files(tmp, parts, rowids, token)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def publish(tmp: Path) -> Path:
+    """A written folder as the context's newest segment (one rename); its older ones removed."""
+    final = tmp.with_name(tmp.name[1:])
+    os.rename(tmp, final)
+    for old in final.parent.iterdir():
+        if not old.name.startswith(".") and old.name < final.name:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def discard(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_files(d: Path, p: Parts, rowids: Array, token: str) -> None:
+    order = np.lexsort((p.slot_of, p.term_of))
+    term_of, slot_of, tf_of = p.term_of[order], p.slot_of[order], p.tf_of[order]
+    counts = np.bincount(term_of, minlength=len(p.terms)) if term_of.shape[0] else np.zeros(len(p.terms), np.int64)
+    kept = np.flatnonzero(counts > 0)  # terms no live document holds any more are dropped
+    offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64)
+    arrays: dict[str, Array] = {
+        "rowids": rowids.astype(np.int64),
+        "lengths": p.lengths.astype(np.float32),
+        "tags": p.tags.astype(np.int32),
+        "valid_from": p.valid_from.astype(np.int64),
+        "valid_until": p.valid_until.astype(np.int64),
+        "has_vec": p.has_vec.astype(bool),
+        "offsets": offsets,
+        "post_slots": slot_of.astype(np.int32),
+        "post_tfs": tf_of.astype(np.float32),
+    }
+    for name, arr in arrays.items():
+        _save(d / f"{name}.npy", partial(np.save, arr=arr))
+    if p.vectors is not None and p.dim:
+        out = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float16, shape=(p.n, p.dim))
+        for start in range(0, p.n, 65_536):
+            end = min(p.n, start + 65_536)
+            block = p.vectors(start, end)
+            block[~p.has_vec[start:end]] = 0.0
+            out[start:end] = block.astype(np.float16)
+        out.flush()
+        del out
+        _sync(d / "vectors.npy")
+    if p.graph is not None and p.graph_slots is not None:
+        import faiss
+
+        faiss.write_index(p.graph, str(d / "graph.faiss"))
+        _sync(d / "graph.faiss")
+        _save(d / "graph_slots.npy", partial(np.save, arr=p.graph_slots))
+    _save(d / "ids.json", lambda f: f.write(json.dumps(p.ids).encode()))
+    _save(d / "terms.json", lambda f: f.write(json.dumps([p.terms[i] for i in kept.tolist()]).encode()))
+    meta = {
+        "format": FORMAT,
+        "database": token,
+        "seq": p.seq,
+        "pages": p.pages,
+        "tag_sets": p.tag_sets,
+        "total_length": p.total_length,
+    }
+    _save(d / "meta.json", lambda f: f.write(json.dumps(meta).encode()))
+
+
+def _save(path: Path, put: Callable[[Any], Any]) -> None:
+    with open(path, "wb") as f:
+        put(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def claim(root: Path, token: str) -> None:
+    """Segments another database left (its file replaced) are removed: they would never be opened again."""
+    mark = root / "database"
+    with contextlib.suppress(OSError):
+        if mark.read_text() != token:
+            shutil.rmtree(root, ignore_errors=True)
+    if not mark.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        mark.write_text(token)
+
+
+def remove_all(root: Path) -> None:
+    """Every context's segments (after an erasure)."""
+    shutil.rmtree(root, ignore_errors=True)

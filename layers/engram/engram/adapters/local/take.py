@@ -1,0 +1,89 @@
+"""The rows a search of the local index returns: the best scores that pass every filter (`SqliteSearchIndex`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+import numpy as np
+
+from engram.adapters.local.slots import Mask, Row, Slots
+from engram.filters import visible
+from engram.ports import Hit, Ranked, SearchQuery, Vector
+
+
+def take(
+    cache: Slots,
+    scores: Vector,
+    keep: Mask | None,
+    q: SearchQuery,
+    now: datetime,
+    limit: int,
+    candidates: Vector | None = None,
+) -> Iterator[tuple[Row, float]]:
+    """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
+    a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
+    widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`).
+    `candidates`: the only slots that may score (ascending; the graph's), so only theirs are looked at."""
+    if not q.ranges:
+        mask = cache.allowed(q, now)
+        if candidates is not None:
+            ok = mask[candidates] & (scores[candidates] > -np.inf)
+            if keep is not None:
+                ok &= keep[candidates]
+            passing = candidates[ok]
+        else:
+            if keep is not None:
+                mask = mask & keep  # `allowed` is shared: not in place
+            passing = np.flatnonzero(mask & (scores > -np.inf))
+        values = scores[passing]
+        if passing.shape[0] > limit:
+            cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
+            passing = np.concatenate([passing[values > cut], passing[values == cut]])[:limit]
+            values = scores[passing]
+        best = passing[np.lexsort((passing, -values))]
+        # plain ints and floats (the float32 scores' exact values): no numpy scalar a row
+        for row, score in zip(cache.row_list(best.tolist()), scores[best].tolist(), strict=True):
+            if row is not None:
+                yield row, score
+        return
+    if keep is not None:
+        scores = np.where(keep, scores, -np.inf).astype(np.float32)
+    n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
+    seen: dict[tuple[str, ...], bool] = {}
+    order = np.argsort(-scores, kind="stable") if n <= window else None
+    while start < n and found < limit:
+        if order is None:
+            end = min(n, start + window)
+            top = np.argpartition(-scores, end - 1)[:end] if end < n else np.arange(n)
+            chunk = top[np.argsort(-scores[top], kind="stable")][start:end]
+        else:
+            end = n
+            chunk = order[start:end]
+        for i, row in zip(chunk.tolist(), cache.row_list(chunk.tolist()), strict=True):
+            score = float(scores[i])
+            if score == -np.inf:
+                return  # the rest match nothing
+            if row is None or (q.kinds is not None and row.kind not in q.kinds):
+                continue
+            if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now, seen):
+                found += 1
+                yield row, score
+                if found >= limit:
+                    return
+        start, window = end, window * 4
+
+
+def hits(ranked: Iterator[tuple[Row, float]]) -> Ranked:
+    """The rows as a `Ranked` list: a hit is made only for the rows a search returns."""
+    rows: list[Row] = []
+    scores: list[float] = []
+    for row, score in ranked:
+        rows.append(row)
+        scores.append(score)
+
+    def make(n: int) -> Hit:
+        row = rows[n]
+        return Hit(row.id, row.kind, scores[n], row.text, row.metadata, row.scopes)
+
+    return Ranked([row.id for row in rows], scores, make)

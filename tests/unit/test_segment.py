@@ -1,0 +1,277 @@
+"""A large context saved as a segment and opened from it (`engram.adapters.local.segment`, issue #54): a reopened
+index answers as one that loaded every row from SQLite — BM25 exactly, vectors to float16 — through the changes made
+after it was saved, with its graph; an erasure removes every segment; a damaged one is passed over."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram.adapters.local import ann, sqlite_search
+from engram.adapters.local.sqlite_search import SqliteSearchIndex
+from engram.ports import IndexDoc, SearchQuery
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+WORDS = [
+    "wing",
+    "flow",
+    "pressure",
+    "boundary",
+    "layer",
+    "shock",
+    "heat",
+    "transfer",
+    "library",
+    "search",
+    "index",
+    "query",
+    "retrieval",
+    "user",
+]
+N = 600
+
+
+@pytest.fixture(autouse=True)
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_search, "SEGMENT_MIN", 200)
+    monkeypatch.setattr(sqlite_search, "SAVE_EVERY", 150)
+
+
+def vector(i: int, dim: int = 32) -> np.ndarray:
+    rng = np.random.default_rng(i)
+    centre = np.random.default_rng(i % 7).standard_normal(dim)
+    v = centre + 0.7 * rng.standard_normal(dim)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def doc(i: int, version: int = 0) -> IndexDoc:
+    rng = np.random.default_rng(i * 31 + version)
+    text = " ".join(rng.choice(WORDS, size=int(rng.integers(3, 12))))
+    return IndexDoc(
+        "c",
+        ("turn", "chunk", "fact")[i % 3],
+        f"d{i}",
+        f"{text} v{version}",
+        vector(i * 13 + version),
+        [("org/a", "org/b", "org/a/x")[i % 3]],
+        NOW - timedelta(days=i % 5) if i % 4 else None,
+        NOW + timedelta(days=1) if i % 11 == 0 else None,
+        {"thread": f"t{i % 9}", "n": i},
+    )
+
+
+def queries() -> list[SearchQuery]:
+    qv = [vector(1000 + j) for j in range(6)]
+    out = []
+    for j, v in enumerate(qv):
+        text = f"{WORDS[j]} {WORDS[j + 3]}"
+        for mode in ("bm25", "vector", "hybrid"):
+            out.append(SearchQuery("c", text, v, mode=mode, k=15, visibility=[["org"]]))
+        out.append(SearchQuery("c", text, v, mode="hybrid", k=10, kinds=["chunk"], visibility=[["org/a"]]))
+        out.append(SearchQuery("c", text, v, mode="vector", k=10, metadata={"thread": "t3"}, visibility=[["org"]]))
+        out.append(SearchQuery("c", text, v, mode="bm25", k=10, ranges={"n": (100, 300)}, visibility=[["org"]]))
+        out.append(SearchQuery("c", text, v, mode="bm25", k=10, as_of=NOW + timedelta(days=2), visibility=[["org"]]))
+    return out
+
+
+def same(a: SqliteSearchIndex, b: SqliteSearchIndex) -> None:
+    """Every query answers alike: BM25's scores to the bit; with vectors, scores within float16's error and the same
+    hits but where two are that close."""
+    answered: list[int] = []
+    for q in queries():
+        got, want = a.search(q, NOW), b.search(q, NOW)
+        assert len(got) == len(want), q
+        answered.append(len(want))
+        if q.mode == "bm25":  # the same scores; the same documents but where tied at the cut (ties go by slot)
+            assert [h.score for h in got] == [h.score for h in want], q
+            if want:
+                above = {h.id for h in want if h.score > want[-1].score}
+                assert above == {h.id for h in got if h.score > want[-1].score}, q
+            continue
+        for g, w in zip(got, want, strict=True):
+            assert abs(g.score - w.score) < 2e-3, (q, g.id, w.id)
+        if not want:
+            continue
+        scores = {h.id: h.score for h in want}
+        cut = want[-1].score
+        for g in got:
+            assert g.id in scores or abs(g.score - cut) < 2e-3, (q, g.id)
+        assert len({h.id for h in got} & set(scores)) >= len(want) - 2
+    assert sum(1 for n in answered if n) >= len(answered) - 6  # the queries find something (one kind's scope none)
+
+
+def fill(index: SqliteSearchIndex, ids: range, version: int = 0) -> None:
+    for start in range(ids.start, ids.stop, 50):
+        index.upsert([doc(i, version) for i in range(start, min(ids.stop, start + 50))])
+
+
+def settle(index: SqliteSearchIndex) -> None:
+    for t in [*index.saves, *index.graphs]:
+        t.join(60)
+
+
+def test_a_reopened_index_answers_from_its_segment_as_one_loaded_from_sqlite(tmp_path: Path) -> None:
+    first = SqliteSearchIndex(tmp_path / "s.db")
+    reference = SqliteSearchIndex(tmp_path / "ref.db", segments=False)
+    for index in (first, reference):
+        fill(index, range(N))
+        index.search(queries()[0], NOW)  # loaded: writes from now on follow in memory, and saves start
+    fill(first, range(N, N + 10))
+    fill(reference, range(N, N + 10))
+    settle(first)
+    first.flush()
+    segments = list((tmp_path / "s.db.segments").rglob("meta.json"))
+    assert len(segments) == 1
+    assert not (tmp_path / "ref.db.segments").exists()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    reopened.search(queries()[0], NOW)
+    base = reopened._contexts["c"].base
+    assert base is not None and base.n >= N + 10
+    assert reopened._contexts["c"].rows[5] is None  # no row in memory: read when returned
+    same(reopened, reference)
+
+    # changes after the segment: updated, removed, closed and new documents, in both
+    for index in (reopened, reference):
+        index.upsert([doc(i, 1) for i in range(0, 120, 3)])
+        index.delete("c", [f"d{i}" for i in range(1, 100, 7)])
+        index.set_validity("c", "d10", NOW - timedelta(days=1))
+        fill(index, range(N + 10, N + 60))
+    same(reopened, reference)
+    assert reopened.count("c") == reference.count("c")
+    assert reopened.vectors("c", ["d2", "d3", "d700"]).keys() == {"d2", "d3"}
+    assert np.allclose(reopened.vectors("c", ["d2"])["d2"], reference.vectors("c", ["d2"])["d2"], atol=1e-3)
+    assert reopened.term_counts("c", ["wing", "flow"]) == reference.term_counts("c", ["wing", "flow"])
+    ids = [f"d{i}" for i in range(0, 40)]
+    assert reopened.terms_in("c", ids, ["wing", "heat"]) == reference.terms_in("c", ids, ["wing", "heat"])
+
+    # saved again from a copy that was itself opened from a segment, and opened a third time
+    reopened.flush()
+    third = SqliteSearchIndex(tmp_path / "s.db")
+    same(third, reference)
+    assert third._contexts["c"].unsaved == 0
+    assert len(list((tmp_path / "s.db.segments").rglob("meta.json"))) == 1  # the older one removed
+
+
+def test_another_process_s_writes_after_the_segment_are_applied_when_it_opens(tmp_path: Path) -> None:
+    a = SqliteSearchIndex(tmp_path / "s.db")
+    fill(a, range(N))
+    a.search(queries()[0], NOW)
+    a.flush()
+    b = SqliteSearchIndex(tmp_path / "s.db")  # a second process on the folder
+    b.upsert([doc(i, 2) for i in range(0, 30)])
+    b.delete("c", ["d40", "d41"])
+    fresh = SqliteSearchIndex(tmp_path / "s.db")
+    q = SearchQuery("c", "v2", None, mode="bm25", k=50, visibility=[["org"]])
+    assert {h.id for h in fresh.search(q, NOW)} == {f"d{i}" for i in range(0, 30)}
+    assert fresh._contexts["c"].base is not None
+    assert fresh.count("c") == N - 2
+
+
+def test_an_erasure_removes_every_segment_and_the_copies_load_again(tmp_path: Path) -> None:
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    assert list((tmp_path / "s.db.segments").rglob("vectors.npy"))
+    index.delete("c", ["d7"])
+    index.expunge()
+    assert not [p for p in (tmp_path / "s.db.segments").rglob("*") if p.name != "database"]
+    assert "c" not in index._contexts
+    q = SearchQuery("c", "", vector(7 * 13), mode="vector", k=5, visibility=[["org"]])
+    assert "d7" not in [h.id for h in index.search(q, NOW)]
+    assert index._contexts["c"].base is None  # from SQLite: no segment left
+
+
+def test_a_damaged_or_unfinished_segment_is_passed_over(tmp_path: Path) -> None:
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    (meta,) = (tmp_path / "s.db.segments").rglob("meta.json")
+    (meta.parent / "ids.json").write_text("[")  # torn
+    (meta.parent.parent / ".00000000000000099999-abc").mkdir()  # a save a crash interrupted
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    q = SearchQuery("c", "wing", None, mode="bm25", k=10, visibility=[["org"]])
+    assert [h.id for h in reopened.search(q, NOW)] == [h.id for h in index.search(q, NOW)]
+    assert reopened._contexts["c"].base is None
+
+
+def test_the_graph_is_saved_with_the_segment_and_opened_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "MIN_VECTORS", 300)
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    q = SearchQuery("c", "", vector(5000), mode="vector", k=10, visibility=[["org"]])
+    index.search(q, NOW)
+    settle(index)
+    fill(index, range(N, N + 100))  # after the build: added to the graph
+    index.search(q, NOW)
+    settle(index)
+    cache = index._contexts["c"]
+    assert cache.graph is not None and len(cache.graph) >= N + 100 and not cache.fresh
+    fill(index, range(N + 100, N + 105))  # not in the graph when it is saved: found, scored exactly
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    reference = SqliteSearchIndex(tmp_path / "s.db", segments=False)
+    reopened.search(q, NOW)
+    graph = reopened._contexts["c"].graph
+    assert graph is not None and len(graph) >= N + 100  # opened, not built again
+    for i in range(N + 100, N + 105):
+        near = SearchQuery("c", "", doc(i).vector, mode="vector", k=1, visibility=[["org"]])
+        assert [h.id for h in reopened.search(near, NOW)] == [f"d{i}"]
+    hits = []
+    for j in range(40):
+        v = vector(6000 + j)
+        query = SearchQuery("c", "", v, mode="vector", k=10, visibility=[["org"]])
+        hits.append(len({h.id for h in reopened.search(query, NOW)} & {h.id for h in reference.search(query, NOW)}))
+    assert np.mean(hits) / 10 >= 0.97
+
+
+def test_concurrent_writers_while_segments_are_saved_lose_nothing(tmp_path: Path) -> None:
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(300))
+    index.search(queries()[0], NOW)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(1000 + w * 100, 1000 + w * 100 + 100, 10):
+                index.upsert([doc(j) for j in range(i, i + 10)])
+                index.search(queries()[w % 5], NOW)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    settle(index)
+    assert not errors
+    assert list((tmp_path / "s.db.segments").rglob("meta.json"))  # saved while they wrote
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    assert reopened.count("c") == 300 + 800
+    reference = SqliteSearchIndex(tmp_path / "s.db", segments=False)
+    same(reopened, reference)
+
+
+def test_a_segment_made_from_another_database_is_not_opened(tmp_path: Path) -> None:
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    index._conn.close()
+    for f in tmp_path.glob("s.db*"):
+        if f.is_file():
+            f.unlink()  # the file replaced by hand; its segments left behind
+    other = SqliteSearchIndex(tmp_path / "s.db", segments=False)
+    other.upsert([doc(i, 5) for i in range(50)])
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    assert reopened.count("c") == 50
+    assert reopened._contexts["c"].base is None
+    assert not list((tmp_path / "s.db.segments").rglob("meta.json"))  # the other database's: removed
