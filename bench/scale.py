@@ -115,8 +115,16 @@ def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: 
     else:
         principal = engram.identity.authenticate(key)
     caller = engram.identity.enter(principal, context, ANY, "bench")
-    store = find("memory_store_batch")
-    assert store
+    store, recall = find("memory_store_batch"), find("memory_recall")
+    assert store and recall
+    # the writer serves reads (as a server taking these writes would): the context is loaded, so writes follow in
+    # memory, its graph is built and grows with them, and it is saved as a segment as it grows and when this ends
+    reading = engram.family_services(recall.family)
+
+    def read(query: str) -> None:
+        recall.run(reading, caller, recall.input.model_validate({"query": query}), lambda *_: None)
+
+    read("hello")
     t0 = time.perf_counter()
     for i in range(start, end, BATCH):
         batch = []
@@ -128,6 +136,8 @@ def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: 
             engram.family_services(store.family), caller, store.input.model_validate({"turns": batch}), lambda *_: None
         )
         cached.known.clear()
+        if (i - start) % 10_000 == 0:  # a read now and then, as a server's clients would send
+            read(batch[0]["content"])
         if (i - start) % 20_000 == 0 and i > start:
             print(f"    {i} stored, {(i - start) / (time.perf_counter() - t0):.0f}/s", file=sys.stderr, flush=True)
     engram.queue.join()

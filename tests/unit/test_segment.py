@@ -275,3 +275,21 @@ def test_a_segment_made_from_another_database_is_not_opened(tmp_path: Path) -> N
     assert reopened.count("c") == 50
     assert reopened._contexts["c"].base is None
     assert not list((tmp_path / "s.db.segments").rglob("meta.json"))  # the other database's: removed
+
+
+def test_a_segment_s_rows_are_read_when_hits_are_made_and_one_removed_meanwhile_keeps_its_id(tmp_path: Path) -> None:
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    q = SearchQuery("c", "wing", None, mode="bm25", k=40, visibility=[["org"]])
+    ranked = reopened._bm25(q, NOW, {"wing": 1.0}, 40)
+    assert len(ranked) == 40
+    other = SqliteSearchIndex(tmp_path / "s.db")  # another process removes the first and fifth meanwhile
+    other.delete("c", [ranked.ids[0], ranked.ids[4]])
+    first, second, fifth = ranked[0], ranked[1], ranked[4]
+    assert (first.id, first.text) == (ranked.ids[0], "")  # gone: its id, kind and scopes, no text
+    assert first.kind == doc(int(first.id[1:])).kind and list(first.scopes) == list(doc(int(first.id[1:])).scopes)
+    assert fifth.text == ""
+    assert second.text == doc(int(second.id[1:])).text and second.metadata == doc(int(second.id[1:])).metadata

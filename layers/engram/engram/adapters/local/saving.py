@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,8 @@ import numpy as np
 from engram.adapters.local import ann
 from engram.adapters.local.segment import Array, Parts, Segment
 from engram.adapters.local.slots import Row, Slots
-from engram.ports import Vector
+from engram.clock import parse_time
+from engram.ports import IndexDoc, Vector
 
 
 def opened(seg: Segment) -> Slots:
@@ -43,7 +44,7 @@ def parts_of(self: Slots, seq: int) -> Parts:
     """What a segment of this copy is written from (call with the copy's lock held: copies, and the postings as
     triplets; the vectors are read afterwards — a slot changed meanwhile has a change after `seq`, so whoever
     opens the segment applies it again)."""
-    n, base, base_n = len(self.rows), self.base, self._base_n
+    n, base, base_n = len(self.rows), self.base, self.base_n
     ids = [r.id if (r := self.rows[i]) is not None else "" for i in range(n)]
     if base is not None:
         live = self.tags[:base_n] >= 0
@@ -119,25 +120,27 @@ class Lookups:
     """The SQLite reads of a copy opened from a segment (its rows by rowid, every row's metadata) and of a save (the
     rowids of the rows written since), on the index's connection under its lock."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, lock: threading.RLock, parse: Callable[[Sequence[Any]], Row], columns: str
-    ) -> None:
-        self._conn, self._lock, self._parse, self._columns = conn, lock, parse, columns
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock, columns: str) -> None:
+        self._conn, self._lock, self._columns = conn, lock, columns
 
     def _among(self, columns: str, key: str, context_id: str, values: Sequence[Any]) -> list[Any]:
         """`SELECT columns FROM docs` of the context's rows whose `key` is among `values` (500 at a time)."""
         parts = [values[at : at + 500] for at in range(0, len(values), 500)]
-        sql = "SELECT {} FROM docs WHERE context_id=? AND {} IN ({})"
+        # by rowid: `+` keeps SQLite from walking the context's index instead of looking each rowid up (13 ms at 60k)
+        sql = "SELECT {} FROM docs WHERE {}context_id=? AND {} IN ({})"
+        plus = "+" if key == "rowid" else ""
         with self._lock:
             return [
                 r
                 for part in parts
-                for r in self._conn.execute(sql.format(columns, key, ",".join("?" * len(part))), (context_id, *part))
+                for r in self._conn.execute(
+                    sql.format(columns, plus, key, ",".join("?" * len(part))), (context_id, *part)
+                )
             ]
 
     def rows(self, context_id: str, rowids: Sequence[int]) -> dict[int, Row]:
         return {
-            int(r[0]): self._parse(r[1:8]) for r in self._among(f"rowid, {self._columns}", "rowid", context_id, rowids)
+            int(r[0]): parse_row(r[1:8]) for r in self._among(f"rowid, {self._columns}", "rowid", context_id, rowids)
         }
 
     def metadata(self, context_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -156,3 +159,24 @@ class Lookups:
         found = dict(self._among("id, rowid", "id", context_id, [i for i in ids if i]))
         out[n:] = np.fromiter((found.get(i, -1) if i else -1 for i in ids), dtype=np.int64, count=len(ids))
         return out
+
+    def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
+        """A page of the context's documents in id order, from SQLite."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {self._columns} FROM docs WHERE context_id=? AND id>? ORDER BY id LIMIT ?",
+                (context_id, after or "", limit),
+            ).fetchall()
+        out = []
+        for r in rows:
+            row = parse_row(r[:7])
+            vector = None if r[7] is None else np.frombuffer(r[7], dtype=np.float32)
+            out.append(IndexDoc(context_id, row.kind, row.id, row.text, vector, row.scopes, row.valid_from,
+                                row.valid_until, row.metadata))  # fmt: skip
+        return out
+
+
+def parse_row(r: Sequence[Any]) -> Row:
+    """A row of `docs`' first seven columns (id, kind, text, scopes, valid_from, valid_until, metadata)."""
+    id_, kind, text, scopes, vf, vu, meta = r
+    return Row(id_, kind, text, tuple(json.loads(scopes)), parse_time(vf), parse_time(vu), json.loads(meta))

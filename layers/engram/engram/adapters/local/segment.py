@@ -1,13 +1,13 @@
 """A large context's index saved beside the SQLite file, opened memory-mapped on the next start (issue #54).
 
 A segment is what `Slots` held at one change of the context (`seq`): per slot its id, SQLite rowid, length, scope tag
-set, validity and whether it has a vector; the vectors as float16 (rankings do not move: candidates are rescored from
-them, and float16 keeps ~3 decimal digits of a cosine); BM25's postings as CSR arrays (a term's slots and frequencies
-side by side); the approximate graph (`ann`) with the slot of each of its nodes. A process that opens it keeps those
-slots as they are — their rows are read from SQLite only when a search returns them, their postings and vectors
-paged in from the files as queries touch them — and applies the changes logged after `seq` on top (`Slots`'s own
-structures, as for a small context). A million memories open in seconds instead of being parsed and tokenised again
-(81.6 s), and no Python object is made for a row until it is returned.
+set, validity and whether it has a vector; the vectors as float32 (float16 halved the file but made an exact product 6x
+slower: numpy multiplies only float32 with BLAS; only the rows a query touches are paged in); BM25's postings as CSR
+arrays (a term's slots and frequencies side by side); the approximate graph (`ann`) with the slot of each of its nodes.
+A process that opens it keeps those slots as they are — their rows are read from SQLite only when a search returns them,
+their postings and vectors paged in from the files as queries touch them — and applies the changes logged after `seq` on
+top (`Slots`'s own structures, as for a small context). A million memories open in seconds instead of being parsed and
+tokenised again (81.6 s), and no Python object is made for a row until it is returned.
 
 Files (numpy's own format, JSON, faiss's index format) live in `<index file>.segments/<sha-256 of the context>/
 <seq>-<random>/`: a segment is written to a temporary directory and renamed into place, so a reader sees a whole one
@@ -17,6 +17,7 @@ or none; anything unreadable is ignored (the context loads from SQLite). An eras
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -46,7 +47,7 @@ class Segment:
     valid_from: Array
     valid_until: Array
     has_vec: Array
-    vectors: Array | None  # float16 [n, dim], memory-mapped
+    vectors: Array | None  # float32 [n, dim], memory-mapped
     vocab: dict[str, int]
     offsets: Array  # int64 [terms + 1]
     post_slots: Array  # int32, ascending within a term
@@ -97,6 +98,11 @@ class Segment:
             self.masks.clear()
         self.masks[(key, values)] = mask
         return mask
+
+    def kind(self, slot: int) -> str:
+        """The kind of the page holding `slot`."""
+        starts = [start for start, _, _ in self.pages]
+        return self.pages[bisect.bisect_right(starts, slot) - 1][2]
 
     def holds(self, term: str, slot: int) -> bool:
         slots, _ = self.posting(term)
@@ -227,12 +233,12 @@ def _write_files(d: Path, p: Parts, rowids: Array, token: str) -> None:
     for name, arr in arrays.items():
         _save(d / f"{name}.npy", partial(np.save, arr=arr))
     if p.vectors is not None and p.dim:
-        out = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float16, shape=(p.n, p.dim))
+        out = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float32, shape=(p.n, p.dim))
         for start in range(0, p.n, 65_536):
             end = min(p.n, start + 65_536)
             block = p.vectors(start, end)
             block[~p.has_vec[start:end]] = 0.0
-            out[start:end] = block.astype(np.float16)
+            out[start:end] = block
         out.flush()
         del out
         _sync(d / "vectors.npy")

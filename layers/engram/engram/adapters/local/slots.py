@@ -101,12 +101,12 @@ class Slots:
         self.valid_until = np.concatenate([self.valid_until, np.full(more, _NEVER, dtype=np.int64)])
         if self.mat is not None:  # zeros are pages not yet touched: a segment's slots cost nothing here
             mat = np.zeros((old + more, self.mat.shape[1]), dtype=np.float32)
-            low = self._base_n
+            low = self.base_n
             mat[low:old] = self.mat[low:old]
             self.mat = mat
 
     @property
-    def _base_n(self) -> int:
+    def base_n(self) -> int:
         return 0 if self.base is None else self.base.n
 
     def put(self, row: Row, vec: Vector | None) -> None:
@@ -182,7 +182,7 @@ class Slots:
         row = self.rows[i]
         if row is not None:
             row.valid_until = valid_until
-        elif i >= self._base_n:
+        elif i >= self.base_n:
             return
         self.valid_until[i] = _micros(valid_until, _LATEST)
         self.visible.clear()
@@ -242,7 +242,7 @@ class Slots:
         if i is None:
             return
         self.unsaved += 1
-        if i < self._base_n:  # a segment's slot: dead (its postings in the files skip it by its tag)
+        if i < self.base_n:  # a segment's slot: dead (its postings in the files skip it by its tag)
             self.total_length -= float(self.lengths[i])
             self._touched(i)
             self.lengths[i], self.has_vec[i], self.tags[i] = 0, False, -1
@@ -284,13 +284,13 @@ class Slots:
         return int(self._posting(term)[0].shape[0])
 
     def holds(self, slot: int, term: str) -> bool:
-        if slot < self._base_n:
+        if slot < self.base_n:
             return self.base is not None and self.tags[slot] >= 0 and self.base.holds(term, slot)
         return slot in self.postings.get(term, ())
 
     def row_list(self, slots: Sequence[int]) -> list[Row | None]:
         """The rows of `slots` (None for a free one): a segment's read from SQLite, together."""
-        n = self._base_n
+        n = self.base_n
         if not n or self.base is None or self.read_rows is None:
             return [self.rows[i] for i in slots]
         base, tags = self.base, self.tags
@@ -300,9 +300,9 @@ class Slots:
         return [found.get(i) if i < n else self.rows[i] for i in slots]
 
     def vecs(self, slots: Array) -> Vector:
-        """The float32 vectors of `slots` (a segment's from its float16 file)."""
+        """The vectors of `slots` (a segment's from its file)."""
         assert self.mat is not None
-        n = self._base_n
+        n = self.base_n
         if not n or self.base is None or self.base.vectors is None:
             found: Vector = self.mat[slots]
             return found
@@ -315,14 +315,11 @@ class Slots:
     def _product(self, start: int, end: int, qv: Vector) -> Vector:
         """Cosines of slots [start, end) with `qv`; -inf where a slot has no vector."""
         assert self.mat is not None
-        n = self._base_n
+        n = self.base_n
         vectors = None if self.base is None else self.base.vectors
         if vectors is None or start >= n:
             return np.where(self.has_vec[start:end], self.mat[start:end] @ qv, -np.inf)
-        parts = []
-        for a in range(start, min(end, n), 32_768):  # float16 in blocks: numpy multiplies only float32 fast
-            b = min(end, n, a + 32_768)
-            parts.append(vectors[a:b].astype(np.float32) @ qv)
+        parts = [vectors[start : min(end, n)] @ qv]
         if end > n:
             parts.append(self.mat[n:end] @ qv)
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)

@@ -5,7 +5,8 @@ The first search in a context loads its documents into a `Slots`: an inverted in
 or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's candidates rescored exactly (built
 in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so
 a query is a few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
-other contexts hold.
+other contexts hold. A context of `SEGMENT_MIN` documents is saved beside the file as a segment and opened from it on
+the next start (`engram.adapters.local.segment`): seconds for a million documents, rows read only when returned.
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from engram.adapters.local import segment
-from engram.adapters.local.ann import add_in_background, build_in_background
-from engram.adapters.local.saving import Lookups, opened, parts_of
+from engram.adapters.local.ann import Graph, add_in_background, build_in_background
+from engram.adapters.local.saving import Lookups, opened, parse_row, parts_of
 from engram.adapters.local.slots import Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.adapters.local.take import hits, take
-from engram.clock import iso, parse_time
+from engram.clock import iso
 from engram.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
 from engram.search_rules import search as run_search
 
@@ -81,7 +82,7 @@ class SqliteSearchIndex:
         self._publish = threading.Lock()  # a segment's publication, and the removal of all of them
         self.saves: list[threading.Thread] = []
         self._closing = False  # the process is ending: graph additions stop (`close`)
-        self._lookups = Lookups(self._conn, self._lock, lambda r: self._parse(r), _COLUMNS)
+        self._lookups = Lookups(self._conn, self._lock, _COLUMNS)
         atexit.register(_flush_at_exit, weakref.ref(self))
 
     # -- writes ---------------------------------------------------------------------------
@@ -154,6 +155,7 @@ class SqliteSearchIndex:
                         del self._pending[c]
         for c in contexts:
             self._maybe_save(c)
+            self._maybe_add(c)
 
     def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
         def work() -> None:
@@ -237,15 +239,9 @@ class SqliteSearchIndex:
 
     def generation(self, context_id: str) -> int | None:
         with self._lock:
-            row = self._conn.execute("SELECT max(seq) FROM changes WHERE context_id=?", (context_id,)).fetchone()
-        return int(row[0] or 0)
+            return self._last_seq(context_id)
 
     # -- reads ----------------------------------------------------------------------------
-
-    @staticmethod
-    def _parse(r: Sequence[Any]) -> Row:
-        id_, kind, text, scopes, vf, vu, meta = r
-        return Row(id_, kind, text, tuple(json.loads(scopes)), parse_time(vf), parse_time(vu), json.loads(meta))
 
     def _refresh_marks(self) -> None:
         """Every loaded context may be behind when another connection committed. Call with the lock held."""
@@ -272,14 +268,13 @@ class SqliteSearchIndex:
         cache.unsaved = 0 if cache.seq == seg.seq else cache.unsaved
         return cache
 
-    def _maybe_save(self, context_id: str) -> None:
-        """Save a large context's copy as a segment in the background once enough changed since it was opened or
-        last saved."""
+    def _maybe_save(self, context_id: str, now: bool = False) -> None:
+        """Save a large context's copy in the background once enough changed since it was opened or saved (or `now`)."""
         with self._lock:
             cache = self._contexts.get(context_id)
             if cache is None or context_id in self._saving or cache.live < SEGMENT_MIN or not self._use_segments:
                 return
-            if cache.unsaved < max(SAVE_EVERY, SAVE_SHARE * cache.live):
+            if cache.unsaved < max(SAVE_EVERY, SAVE_SHARE * cache.live) and not now:
                 return
             self._saving.add(context_id)
         # not a daemon: a process's exit waits for a save under way (and `close` saves what is left)
@@ -323,7 +318,7 @@ class SqliteSearchIndex:
             self._save(context_id)
 
     def close(self) -> None:
-        """At a process's exit: graph additions stop, and what changed is saved (`flush`)."""
+        """At a process's exit: graph additions stop; what changed is saved."""
         self._closing = True
         for thread in [t for t in self.graphs if t.name == "engram-ann-add"]:
             thread.join()
@@ -343,7 +338,7 @@ class SqliteSearchIndex:
             gc.disable()
         try:
             for r in rows:
-                cache.put(self._parse(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
+                cache.put(parse_row(r[:7]), None if r[7] is None else np.frombuffer(r[7], dtype=np.float32))
         finally:
             if collecting:
                 gc.enable()
@@ -364,7 +359,7 @@ class SqliteSearchIndex:
             if found is None:
                 cache.remove(id_)
             else:
-                cache.put(self._parse(found[:7]), None if found[7] is None else np.frombuffer(found[7], np.float32))
+                cache.put(parse_row(found[:7]), None if found[7] is None else np.frombuffer(found[7], np.float32))
         if changed:
             cache.seq = int(changed[-1][0])
         return cache
@@ -399,6 +394,7 @@ class SqliteSearchIndex:
         cache = self._contexts.get(context_id)
         if cache is None:
             cache = self._contexts[context_id] = self._load(context_id)
+            self._maybe_save(context_id)  # a large one loaded from rows: saved, so that the next start opens it
         elif context_id in self._stale:
             cache = self._contexts[context_id] = self._catch_up(context_id, cache)
         self._stale.discard(context_id)
@@ -407,32 +403,44 @@ class SqliteSearchIndex:
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
         with self._open(q.context_id) as cache:
             scores = cache.bm25(weights, q.match_all)
-            return hits(take(cache, scores, cache.matching(q), q, now, limit))
+            return hits(take(cache, scores, cache.matching(q), q, now, limit), cache)
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         """The graph's candidates when the context has one (`ann`) and at least `limit` of them pass the query's
         filters; every vector otherwise."""
         qv = np.asarray(vector, dtype=np.float32)
         with self._open(q.context_id) as cache:
-            if cache.wants_adds() and not self._closing:
-                cache.adding = True
-                step = cache.add_step
-                self.graphs.append(add_in_background(self._held(q.context_id), lambda: self._closing or step()))
+            self._maybe_add(q.context_id)
             keep = cache.matching(q)
             near = cache.nearest(qv, limit, q.kinds, keep)
             if near is not None:
-                found = hits(take(cache, near[0], keep, q, now, limit, near[1]))
+                found = hits(take(cache, near[0], keep, q, now, limit, near[1]), cache)
                 if len(found.ids) >= limit:
                     return found
             if cache.wants_graph():
                 self._build_graph(q.context_id, cache)
-            return hits(take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit))
+            return hits(take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit), cache)
+
+    def _maybe_add(self, context_id: str) -> None:
+        """Add the vectors changed since the context's graph was built to it, in the background."""
+        with self._lock:
+            cache = self._contexts.get(context_id)
+            if cache is None or not cache.wants_adds() or self._closing:
+                return
+            cache.adding = True
+        step = cache.add_step
+        self.graphs.append(add_in_background(self._held(context_id), lambda: self._closing or step()))
 
     def _build_graph(self, context_id: str, cache: Slots) -> None:
         """Start building the context's graph in the background (with the copy's lock held)."""
         assert cache.mat is not None
         cache.begin_graph()
-        self.graphs.append(build_in_background(cache.mat.shape[1], self._held(context_id), cache.chunk, cache.install))
+        install = partial(self._install, context_id, cache)
+        self.graphs.append(build_in_background(cache.mat.shape[1], self._held(context_id), cache.chunk, install))
+
+    def _install(self, context_id: str, cache: Slots, graph: Graph) -> None:
+        cache.install(graph)
+        self._maybe_save(context_id, now=True)  # saved with it
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._open(context_id) as cache:
@@ -440,26 +448,13 @@ class SqliteSearchIndex:
                 return {}
             pos = cache.pos
             known = [(i, s) for i in ids if (s := pos.get(i)) is not None]
-            if not known:
-                return {}
             slots = np.fromiter((s for _, s in known), dtype=np.int64, count=len(known))
             has = cache.has_vec[slots]
             rows = cache.vecs(slots[has])  # one copy
             return dict(zip((i for (i, _), h in zip(known, has.tolist(), strict=True) if h), rows, strict=True))
 
     def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM docs WHERE context_id=? AND id>? ORDER BY id LIMIT ?",
-                (context_id, after or "", limit),
-            ).fetchall()
-        out = []
-        for r in rows:
-            row = self._parse(r[:7])
-            vector = None if r[7] is None else np.frombuffer(r[7], dtype=np.float32)
-            out.append(IndexDoc(context_id, row.kind, row.id, row.text, vector, row.scopes, row.valid_from,
-                                row.valid_until, row.metadata))  # fmt: skip
-        return out
+        return self._lookups.documents(context_id, after, limit)
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         with self._open(context_id) as cache:

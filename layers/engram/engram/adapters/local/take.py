@@ -20,11 +20,12 @@ def take(
     now: datetime,
     limit: int,
     candidates: Vector | None = None,
-) -> Iterator[tuple[Row, float]]:
-    """Best rows first that pass every filter (ties in slot order). Without range filters every filter is
-    a mask (`matching`, `allowed`), and only the rows returned are touched; with them, the candidate window
-    widens until `limit` pass `visible`. `keep`: the query's kind and metadata mask (`Slots.matching`).
-    `candidates`: the only slots that may score (ascending; the graph's), so only theirs are looked at."""
+) -> Iterator[tuple[int, Row | None, float]]:
+    """Best slots first that pass every filter (ties in slot order), with their rows — None for a segment's, read when
+    a hit is made (`hits`). Without range filters every filter is a mask (`matching`, `allowed`), and only the rows
+    returned are touched; with them, the candidate window widens until `limit` pass `visible`. `keep`: the query's
+    kind and metadata mask (`Slots.matching`). `candidates`: the only slots that may score (ascending; the graph's),
+    so only theirs are looked at."""
     if not q.ranges:
         mask = cache.allowed(q, now)
         if candidates is not None:
@@ -43,9 +44,12 @@ def take(
             values = scores[passing]
         best = passing[np.lexsort((passing, -values))]
         # plain ints and floats (the float32 scores' exact values): no numpy scalar a row
-        for row, score in zip(cache.row_list(best.tolist()), scores[best].tolist(), strict=True):
-            if row is not None:
-                yield row, score
+        rows, n = cache.rows, cache.base_n
+        for i, score in zip(best.tolist(), scores[best].tolist(), strict=True):
+            if i < n:
+                yield i, None, score
+            elif (row := rows[i]) is not None:
+                yield i, row, score
         return
     if keep is not None:
         scores = np.where(keep, scores, -np.inf).astype(np.float32)
@@ -68,22 +72,39 @@ def take(
                 continue
             if visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now, seen):
                 found += 1
-                yield row, score
+                yield i, row, score
                 if found >= limit:
                     return
         start, window = end, window * 4
 
 
-def hits(ranked: Iterator[tuple[Row, float]]) -> Ranked:
-    """The rows as a `Ranked` list: a hit is made only for the rows a search returns."""
-    rows: list[Row] = []
+def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranked:
+    """The rows as a `Ranked` list: a hit is made only for the rows a search returns — a segment's rows read from
+    SQLite then, a few at a time (one removed since it was ranked: its id, kind and scopes, no text)."""
+    slots: list[int] = []
+    rows: list[Row | None] = []
     scores: list[float] = []
-    for row, score in ranked:
+    ids: list[str] = []
+    base = cache.base
+    for slot, row, score in ranked:
+        slots.append(slot)
         rows.append(row)
         scores.append(score)
+        ids.append(row.id if row is not None else base.ids[slot] if base is not None else "")
 
     def make(n: int) -> Hit:
         row = rows[n]
+        if row is None:
+            wanted = [i for i in range(n, min(len(rows), n + READ_AHEAD)) if rows[i] is None]
+            for i, found in zip(wanted, cache.row_list([slots[i] for i in wanted]), strict=True):
+                rows[i] = found
+            row = rows[n]
+        if row is None:
+            assert base is not None
+            return Hit(ids[n], base.kind(slots[n]), scores[n], "", {}, base.tag_sets[int(base.tags[slots[n]])])
         return Hit(row.id, row.kind, scores[n], row.text, row.metadata, row.scopes)
 
-    return Ranked([row.id for row in rows], scores, make)
+    return Ranked(ids, scores, make)
+
+
+READ_AHEAD = 16  # a segment's rows read together when a hit is made
