@@ -2,15 +2,18 @@
 manual cannot drift from it (issue #55). Each family's page lists its operations as declared
 (`engram.operation.Operation`): the MCP tool and its seed aliases, the REST route(s), who may call it, whether it
 writes, every argument with its type, default, limits and description (from the input model's JSON schema), and
-the result's fields (from the output model). The settings page lists every `ENGRAM_*` variable from `Settings`."""
+the result's fields (from the output model). The settings page lists every `ENGRAM_*` variable from `Settings`; the
+benchmarks page carries `bench/RESULTS.md`'s targets table as it is at build time."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 from engram.families import NAMES, select
 from engram.operation import AnyOperation
@@ -96,6 +99,18 @@ def settings_page() -> str:
         default = field.default if field.default is not None else ""
         lines.append(f"| `ENGRAM_{name.upper()}` | `{_cell(default)}` | {_cell(field.description or '')} |")
     return "\n".join(lines) + "\n"
+
+
+def targets_table() -> str:
+    """The targets table at the top of `bench/RESULTS.md` (every figure an issue named, met or not), as it is."""
+    results = (Path(__file__).resolve().parents[2] / "bench" / "RESULTS.md").read_text().split("\n")
+    start = next(i for i, line in enumerate(results) if line.startswith("| issue | target"))
+    end = next(i for i in range(start, len(results)) if not results[i].startswith("|"))
+    return "\n".join(results[start:end]) + "\n"
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    return markdown.replace("<!-- targets -->", targets_table())
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:

@@ -319,7 +319,7 @@ class SearchIndexContract:
         assert hits[0].id == "d4" and 0 <= hits[-1].score <= hits[0].score <= 1
 
     def test_scores_are_the_same_evidence_in_every_mode(self, loaded: SearchIndex) -> None:
-        """README "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
+        """docs/tools.md "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
         the mode that found it; the term counts behind the lexical part are the context's."""
         from engram.search_rules import lexical_evidence, query_weights
         from engram.terms import bm25_idf

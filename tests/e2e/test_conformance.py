@@ -31,8 +31,8 @@ CLI = SUITE / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 CLI_02 = SUITE / "conformance-0.2" / "dist" / "index.js"
 EXPECTED_02 = SUITE.parent / "expected-0.2.yaml"
 SCENARIOS = ["server-initialize", "ping", "tools-list", "resources-list", "prompts-list", "logging-set-level"]
-# the 0.2 line's scenarios of the 2026-07-28 revision that apply to Engram (README "MCP conformance": the others
-# exercise the reference server's test tools, prompts, resources and completions, which Engram has not)
+# the 0.2 line's scenarios of the 2026-07-28 revision that apply to Engram (docs/contributing.md "MCP conformance":
+# the others exercise the reference server's test tools, prompts, resources and completions, which Engram has not)
 SCENARIOS_02 = [
     "server-stateless",
     "http-header-validation",

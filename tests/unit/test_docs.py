@@ -61,3 +61,16 @@ def test_the_site_needs_no_network(site: Path) -> None:
     for page in site.rglob("*.html"):
         html = page.read_text()
         assert "fonts.googleapis.com" not in html and "cdn.jsdelivr.net" not in html, page
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), f"README links to {target}, which is not there"
+
+
+def test_the_benchmarks_page_carries_the_targets_table(site: Path) -> None:
+    page = _text(site / "benchmarks.html")
+    assert "LoCoMo hybrid recall@10" in page and "not met" in page

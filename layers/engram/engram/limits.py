@@ -1,6 +1,6 @@
 """The one limit policy: what every argument of every operation may hold, declared once, enforced on every
 transport (REST, MCP over HTTP, stdio, Lambda events all parse arguments through `check_arguments` and the
-operation's input model), and listed in the README ("Limits").
+operation's input model), and listed in the manual (docs/limits.md).
 
 Every argument, wherever it sits:
 - strings are valid Unicode: no lone surrogate (`"\\ud800"` is valid JSON text, but no UTF-8 store, index
@@ -40,7 +40,7 @@ NOT_UNICODE = "is not valid Unicode (it holds a lone surrogate)"
 class Bound:
     bytes: int  # as compact JSON (UTF-8)
     depth: int  # nesting of objects and arrays, the field's own value counting as 1
-    what: str  # where it applies (the README's table)
+    what: str  # where it applies (the manual's table, docs/limits.md)
 
 
 BOUNDS: dict[str, Bound] = {

@@ -370,7 +370,7 @@ def search(
 # -- scores -------------------------------------------------------------------------------------------
 # Every result's score is in [0, 1] and says how strongly the passage matches the query, on one scale in
 # every mode (the mode chooses and orders the results; it does not change what a score says) and on every
-# collection (README "Scores"). Two kinds of evidence, each mapped linearly from its NONE (0) to its FULL
+# collection (docs/tools.md "Scores"). Two kinds of evidence, each mapped linearly from its NONE (0) to its FULL
 # (1) and clipped:
 # - lexical: the share of the query's information (its stems weighted by idf, stop words aside) that the
 #   passage contains;

@@ -461,7 +461,7 @@ class DynamoRecordStore:
         _each(batch, list(range(0, len(keys), 25)))
 
     def expunge(self) -> None:
-        return None  # a DynamoDB delete is physical (point-in-time backups keep their window: see the README)
+        return None  # a DynamoDB delete is physical (point-in-time backups keep their window: docs/guides/erasure.md)
 
     def squash(self, context_id: str, kind: str, id: str) -> int:
         pk = _pk(context_id, kind, id)

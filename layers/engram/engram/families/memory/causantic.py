@@ -21,7 +21,7 @@ from engram.terms import approx_tokens
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."
-# Below it a chunk is not worth the tokens: a weak match (for the scale, README "Scores"; off-topic
+# Below it a chunk is not worth the tokens: a weak match (for the scale, docs/tools.md "Scores"; off-topic
 # queries' hits score below it on the dev collections, bench/RESULTS.md "Scores")
 RELEVANT_SCORE = 0.3
 # ... and it must match the question by meaning: on its own (MEANING_ALONE: cosine 0.4, a score of 0.5 from
@@ -137,7 +137,7 @@ class CausanticService:
         extra = [[self.resolve_project(caller, project)]] if project else None
 
         # Relevance first, and a floor: the chunks scoring at least RELEVANT_SCORE (scores in [0, 1], never
-        # rising down the list: README "Scores"), in hybrid order.
+        # rising down the list: docs/tools.md "Scores"), in hybrid order.
         found = self.memory.recall(
             caller, query, k=20, mode="hybrid", kinds=("turn",), extra_visibility=extra, everything_when_small=False
         )

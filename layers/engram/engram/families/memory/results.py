@@ -18,7 +18,7 @@ def hit_dict(h: Hit) -> dict[str, Any]:
         "kind": h.kind,
         "text": h.text,
         "score": round(h.score, 6),
-        # what the score combines (README "Scores"): the share of the query's words, and the meaning
+        # what the score combines (docs/tools.md "Scores"): the share of the query's words, and the meaning
         "evidence": {"lexical": round(h.lexical, 6), "semantic": None if h.semantic is None else round(h.semantic, 6)},
         "said_at": meta.get("said_at"),
         "session_id": meta.get("session_id"),
