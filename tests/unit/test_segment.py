@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.adapters.local import ann, sqlite_search
+from engram.adapters.local import ann, segment, sqlite_search
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
 from engram.ports import IndexDoc, SearchQuery
 
@@ -39,6 +39,7 @@ N = 600
 def small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_search, "SEGMENT_MIN", 200)
     monkeypatch.setattr(sqlite_search, "SAVE_EVERY", 150)
+    monkeypatch.setattr(segment, "BLOCK", 64)  # vectors written in blocks, across the saved and the new slots
 
 
 def vector(i: int, dim: int = 32) -> np.ndarray:

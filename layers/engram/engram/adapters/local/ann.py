@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -32,6 +33,7 @@ CHUNK = 8192
 ENCODING = "SQ8"  # the graph's own copy of the vectors: a byte a dimension (only which rows are rescored depends on it)
 TRAIN = 4096  # vectors the 8-bit code's range is learnt from
 NICE = 19  # a build runs on what the queries leave: at 1M it took over 11 min on one core beside them (#54)
+PAUSE = 0.002  # between two steps of additions
 THREADS = 1  # a build leaves the other cores to the queries it runs beside
 
 
@@ -123,6 +125,7 @@ def add_in_background(lock: AbstractContextManager[Any], step: Callable[[], bool
             with lock:
                 if step():
                     return
+            time.sleep(PAUSE)  # a writer or search waiting for the lock takes it now (a lock is not fair)
 
     thread = threading.Thread(target=work, name="engram-ann-add", daemon=True)
     thread.start()

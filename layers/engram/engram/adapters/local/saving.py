@@ -76,7 +76,8 @@ def parts_of(self: Slots, seq: int) -> Parts:
         assert mat is not None
         out = np.array(mat[start:end], dtype=np.float32)
         if vectors is not None and start < base_n:
-            out[: base_n - start] = vectors[start:base_n]
+            last = min(end, base_n)
+            out[: last - start] = vectors[start:last]
         return out
 
     graph = self.graph

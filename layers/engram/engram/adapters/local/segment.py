@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 FORMAT = 1
+BLOCK = 65_536  # vectors written this many at a time
 Array = np.ndarray[Any, np.dtype[Any]]  # ids, counts and masks as well as vectors
 _ARRAYS = ("rowids", "lengths", "tags", "valid_from", "valid_until", "has_vec", "offsets", "post_slots", "post_tfs")
 
@@ -234,8 +235,8 @@ def _write_files(d: Path, p: Parts, rowids: Array, token: str) -> None:
         _save(d / f"{name}.npy", partial(np.save, arr=arr))
     if p.vectors is not None and p.dim:
         out = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float32, shape=(p.n, p.dim))
-        for start in range(0, p.n, 65_536):
-            end = min(p.n, start + 65_536)
+        for start in range(0, p.n, BLOCK):
+            end = min(p.n, start + BLOCK)
             block = p.vectors(start, end)
             block[~p.has_vec[start:end]] = 0.0
             out[start:end] = block
