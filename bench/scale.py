@@ -224,7 +224,9 @@ def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
     c = corpus()
     _, questions = turns_and_questions()
     results: dict[str, Any] = {"texts": len(c.texts)}
-    tmp = Path(tempfile.mkdtemp(prefix="engram-scale-"))
+    kept = os.environ.get("SCALE_DATA")  # a folder to fill and keep (to measure it again: `measure`)
+    tmp = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="engram-scale-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     try:
         key: str | None = None
         have = 0
@@ -234,8 +236,11 @@ def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
             row = {"store_per_s": round(rate, 1), **measure(tmp, key, questions, samples, size)}
             results[str(size)] = row
             print(f"  {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+        if kept:
+            (tmp / "bench-key").write_text(key or "")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(tmp, ignore_errors=True)
     return results
 
 

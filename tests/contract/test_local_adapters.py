@@ -139,7 +139,10 @@ class TestSqliteAuditLog(AuditLogContract):
         assert [e.seq for e in log.entries("c1")][:1] == [PRUNE_EVERY // 2 + 1]
 
 
-def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_load_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("segments", [False, True])
+def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_load_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segments: bool
+) -> None:
     """#49: `search.db`'s change log kept entity ids (`Person:zelda quux`: a name) after an erasure. Now the
     expunge leaves one mark a context; a process whose copy was behind loads the context again, without the
     erased document."""
@@ -150,6 +153,10 @@ def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_l
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     path = tmp_path / "search.db"
+    if segments:  # the context saved as a segment too (vectors, stems and ids on disk): the erasure removes it
+        from engram.adapters.local import sqlite_search
+
+        monkeypatch.setattr(sqlite_search, "SEGMENT_MIN", 1)
     a, b = SqliteSearchIndex(path), SqliteSearchIndex(path)  # two processes on one data folder
     scopes = ["org/acme/user/alice"]
     docs = [IndexDoc("acme", "entity", "Person:zelda quux", "Zelda Quux", None, scopes, None, None, {}),
@@ -161,6 +168,9 @@ def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_l
 
     a.upsert(docs)
     assert found(b, "zelda") == {"Person:zelda quux"}  # b has its copy
+    if segments:
+        b.flush()
+        assert sqlite_files_holding(tmp_path, "search.db*", b"zelda")[b"zelda"]  # a segment holds the name
     a.upsert([IndexDoc("acme", "entity", "Person:bob", "Bob lives in Braga", None, scopes, None, None, {})])
     a.delete("acme", ["Person:zelda quux"])  # b is behind by both
     a.expunge()

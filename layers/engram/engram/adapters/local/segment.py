@@ -21,6 +21,7 @@ import bisect
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import secrets
 import shutil
@@ -99,6 +100,15 @@ class Segment:
             self.masks.clear()
         self.masks[(key, values)] = mask
         return mask
+
+    def release(self) -> None:
+        """Unmap the file pages searches touched (they stay in the page cache): random reads of vectors and postings
+        would otherwise map, a few pages at a time, the whole files into the process (its RSS)."""
+        for arr in (self.vectors, self.post_slots, self.post_tfs):
+            handle = getattr(arr, "_mmap", None)
+            if handle is not None and hasattr(handle, "madvise"):
+                with contextlib.suppress(OSError, ValueError):
+                    handle.madvise(mmap.MADV_DONTNEED)
 
     def kind(self, slot: int) -> str:
         """The kind of the page holding `slot`."""

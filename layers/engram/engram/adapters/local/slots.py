@@ -324,15 +324,15 @@ class Slots:
             parts.append(self.mat[n:end] @ qv)
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
 
-    def bm25(self, terms: Mapping[str, float], match_all: bool) -> Vector:
-        """A score per slot (each term's BM25 times its weight); -inf where the document matches no term
-        (or not every one, with match_all)."""
+    def bm25(self, terms: Mapping[str, float], match_all: bool) -> tuple[Vector, Array]:
+        """A score per slot (each term's BM25 times its weight), and the slots that match (ascending): those holding
+        a term (every one, with match_all). Only theirs are looked at again (`take`'s candidates), not every slot."""
         cap = len(self.rows)
         scores = np.zeros(cap, dtype=np.float32)
         matched = np.zeros(cap, dtype=np.int32)
         n = self.live
         if n == 0 or not terms:
-            return np.full(cap, -np.inf, dtype=np.float32)
+            return scores, np.zeros(0, dtype=np.int64)
         average = self.total_length / n or 1.0
         for t, weight in terms.items():
             slots, tfs = self._posting(t)
@@ -343,7 +343,7 @@ class Slots:
             scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm)
             matched[slots] += 1
         need = len(terms) if match_all else 1
-        return np.where(matched >= need, scores, -np.inf).astype(np.float32)
+        return scores, np.flatnonzero(matched >= need)
 
     def matching(self, q: SearchQuery) -> Mask | None:
         """Which slots a query's kind and metadata-equality filters keep (None: no such filter), so ranking

@@ -102,8 +102,7 @@ class SqliteSearchIndex:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            # the copies load again from what is left: a segment's files, graph and in-memory vocabulary hold vectors,
-            # stems and ids of what was erased
+            # copies load again from what is left: segments (files, graph, vocabulary) hold erased vectors, stems, ids
             self._contexts.clear()
             self._stale.clear()
             with self._publish:
@@ -113,8 +112,8 @@ class SqliteSearchIndex:
                     segment.claim(self._segments, self._token)
             expunge(self._conn)
 
-    def ensure(self) -> None:
-        """The tables are made when the index is opened."""
+    def ensure(self) -> None:  # the tables are made when the index is opened
+        pass
 
     def _pragma_data_version(self) -> int:
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
@@ -402,8 +401,12 @@ class SqliteSearchIndex:
 
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
         with self._open(q.context_id) as cache:
-            scores = cache.bm25(weights, q.match_all)
-            return hits(take(cache, scores, cache.matching(q), q, now, limit), cache)
+            scores, found = cache.bm25(weights, q.match_all)
+            if not q.ranges:
+                return hits(take(cache, scores, cache.matching(q), q, now, limit, found), cache)
+            dense = np.full(scores.shape[0], -np.inf, dtype=np.float32)  # `take` walks every slot in score order
+            dense[found] = scores[found]
+            return hits(take(cache, dense, cache.matching(q), q, now, limit), cache)
 
     def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         """The graph's candidates when the context has one (`ann`) and at least `limit` of them pass the query's
@@ -476,6 +479,8 @@ class SqliteSearchIndex:
             return self._search(query, now)
         finally:
             self._searching.checked = False
+            if (cache := self._contexts.get(query.context_id)) is not None and cache.base is not None:
+                cache.base.release()
 
     def _search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         return run_search(
