@@ -92,7 +92,7 @@ S = TypeVar("S")  # the family's services
 I = TypeVar("I", bound=OpInput)  # noqa: E741 - the operation's input model
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Operation(Generic[S, I]):
     name: str
     family: str

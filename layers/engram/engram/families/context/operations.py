@@ -39,10 +39,18 @@ def _get(s: ContextServices, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]
 
 declare(
     Operation(
-        "context_get", "context", "Get a context value by key.", GetIn, GetOut, ANY, "GET", "/context/value", _get,
+        name="context_get",
+        family="context",
+        summary="Get a context value by key.",
+        input=GetIn,
+        output=GetOut,
+        principals=ANY,
+        method="GET",
+        path="/context/value",
+        run=_get,
         read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class SetIn(OpInput):
@@ -65,10 +73,17 @@ def _set(s: ContextServices, c: Caller, a: SetIn, p: Progress) -> dict[str, Any]
 
 declare(
     Operation(
-        "context_set", "context", "Store a JSON value by key (versioned; optional TTL).", SetIn, SetOut, WRITERS,
-        "PUT", "/context/value", _set,
+        name="context_set",
+        family="context",
+        summary="Store a JSON value by key (versioned; optional TTL).",
+        input=SetIn,
+        output=SetOut,
+        principals=WRITERS,
+        method="PUT",
+        path="/context/value",
+        run=_set,
     )
-)  # fmt: skip
+)
 
 
 class MergeIn(OpInput):
@@ -91,11 +106,17 @@ def _merge(s: ContextServices, c: Caller, a: MergeIn, p: Progress) -> dict[str, 
 
 declare(
     Operation(
-        "context_merge", "context",
-        "Merge a value into a key atomically; append adds to an array (an array's items one by one).",
-        MergeIn, MergeOut, WRITERS, "PATCH", "/context/value", _merge,
+        name="context_merge",
+        family="context",
+        summary="Merge a value into a key atomically; append adds to an array (an array's items one by one).",
+        input=MergeIn,
+        output=MergeOut,
+        principals=WRITERS,
+        method="PATCH",
+        path="/context/value",
+        run=_merge,
     )
-)  # fmt: skip
+)
 
 
 class ListIn(OpInput):
@@ -121,10 +142,18 @@ def _list(s: ContextServices, c: Caller, a: ListIn, p: Progress) -> dict[str, An
 
 declare(
     Operation(
-        "context_list", "context", "List context keys by prefix.", ListIn, ListOut, ANY, "GET", "/context/keys", _list,
+        name="context_list",
+        family="context",
+        summary="List context keys by prefix.",
+        input=ListIn,
+        output=ListOut,
+        principals=ANY,
+        method="GET",
+        path="/context/keys",
+        run=_list,
         read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class HistoryIn(OpInput):
@@ -151,7 +180,15 @@ def _history(s: ContextServices, c: Caller, a: HistoryIn, p: Progress) -> dict[s
 
 declare(
     Operation(
-        "context_history", "context", "A key's versions, newest first.", HistoryIn, HistoryOut, ANY, "GET",
-        "/context/history", _history, read_only=True,
+        name="context_history",
+        family="context",
+        summary="A key's versions, newest first.",
+        input=HistoryIn,
+        output=HistoryOut,
+        principals=ANY,
+        method="GET",
+        path="/context/history",
+        run=_history,
+        read_only=True,
     )
-)  # fmt: skip
+)

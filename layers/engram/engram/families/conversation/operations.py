@@ -40,10 +40,17 @@ def _append(s: ConversationServices, c: Caller, a: AppendIn, p: Progress) -> dic
 
 declare(
     Operation(
-        "conversation_append", "conversation", "Add a message to a thread.", AppendIn, AppendOut, WRITERS, "POST",
-        "/threads/messages", _append,
+        name="conversation_append",
+        family="conversation",
+        summary="Add a message to a thread.",
+        input=AppendIn,
+        output=AppendOut,
+        principals=WRITERS,
+        method="POST",
+        path="/threads/messages",
+        run=_append,
     )
-)  # fmt: skip
+)
 
 
 class HistoryIn(OpInput):
@@ -76,10 +83,18 @@ def _history(s: ConversationServices, c: Caller, a: HistoryIn, p: Progress) -> d
 
 declare(
     Operation(
-        "conversation_history", "conversation", "A thread's messages, oldest first.", HistoryIn, HistoryOut, ANY, "GET",
-        "/threads/messages", _history, read_only=True,
+        name="conversation_history",
+        family="conversation",
+        summary="A thread's messages, oldest first.",
+        input=HistoryIn,
+        output=HistoryOut,
+        principals=ANY,
+        method="GET",
+        path="/threads/messages",
+        run=_history,
+        read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class SearchIn(OpInput):
@@ -117,10 +132,18 @@ def _search(s: ConversationServices, c: Caller, a: SearchIn, p: Progress) -> dic
 
 declare(
     Operation(
-        "conversation_search", "conversation", "Search messages (hybrid), optionally in one thread.", SearchIn,
-        SearchOut, ANY, "POST", "/threads/search", _search, read_only=True,
+        name="conversation_search",
+        family="conversation",
+        summary="Search messages (hybrid), optionally in one thread.",
+        input=SearchIn,
+        output=SearchOut,
+        principals=ANY,
+        method="POST",
+        path="/threads/search",
+        run=_search,
+        read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class SummarizeIn(OpInput):
@@ -142,7 +165,14 @@ def _summarize(s: ConversationServices, c: Caller, a: SummarizeIn, p: Progress) 
 
 declare(
     Operation(
-        "conversation_summarize", "conversation", "Compress older messages into a summary (nothing is deleted).",
-        SummarizeIn, SummarizeOut, WRITERS, "POST", "/threads/summarize", _summarize,
+        name="conversation_summarize",
+        family="conversation",
+        summary="Compress older messages into a summary (nothing is deleted).",
+        input=SummarizeIn,
+        output=SummarizeOut,
+        principals=WRITERS,
+        method="POST",
+        path="/threads/summarize",
+        run=_summarize,
     )
-)  # fmt: skip
+)

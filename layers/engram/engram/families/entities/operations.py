@@ -50,10 +50,18 @@ def _query(s: EntitiesServices, c: Caller, a: QueryIn, p: Progress) -> dict[str,
 
 declare(
     Operation(
-        "entity_query", "entities", "Look up an entity by name or alias.", QueryIn, QueryOut, ANY, "GET",
-        "/entities/lookup", _query, read_only=True,
+        name="entity_query",
+        family="entities",
+        summary="Look up an entity by name or alias.",
+        input=QueryIn,
+        output=QueryOut,
+        principals=ANY,
+        method="GET",
+        path="/entities/lookup",
+        run=_query,
+        read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class SearchIn(OpInput):
@@ -81,10 +89,18 @@ def _search(s: EntitiesServices, c: Caller, a: SearchIn, p: Progress) -> dict[st
 
 declare(
     Operation(
-        "entity_search", "entities", "Search entities (name, aliases, description).", SearchIn, SearchOut, ANY,
-        "POST", "/entities/search", _search, read_only=True,
+        name="entity_search",
+        family="entities",
+        summary="Search entities (name, aliases, description).",
+        input=SearchIn,
+        output=SearchOut,
+        principals=ANY,
+        method="POST",
+        path="/entities/search",
+        run=_search,
+        read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class RelationshipsIn(OpInput):
@@ -119,10 +135,18 @@ def _relationships(s: EntitiesServices, c: Caller, a: RelationshipsIn, p: Progre
 
 declare(
     Operation(
-        "entity_relationships", "entities", "An entity's relationships.", RelationshipsIn, RelationshipsOut, ANY,
-        "GET", "/entities/relationships", _relationships, read_only=True,
+        name="entity_relationships",
+        family="entities",
+        summary="An entity's relationships.",
+        input=RelationshipsIn,
+        output=RelationshipsOut,
+        principals=ANY,
+        method="GET",
+        path="/entities/relationships",
+        run=_relationships,
+        read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class UpdateIn(OpInput):
@@ -143,10 +167,17 @@ def _update(s: EntitiesServices, c: Caller, a: UpdateIn, p: Progress) -> dict[st
 
 declare(
     Operation(
-        "entity_update", "entities", "Update an entity's name, description or metadata.", UpdateIn, UpdateOut,
-        WRITERS, "PATCH", "/entities", _update,
+        name="entity_update",
+        family="entities",
+        summary="Update an entity's name, description or metadata.",
+        input=UpdateIn,
+        output=UpdateOut,
+        principals=WRITERS,
+        method="PATCH",
+        path="/entities",
+        run=_update,
     )
-)  # fmt: skip
+)
 
 
 class MergeIn(OpInput):
@@ -167,10 +198,17 @@ def _merge(s: EntitiesServices, c: Caller, a: MergeIn, p: Progress) -> dict[str,
 
 declare(
     Operation(
-        "entity_merge", "entities", "Merge a duplicate entity into another.", MergeIn, MergeOut, WRITERS, "POST",
-        "/entities/merge", _merge,
+        name="entity_merge",
+        family="entities",
+        summary="Merge a duplicate entity into another.",
+        input=MergeIn,
+        output=MergeOut,
+        principals=WRITERS,
+        method="POST",
+        path="/entities/merge",
+        run=_merge,
     )
-)  # fmt: skip
+)
 
 
 class ListIn(OpInput):
@@ -199,10 +237,18 @@ def _list(s: EntitiesServices, c: Caller, a: ListIn, p: Progress) -> dict[str, A
 
 declare(
     Operation(
-        "entity_list", "entities", "List entities by type, sorted.", ListIn, ListOut, ANY, "GET", "/entities", _list,
+        name="entity_list",
+        family="entities",
+        summary="List entities by type, sorted.",
+        input=ListIn,
+        output=ListOut,
+        principals=ANY,
+        method="GET",
+        path="/entities",
+        run=_list,
         read_only=True,
     )
-)  # fmt: skip
+)
 
 
 class GraphIn(OpInput):
@@ -230,7 +276,15 @@ def _graph(s: EntitiesServices, c: Caller, a: GraphIn, p: Progress) -> dict[str,
 
 declare(
     Operation(
-        "entity_graph", "entities", "Entities and the edges between them, for a picture.", GraphIn, GraphOut, ANY,
-        "GET", "/graph", _graph, read_only=True,
+        name="entity_graph",
+        family="entities",
+        summary="Entities and the edges between them, for a picture.",
+        input=GraphIn,
+        output=GraphOut,
+        principals=ANY,
+        method="GET",
+        path="/graph",
+        run=_graph,
+        read_only=True,
     )
-)  # fmt: skip
+)

@@ -63,42 +63,42 @@ def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dic
 
 declare(
     Operation(
-        "oauth_trust",
-        "identity",
-        "Trust an OAuth issuer's access tokens here, up to a grant and roles.",
-        TrustIn,
-        IssuersOut,
-        MANAGEMENT,
-        "POST",
-        "/oauth/issuers",
-        _trust,
+        name="oauth_trust",
+        family="identity",
+        summary="Trust an OAuth issuer's access tokens here, up to a grant and roles.",
+        input=TrustIn,
+        output=IssuersOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/oauth/issuers",
+        run=_trust,
     )
 )
 declare(
     Operation(
-        "oauth_issuers",
-        "identity",
-        "The OAuth issuers trusted here, and for what.",
-        OpInput,
-        IssuersOut,
-        MANAGEMENT,
-        "GET",
-        "/oauth/issuers",
-        _issuers,
+        name="oauth_issuers",
+        family="identity",
+        summary="The OAuth issuers trusted here, and for what.",
+        input=OpInput,
+        output=IssuersOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/oauth/issuers",
+        run=_issuers,
         read_only=True,
     )
 )
 declare(
     Operation(
-        "oauth_distrust",
-        "identity",
-        "Stop trusting an OAuth issuer's tokens here.",
-        DistrustIn,
-        IssuersOut,
-        MANAGEMENT,
-        "DELETE",
-        "/oauth/issuers",
-        _distrust,
+        name="oauth_distrust",
+        family="identity",
+        summary="Stop trusting an OAuth issuer's tokens here.",
+        input=DistrustIn,
+        output=IssuersOut,
+        principals=MANAGEMENT,
+        method="DELETE",
+        path="/oauth/issuers",
+        run=_distrust,
     )
 )
 
@@ -184,28 +184,28 @@ class QuotaGetIn(OpInput):
 
 declare(
     Operation(
-        "quota_set",
-        "identity",
-        "Set the quotas of a key below this one (key_id); unset: the default. The context's: the operator's.",
-        QuotaSetIn,
-        QuotaOut,
-        MANAGEMENT,
-        "POST",
-        "/quotas",
-        lambda s, c, a, p: _quota_set(s, c, a),
+        name="quota_set",
+        family="identity",
+        summary="Set the quotas of a key below this one (key_id); unset: the default. The context's: the operator's.",
+        input=QuotaSetIn,
+        output=QuotaOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/quotas",
+        run=lambda s, c, a, p: _quota_set(s, c, a),
     )
 )
 declare(
     Operation(
-        "quota_get",
-        "identity",
-        "Quotas of this context (its use: its manager only) or of one key (key_id): limits and use now.",
-        QuotaGetIn,
-        QuotaOut,
-        MANAGEMENT,
-        "GET",
-        "/quotas",
-        lambda s, c, a, p: _quota_read(s, c, a.key_id, s.identity.governed(c)),
+        name="quota_get",
+        family="identity",
+        summary="Quotas of this context (its use: its manager only) or of one key (key_id): limits and use now.",
+        input=QuotaGetIn,
+        output=QuotaOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/quotas",
+        run=lambda s, c, a, p: _quota_read(s, c, a.key_id, s.identity.governed(c)),
         read_only=True,
     )
 )
@@ -248,15 +248,15 @@ def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str,
 
 declare(
     Operation(
-        "usage_report",
-        "identity",
-        "Calls, errors, p50/p99 ms and summed costs per day, key and tool; quota use.",
-        UsageIn,
-        UsageOut,
-        MANAGEMENT,
-        "GET",
-        "/usage",
-        _usage,
+        name="usage_report",
+        family="identity",
+        summary="Calls, errors, p50/p99 ms and summed costs per day, key and tool; quota use.",
+        input=UsageIn,
+        output=UsageOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/usage",
+        run=_usage,
         read_only=True,
     )
 )
@@ -299,41 +299,41 @@ def _transfer_status(s: IdentityServices, c: Caller, a: TransferIdIn, p: Progres
 
 declare(
     Operation(
-        "context_export",
-        "identity",
-        "Export this whole context, as a job.",
-        ContextExportIn,
-        TransferOut,
-        MANAGEMENT,
-        "POST",
-        "/context/exports",
-        _context_export,
+        name="context_export",
+        family="identity",
+        summary="Export this whole context, as a job.",
+        input=ContextExportIn,
+        output=TransferOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/context/exports",
+        run=_context_export,
     )
 )
 declare(
     Operation(
-        "context_import",
-        "identity",
-        "Import an Engram export into this context, as a job.",
-        ContextImportIn,
-        TransferOut,
-        MANAGEMENT,
-        "POST",
-        "/context/imports",
-        _context_import,
+        name="context_import",
+        family="identity",
+        summary="Import an Engram export into this context, as a job.",
+        input=ContextImportIn,
+        output=TransferOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/context/imports",
+        run=_context_import,
     )
 )
 declare(
     Operation(
-        "context_transfer_status",
-        "identity",
-        "A context export's or import's status.",
-        TransferIdIn,
-        TransferOut,
-        MANAGEMENT,
-        "GET",
-        "/context/transfers/status",
-        _transfer_status,
+        name="context_transfer_status",
+        family="identity",
+        summary="A context export's or import's status.",
+        input=TransferIdIn,
+        output=TransferOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/context/transfers/status",
+        run=_transfer_status,
         read_only=True,
     )
 )

@@ -26,15 +26,15 @@ def _scopes(s: IdentityServices, c: Caller, a: ScopesIn, p: Progress) -> dict[st
 
 declare(
     Operation(
-        "scopes_create",
-        "identity",
-        "Register scope paths before first use.",
-        ScopesIn,
-        ScopesOut,
-        MANAGEMENT,
-        "POST",
-        "/scopes",
-        _scopes,
+        name="scopes_create",
+        family="identity",
+        summary="Register scope paths before first use.",
+        input=ScopesIn,
+        output=ScopesOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/scopes",
+        run=_scopes,
     )
 )
 
@@ -62,15 +62,15 @@ def _whoami(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str
 
 declare(
     Operation(
-        "current_identity",
-        "identity",
-        "Who the calling key is: principal, contexts, grant.",
-        OpInput,
-        IdentityOut,
-        ANY,
-        "GET",
-        "/identity",
-        _whoami,
+        name="current_identity",
+        family="identity",
+        summary="Who the calling key is: principal, contexts, grant.",
+        input=OpInput,
+        output=IdentityOut,
+        principals=ANY,
+        method="GET",
+        path="/identity",
+        run=_whoami,
         read_only=True,
     )
 )
@@ -106,15 +106,15 @@ def _principal(s: IdentityServices, c: Caller, a: PrincipalIn, p: Progress) -> d
 
 declare(
     Operation(
-        "lookup_principal",
-        "identity",
-        "Resolve a user / org / client by your externalId or an identity lookup field, to its ownership id.",
-        PrincipalIn,
-        PrincipalOut,
-        ANY,
-        "POST",
-        "/principals/lookup",
-        _principal,
+        name="lookup_principal",
+        family="identity",
+        summary="Resolve a user / org / client by your externalId or an identity lookup field, to its ownership id.",
+        input=PrincipalIn,
+        output=PrincipalOut,
+        principals=ANY,
+        method="POST",
+        path="/principals/lookup",
+        run=_principal,
         read_only=True,
     )
 )
@@ -161,15 +161,15 @@ def _audit(s: IdentityServices, c: Caller, a: AuditIn, p: Progress) -> dict[str,
 
 declare(
     Operation(
-        "audit_query",
-        "identity",
-        "The context's audit trail, newest first: who called which tool on which object ids, and the outcome.",
-        AuditIn,
-        AuditOut,
-        MANAGEMENT,
-        "GET",
-        "/audit",
-        _audit,
+        name="audit_query",
+        family="identity",
+        summary="The context's audit trail, newest first: who called which tool on which object ids, and the outcome.",
+        input=AuditIn,
+        output=AuditOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/audit",
+        run=_audit,
         read_only=True,
     )
 )
@@ -196,15 +196,15 @@ def _verify(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str
 
 declare(
     Operation(
-        "audit_verify",
-        "identity",
-        "Check the context's audit trail's hash chain: an entry edited, removed or inserted is reported.",
-        OpInput,
-        VerifyOut,
-        MANAGEMENT,
-        "GET",
-        "/audit/verify",
-        _verify,
+        name="audit_verify",
+        family="identity",
+        summary="Check the context's audit trail's hash chain: an entry edited, removed or inserted is reported.",
+        input=OpInput,
+        output=VerifyOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/audit/verify",
+        run=_verify,
         read_only=True,
     )
 )
@@ -235,15 +235,15 @@ def _erase(s: IdentityServices, c: Caller, a: ErasureIn, p: Progress) -> dict[st
 
 declare(
     Operation(
-        "erasure_request",
-        "identity",
-        "Erase a subject (scope path or principal) everywhere, with a signed receipt; preview counts first.",
-        ErasureIn,
-        ErasureOut,
-        MANAGEMENT,
-        "POST",
-        "/erasures",
-        _erase,
+        name="erasure_request",
+        family="identity",
+        summary="Erase a subject (scope path or principal) everywhere, with a signed receipt; preview counts first.",
+        input=ErasureIn,
+        output=ErasureOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/erasures",
+        run=_erase,
     )
 )
 
@@ -265,15 +265,15 @@ def _export(s: IdentityServices, c: Caller, a: ExportIn, p: Progress) -> dict[st
 
 declare(
     Operation(
-        "subject_export",
-        "identity",
-        "Everything a subject owns, as stored, by pages (what an erasure of it would take).",
-        ExportIn,
-        ExportOut,
-        MANAGEMENT,
-        "POST",
-        "/exports",
-        _export,
+        name="subject_export",
+        family="identity",
+        summary="Everything a subject owns, as stored, by pages (what an erasure of it would take).",
+        input=ExportIn,
+        output=ExportOut,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/exports",
+        run=_export,
         read_only=True,
     )
 )
@@ -300,15 +300,15 @@ def _erasure_status(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress)
 
 declare(
     Operation(
-        "erasure_status",
-        "identity",
-        "An erasure request's progress, and its signed receipt when it is done.",
-        ErasureIdIn,
-        ErasureStatusOut,
-        MANAGEMENT,
-        "GET",
-        "/erasures/status",
-        _erasure_status,
+        name="erasure_status",
+        family="identity",
+        summary="An erasure request's progress, and its signed receipt when it is done.",
+        input=ErasureIdIn,
+        output=ErasureStatusOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/erasures/status",
+        run=_erasure_status,
         read_only=True,
     )
 )
@@ -329,15 +329,15 @@ def _erasure_verify(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress)
 
 declare(
     Operation(
-        "erasure_verify",
-        "identity",
-        "Look again everywhere for a finished erasure's subject, and check its receipt's signature.",
-        ErasureIdIn,
-        ErasureVerifyOut,
-        MANAGEMENT,
-        "GET",
-        "/erasures/verify",
-        _erasure_verify,
+        name="erasure_verify",
+        family="identity",
+        summary="Look again everywhere for a finished erasure's subject, and check its receipt's signature.",
+        input=ErasureIdIn,
+        output=ErasureVerifyOut,
+        principals=MANAGEMENT,
+        method="GET",
+        path="/erasures/verify",
+        run=_erasure_verify,
         read_only=True,
     )
 )

@@ -74,11 +74,30 @@ def _list_schemas(s: RecordsServices, c: Caller, a: SchemasIn, p: Progress) -> d
 
 
 declare_all(
-    Operation("schemas_create", "records", "Register or replace a record / document / identity schema.", SchemaIn,
-              Out, MANAGEMENT, "POST", "/schemas", _schema_create),
-    Operation("list_schemas", "records", "The record, document and identity types (filter by surface or name).",
-              SchemasIn, SchemasOut, ANY, "GET", "/schemas", _list_schemas, read_only=True),
-)  # fmt: skip
+    Operation(
+        name="schemas_create",
+        family="records",
+        summary="Register or replace a record / document / identity schema.",
+        input=SchemaIn,
+        output=Out,
+        principals=MANAGEMENT,
+        method="POST",
+        path="/schemas",
+        run=_schema_create,
+    ),
+    Operation(
+        name="list_schemas",
+        family="records",
+        summary="The record, document and identity types (filter by surface or name).",
+        input=SchemasIn,
+        output=SchemasOut,
+        principals=ANY,
+        method="GET",
+        path="/schemas",
+        run=_list_schemas,
+        read_only=True,
+    ),
+)
 
 # -- records -----------------------------------------------------------------------------------
 
@@ -174,18 +193,65 @@ def _query(s: RecordsServices, c: Caller, a: QueryIn, p: Progress) -> dict[str, 
 
 
 declare_all(
-    Operation("record_create", "records", "Create a typed record (idempotent by externalId).", CreateIn, RecordOut,
-              WRITERS, "POST", "/records", _create),
-    Operation("record_get", "records", "Fetch a record by id.", IdIn, RecordOut, ANY, "GET", "/records/{id}", _get,
-              read_only=True),
-    Operation("record_update", "records", "Update a record (payload validated again; optional expected version).",
-              UpdateIn, RecordOut, WRITERS, "PATCH", "/records/{id}", _update),
-    Operation("record_delete", "records", "Delete a record (its history stays).", DeleteIn, DeletedOut, WRITERS,
-              "DELETE", "/records/{id}", _delete),
-    Operation("record_query", "records", "Look up records by a field (exact / range / prefix) or list a type.",
-              QueryIn, QueryOut, ANY, "POST", "/records/lookup", _query, read_only=True,
-              mcp_limits={"limit": (3, 10)}),
-)  # fmt: skip
+    Operation(
+        name="record_create",
+        family="records",
+        summary="Create a typed record (idempotent by externalId).",
+        input=CreateIn,
+        output=RecordOut,
+        principals=WRITERS,
+        method="POST",
+        path="/records",
+        run=_create,
+    ),
+    Operation(
+        name="record_get",
+        family="records",
+        summary="Fetch a record by id.",
+        input=IdIn,
+        output=RecordOut,
+        principals=ANY,
+        method="GET",
+        path="/records/{id}",
+        run=_get,
+        read_only=True,
+    ),
+    Operation(
+        name="record_update",
+        family="records",
+        summary="Update a record (payload validated again; optional expected version).",
+        input=UpdateIn,
+        output=RecordOut,
+        principals=WRITERS,
+        method="PATCH",
+        path="/records/{id}",
+        run=_update,
+    ),
+    Operation(
+        name="record_delete",
+        family="records",
+        summary="Delete a record (its history stays).",
+        input=DeleteIn,
+        output=DeletedOut,
+        principals=WRITERS,
+        method="DELETE",
+        path="/records/{id}",
+        run=_delete,
+    ),
+    Operation(
+        name="record_query",
+        family="records",
+        summary="Look up records by a field (exact / range / prefix) or list a type.",
+        input=QueryIn,
+        output=QueryOut,
+        principals=ANY,
+        method="POST",
+        path="/records/lookup",
+        run=_query,
+        read_only=True,
+        mcp_limits={"limit": (3, 10)},
+    ),
+)
 
 
 class HistoryIn(OpInput):
@@ -207,6 +273,16 @@ def _history(s: RecordsServices, c: Caller, a: HistoryIn, p: Progress) -> dict[s
 
 
 declare(
-    Operation("version_history", "records", "A record's or document's changes, newest first, with actor and diff.",
-              HistoryIn, HistoryOut, ANY, "GET", "/history/{id}", _history, read_only=True)
-)  # fmt: skip
+    Operation(
+        name="version_history",
+        family="records",
+        summary="A record's or document's changes, newest first, with actor and diff.",
+        input=HistoryIn,
+        output=HistoryOut,
+        principals=ANY,
+        method="GET",
+        path="/history/{id}",
+        run=_history,
+        read_only=True,
+    )
+)

@@ -33,15 +33,15 @@ def _doc_get(s: KnowledgeServices, c: Caller, a: DocGetIn, p: Progress) -> dict[
 
 declare(
     Operation(
-        "document_get",
-        "knowledge",
-        "Fetch a document: metadata, status, optional text and download URL.",
-        DocGetIn,
-        Out,
-        ANY,
-        "GET",
-        "/documents/{id}",
-        _doc_get,
+        name="document_get",
+        family="knowledge",
+        summary="Fetch a document: metadata, status, optional text and download URL.",
+        input=DocGetIn,
+        output=Out,
+        principals=ANY,
+        method="GET",
+        path="/documents/{id}",
+        run=_doc_get,
         read_only=True,
     )
 )
@@ -58,15 +58,15 @@ def _chunks(s: KnowledgeServices, c: Caller, a: ChunksIn, p: Progress) -> dict[s
 
 declare(
     Operation(
-        "document_chunks",
-        "knowledge",
-        "List a document's chunks (paginated).",
-        ChunksIn,
-        Out,
-        ANY,
-        "GET",
-        "/documents/{id}/chunks",
-        _chunks,
+        name="document_chunks",
+        family="knowledge",
+        summary="List a document's chunks (paginated).",
+        input=ChunksIn,
+        output=Out,
+        principals=ANY,
+        method="GET",
+        path="/documents/{id}/chunks",
+        run=_chunks,
         read_only=True,
     )
 )
@@ -96,15 +96,15 @@ def _doc_update(s: KnowledgeServices, c: Caller, a: DocUpdateIn, p: Progress) ->
 
 declare(
     Operation(
-        "document_update",
-        "knowledge",
-        "Update a document (new version; re-indexes only it).",
-        DocUpdateIn,
-        Out,
-        WRITERS,
-        "PATCH",
-        "/documents/{id}",
-        _doc_update,
+        name="document_update",
+        family="knowledge",
+        summary="Update a document (new version; re-indexes only it).",
+        input=DocUpdateIn,
+        output=Out,
+        principals=WRITERS,
+        method="PATCH",
+        path="/documents/{id}",
+        run=_doc_update,
     )
 )
 
@@ -115,15 +115,15 @@ def _doc_delete(s: KnowledgeServices, c: Caller, a: DocIdIn, p: Progress) -> dic
 
 declare(
     Operation(
-        "document_delete",
-        "knowledge",
-        "Delete a document; it leaves search at once.",
-        DocIdIn,
-        Out,
-        WRITERS,
-        "DELETE",
-        "/documents/{id}",
-        _doc_delete,
+        name="document_delete",
+        family="knowledge",
+        summary="Delete a document; it leaves search at once.",
+        input=DocIdIn,
+        output=Out,
+        principals=WRITERS,
+        method="DELETE",
+        path="/documents/{id}",
+        run=_doc_delete,
     )
 )
 
@@ -221,15 +221,15 @@ def _doc_query(s: KnowledgeServices, c: Caller, a: DocQueryIn, p: Progress) -> d
 
 declare(
     Operation(
-        "document_query",
-        "knowledge",
-        "Look up documents (exact / range / prefix on a field), paginated.",
-        DocQueryIn,
-        Out,
-        ANY,
-        "POST",
-        "/documents/lookup",
-        _doc_query,
+        name="document_query",
+        family="knowledge",
+        summary="Look up documents (exact / range / prefix on a field), paginated.",
+        input=DocQueryIn,
+        output=Out,
+        principals=ANY,
+        method="POST",
+        path="/documents/lookup",
+        run=_doc_query,
         read_only=True,
     )
 )

@@ -75,15 +75,15 @@ def _upload(s: KnowledgeServices, c: Caller, a: UploadIn, p: Progress) -> dict[s
 
 declare(
     Operation(
-        "document_upload",
-        "knowledge",
-        "Upload a file (base64): PDF, DOCX, HTML, Markdown, text.",
-        UploadIn,
-        UploadOut,
-        WRITERS,
-        "POST",
-        "/documents",
-        _upload,
+        name="document_upload",
+        family="knowledge",
+        summary="Upload a file (base64): PDF, DOCX, HTML, Markdown, text.",
+        input=UploadIn,
+        output=UploadOut,
+        principals=WRITERS,
+        method="POST",
+        path="/documents",
+        run=_upload,
     )
 )
 
@@ -133,15 +133,15 @@ def _ingest(s: KnowledgeServices, c: Caller, a: IngestIn, p: Progress) -> dict[s
 
 declare(
     Operation(
-        "knowledge_ingest",
-        "knowledge",
-        "Ingest a text document into a collection.",
-        IngestIn,
-        IngestOut,
-        WRITERS,
-        "POST",
-        "/knowledge/ingest",
-        _ingest,
+        name="knowledge_ingest",
+        family="knowledge",
+        summary="Ingest a text document into a collection.",
+        input=IngestIn,
+        output=IngestOut,
+        principals=WRITERS,
+        method="POST",
+        path="/knowledge/ingest",
+        run=_ingest,
     )
 )
 
@@ -174,15 +174,15 @@ def _bulk(s: KnowledgeServices, c: Caller, a: BulkIn, p: Progress) -> dict[str, 
 
 declare(
     Operation(
-        "knowledge_bulk_ingest",
-        "knowledge",
-        "Ingest many text documents; errors reported per document.",
-        BulkIn,
-        BulkOut,
-        WRITERS,
-        "POST",
-        "/knowledge/bulk",
-        _bulk,
+        name="knowledge_bulk_ingest",
+        family="knowledge",
+        summary="Ingest many text documents; errors reported per document.",
+        input=BulkIn,
+        output=BulkOut,
+        principals=WRITERS,
+        method="POST",
+        path="/knowledge/bulk",
+        run=_bulk,
     )
 )
 
@@ -255,14 +255,14 @@ def _doc_ingest(s: KnowledgeServices, c: Caller, a: DocIngestIn, p: Progress) ->
 
 declare(
     Operation(
-        "document_ingest",
-        "knowledge",
-        "Create a document from text (or filePath on stdio); idempotent by externalId.",
-        DocIngestIn,
-        UploadOut,
-        WRITERS,
-        "POST",
-        "/documents/ingest",
-        _doc_ingest,
+        name="document_ingest",
+        family="knowledge",
+        summary="Create a document from text (or filePath on stdio); idempotent by externalId.",
+        input=DocIngestIn,
+        output=UploadOut,
+        principals=WRITERS,
+        method="POST",
+        path="/documents/ingest",
+        run=_doc_ingest,
     )
 )

@@ -93,15 +93,15 @@ def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[s
 
 declare(
     Operation(
-        "knowledge_search",
-        "knowledge",
-        "Search documents (hybrid, vector, bm25): each document's best passage first, then more, up to k.",
-        SearchIn,
-        Out,
-        ANY,
-        "POST",
-        "/query",
-        _search,
+        name="knowledge_search",
+        family="knowledge",
+        summary="Search documents (hybrid, vector, bm25): each document's best passage first, then more, up to k.",
+        input=SearchIn,
+        output=Out,
+        principals=ANY,
+        method="POST",
+        path="/query",
+        run=_search,
         read_only=True,
         also=("/documents/query",),
     )
@@ -201,13 +201,34 @@ def _rag(s: KnowledgeServices, c: Caller, a: RagIn, p: Progress) -> dict[str, An
 
 
 declare_all(
-    Operation("hybrid_search", "knowledge", "Keyword + dense search: documents (a hit each) and records (Vectros' "
-              "arguments), or code (Agrama's).",
-              HybridIn, Out, ANY, "POST", "/search", _hybrid_search, read_only=True, mcp_limits={"limit": (3, 10)},
-              mcp_limits_unless=AGRAMA_ARGS),
-    Operation("rag_ask", "knowledge", "Answer a question from the indexed corpus, with citations.",
-              RagIn, AnswerOut, ANY, "POST", "/ask", _rag, read_only=True, mcp_limits={"limit": (5, 10)}),
-)  # fmt: skip
+    Operation(
+        name="hybrid_search",
+        family="knowledge",
+        summary="Keyword + dense search: documents (a hit each) and records (Vectros' arguments), or code (Agrama's).",
+        input=HybridIn,
+        output=Out,
+        principals=ANY,
+        method="POST",
+        path="/search",
+        run=_hybrid_search,
+        read_only=True,
+        mcp_limits={"limit": (3, 10)},
+        mcp_limits_unless=AGRAMA_ARGS,
+    ),
+    Operation(
+        name="rag_ask",
+        family="knowledge",
+        summary="Answer a question from the indexed corpus, with citations.",
+        input=RagIn,
+        output=AnswerOut,
+        principals=ANY,
+        method="POST",
+        path="/ask",
+        run=_rag,
+        read_only=True,
+        mcp_limits={"limit": (5, 10)},
+    ),
+)
 
 
 class DocAskIn(DocIdIn):
@@ -224,15 +245,15 @@ def _doc_ask(s: KnowledgeServices, c: Caller, a: DocAskIn, p: Progress) -> dict[
 
 declare(
     Operation(
-        "document_ask",
-        "knowledge",
-        "Answer a question from one document, with citations.",
-        DocAskIn,
-        AnswerOut,
-        ANY,
-        "POST",
-        "/documents/{id}/ask",
-        _doc_ask,
+        name="document_ask",
+        family="knowledge",
+        summary="Answer a question from one document, with citations.",
+        input=DocAskIn,
+        output=AnswerOut,
+        principals=ANY,
+        method="POST",
+        path="/documents/{id}/ask",
+        run=_doc_ask,
         read_only=True,
     )
 )
@@ -264,15 +285,15 @@ def _get(s: KnowledgeServices, c: Caller, a: GetIn, p: Progress) -> dict[str, An
 
 declare(
     Operation(
-        "knowledge_get",
-        "knowledge",
-        "Fetch a document, a chunk, a chunk list or a knowledge node by id.",
-        GetIn,
-        Out,
-        ANY,
-        "POST",
-        "/knowledge/get",
-        _get,
+        name="knowledge_get",
+        family="knowledge",
+        summary="Fetch a document, a chunk, a chunk list or a knowledge node by id.",
+        input=GetIn,
+        output=Out,
+        principals=ANY,
+        method="POST",
+        path="/knowledge/get",
+        run=_get,
         read_only=True,
     )
 )
