@@ -33,8 +33,8 @@ class GetOut(BaseModel):
     run_id: str | None = None
 
 
-def _get(s: ContextServices, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]:
-    return s.workctx.get(c, a.key, a.run_id)
+def _get(services: ContextServices, caller: Caller, args: GetIn, progress: Progress) -> dict[str, Any]:
+    return services.workctx.get(caller, args.key, args.run_id)
 
 
 declare(
@@ -67,8 +67,8 @@ class SetOut(BaseModel):
     expires_at: str | None
 
 
-def _set(s: ContextServices, c: Caller, a: SetIn, p: Progress) -> dict[str, Any]:
-    return s.workctx.set(c, a.key, a.value, a.ttl_seconds, a.run_id, a.expected_version)
+def _set(services: ContextServices, caller: Caller, args: SetIn, progress: Progress) -> dict[str, Any]:
+    return services.workctx.set(caller, args.key, args.value, args.ttl_seconds, args.run_id, args.expected_version)
 
 
 declare(
@@ -100,8 +100,8 @@ class MergeOut(BaseModel):
     merged_keys: list[str]
 
 
-def _merge(s: ContextServices, c: Caller, a: MergeIn, p: Progress) -> dict[str, Any]:
-    return s.workctx.merge(c, a.key, a.value, a.strategy, a.run_id, a.expected_version)
+def _merge(services: ContextServices, caller: Caller, args: MergeIn, progress: Progress) -> dict[str, Any]:
+    return services.workctx.merge(caller, args.key, args.value, args.strategy, args.run_id, args.expected_version)
 
 
 declare(
@@ -136,8 +136,8 @@ class ListOut(BaseModel):
     has_more: bool
 
 
-def _list(s: ContextServices, c: Caller, a: ListIn, p: Progress) -> dict[str, Any]:
-    return s.workctx.keys(c, a.prefix, a.run_id, a.limit)
+def _list(services: ContextServices, caller: Caller, args: ListIn, progress: Progress) -> dict[str, Any]:
+    return services.workctx.keys(caller, args.prefix, args.run_id, args.limit)
 
 
 declare(
@@ -174,8 +174,8 @@ class HistoryOut(BaseModel):
     versions: list[VersionOut]
 
 
-def _history(s: ContextServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
-    return s.workctx.history(c, a.key, a.run_id, a.limit)
+def _history(services: ContextServices, caller: Caller, args: HistoryIn, progress: Progress) -> dict[str, Any]:
+    return services.workctx.history(caller, args.key, args.run_id, args.limit)
 
 
 declare(

@@ -32,9 +32,9 @@ class AppendOut(BaseModel):
     created_at: str
 
 
-def _append(s: ConversationServices, c: Caller, a: AppendIn, p: Progress) -> dict[str, Any]:
-    return s.conversation.append(
-        c, a.thread_id, a.role, a.content, a.metadata, a.namespace, extract_facts=a.extract_facts
+def _append(services: ConversationServices, caller: Caller, args: AppendIn, progress: Progress) -> dict[str, Any]:
+    return services.conversation.append(
+        caller, args.thread_id, args.role, args.content, args.metadata, args.namespace, extract_facts=args.extract_facts
     )
 
 
@@ -77,8 +77,10 @@ class HistoryOut(BaseModel):
     has_more: bool
 
 
-def _history(s: ConversationServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
-    return s.conversation.history(c, a.thread_id, a.limit, a.before, a.after, a.include_compressed, a.namespace)
+def _history(services: ConversationServices, caller: Caller, args: HistoryIn, progress: Progress) -> dict[str, Any]:
+    return services.conversation.history(
+        caller, args.thread_id, args.limit, args.before, args.after, args.include_compressed, args.namespace
+    )
 
 
 declare(
@@ -123,10 +125,14 @@ class SearchOut(BaseModel):
     time: dict[str, str | None] | None = Field(None, description="how the query's time words were read")
 
 
-def _search(s: ConversationServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
-    rest, window = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until))
-    query = a.query if window is not None and window.soft else rest  # a preference's words stay searched
-    found = s.conversation.search(c, query, a.thread_id, a.namespace, a.limit, a.threshold, window)
+def _search(services: ConversationServices, caller: Caller, args: SearchIn, progress: Progress) -> dict[str, Any]:
+    rest, window = window_of(
+        args.query, services.root.clock.now(), args.timezone, parse_time(args.since), parse_time(args.until)
+    )
+    query = args.query if window is not None and window.soft else rest  # a preference's words stay searched
+    found = services.conversation.search(
+        caller, query, args.thread_id, args.namespace, args.limit, args.threshold, window
+    )
     return found if window is None else dict(found, time=window.said())
 
 
@@ -159,8 +165,8 @@ class SummarizeOut(BaseModel):
     compressed_count: int
 
 
-def _summarize(s: ConversationServices, c: Caller, a: SummarizeIn, p: Progress) -> dict[str, Any]:
-    return s.conversation.summarize(c, a.thread_id, a.keep_recent, a.namespace)
+def _summarize(services: ConversationServices, caller: Caller, args: SummarizeIn, progress: Progress) -> dict[str, Any]:
+    return services.conversation.summarize(caller, args.thread_id, args.keep_recent, args.namespace)
 
 
 declare(

@@ -44,8 +44,8 @@ class QueryOut(BaseModel):
     entity: EntityOut
 
 
-def _query(s: EntitiesServices, c: Caller, a: QueryIn, p: Progress) -> dict[str, Any]:
-    return s.entities.query(c, a.name, a.type)
+def _query(services: EntitiesServices, caller: Caller, args: QueryIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.query(caller, args.name, args.type)
 
 
 declare(
@@ -83,8 +83,8 @@ class SearchOut(BaseModel):
     results: list[FoundOut]
 
 
-def _search(s: EntitiesServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
-    return s.entities.search(c, a.query, a.type, a.limit)
+def _search(services: EntitiesServices, caller: Caller, args: SearchIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.search(caller, args.query, args.type, args.limit)
 
 
 declare(
@@ -129,8 +129,10 @@ class RelationshipsOut(BaseModel):
     relationships: list[RelationshipOut]
 
 
-def _relationships(s: EntitiesServices, c: Caller, a: RelationshipsIn, p: Progress) -> dict[str, Any]:
-    return s.entities.relationships(c, a.entity_id, a.direction, a.type)
+def _relationships(
+    services: EntitiesServices, caller: Caller, args: RelationshipsIn, progress: Progress
+) -> dict[str, Any]:
+    return services.entities.relationships(caller, args.entity_id, args.direction, args.type)
 
 
 declare(
@@ -161,8 +163,8 @@ class UpdateOut(BaseModel):
     updated_fields: list[str]
 
 
-def _update(s: EntitiesServices, c: Caller, a: UpdateIn, p: Progress) -> dict[str, Any]:
-    return s.entities.update(c, a.entity_id, a.name, a.description, a.metadata)
+def _update(services: EntitiesServices, caller: Caller, args: UpdateIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.update(caller, args.entity_id, args.name, args.description, args.metadata)
 
 
 declare(
@@ -192,8 +194,8 @@ class MergeOut(BaseModel):
     relationships_transferred: int
 
 
-def _merge(s: EntitiesServices, c: Caller, a: MergeIn, p: Progress) -> dict[str, Any]:
-    return s.entities.merge(c, a.keep_id, a.remove_id)
+def _merge(services: EntitiesServices, caller: Caller, args: MergeIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.merge(caller, args.keep_id, args.remove_id)
 
 
 declare(
@@ -231,8 +233,8 @@ class ListOut(BaseModel):
     has_more: bool
 
 
-def _list(s: EntitiesServices, c: Caller, a: ListIn, p: Progress) -> dict[str, Any]:
-    return s.entities.list(c, a.type, a.sort, a.limit, a.offset)
+def _list(services: EntitiesServices, caller: Caller, args: ListIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.list(caller, args.type, args.sort, args.limit, args.offset)
 
 
 declare(
@@ -270,8 +272,8 @@ class GraphOut(BaseModel):
     total_entities: int
 
 
-def _graph(s: EntitiesServices, c: Caller, a: GraphIn, p: Progress) -> dict[str, Any]:
-    return s.entities.graph(c, a.type, a.limit)
+def _graph(services: EntitiesServices, caller: Caller, args: GraphIn, progress: Progress) -> dict[str, Any]:
+    return services.entities.graph(caller, args.type, args.limit)
 
 
 declare(

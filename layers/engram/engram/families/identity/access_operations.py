@@ -42,23 +42,23 @@ class IssuersOut(BaseModel):
     issuers: list[IssuerOut]
 
 
-def _trust(s: IdentityServices, c: Caller, a: TrustIn, p: Progress) -> dict[str, Any]:
-    allowed = s.root.settings.oauth_allowed_issuers
-    policy = s.identity.trust_issuer(c, a.model_dump(exclude={"context_id"}), allowed=allowed)
+def _trust(services: IdentityServices, caller: Caller, args: TrustIn, progress: Progress) -> dict[str, Any]:
+    allowed = services.root.settings.oauth_allowed_issuers
+    policy = services.identity.trust_issuer(caller, args.model_dump(exclude={"context_id"}), allowed=allowed)
     return {"issuers": [policy.model_dump()]}
 
 
-def _issuers(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
-    return {"issuers": [i.model_dump() for i in s.identity.trusted(c)]}
+def _issuers(services: IdentityServices, caller: Caller, args: OpInput, progress: Progress) -> dict[str, Any]:
+    return {"issuers": [i.model_dump() for i in services.identity.trusted(caller)]}
 
 
 class DistrustIn(OpInput):
     issuer: str = Field(..., max_length=512)
 
 
-def _distrust(s: IdentityServices, c: Caller, a: DistrustIn, p: Progress) -> dict[str, Any]:
-    s.identity.distrust_issuer(c, a.issuer)
-    return _issuers(s, c, a, p)
+def _distrust(services: IdentityServices, caller: Caller, args: DistrustIn, progress: Progress) -> dict[str, Any]:
+    services.identity.distrust_issuer(caller, args.issuer)
+    return _issuers(services, caller, args, progress)
 
 
 declare(
@@ -237,13 +237,15 @@ class UsageOut(BaseModel):
     quotas: QuotaOut
 
 
-def _usage(s: IdentityServices, c: Caller, a: UsageIn, p: Progress) -> dict[str, Any]:
-    now = s.root.clock.now()
-    since, until = parse_time(a.since) or now - timedelta(days=7), parse_time(a.until) or now
-    keys = s.identity.governed(c)
-    quotas = _quota_read(s, c, a.key_id, keys)  # first: another region's key is refused before its calls are read
-    rows = s.audit.usage(c.context_id, since, until, a.key_id, a.tool, keys)
-    return {"context_id": c.context_id, "since": iso(since), "until": iso(until), "rows": rows, "quotas": quotas}
+def _usage(services: IdentityServices, caller: Caller, args: UsageIn, progress: Progress) -> dict[str, Any]:
+    now = services.root.clock.now()
+    since, until = parse_time(args.since) or now - timedelta(days=7), parse_time(args.until) or now
+    keys = services.identity.governed(caller)
+    quotas = _quota_read(
+        services, caller, args.key_id, keys
+    )  # first: another region's key is refused before its calls are read
+    rows = services.audit.usage(caller.context_id, since, until, args.key_id, args.tool, keys)
+    return {"context_id": caller.context_id, "since": iso(since), "until": iso(until), "rows": rows, "quotas": quotas}
 
 
 declare(
@@ -285,16 +287,22 @@ class TransferIdIn(OpInput):
     transfer_id: str = Field(..., min_length=1, max_length=64)
 
 
-def _context_export(s: IdentityServices, c: Caller, a: ContextExportIn, p: Progress) -> dict[str, Any]:
-    return s.transfers.export(c, a.audit)
+def _context_export(
+    services: IdentityServices, caller: Caller, args: ContextExportIn, progress: Progress
+) -> dict[str, Any]:
+    return services.transfers.export(caller, args.audit)
 
 
-def _context_import(s: IdentityServices, c: Caller, a: ContextImportIn, p: Progress) -> dict[str, Any]:
-    return s.transfers.import_(c, a.transfer_id, a.bytes_base64)
+def _context_import(
+    services: IdentityServices, caller: Caller, args: ContextImportIn, progress: Progress
+) -> dict[str, Any]:
+    return services.transfers.import_(caller, args.transfer_id, args.bytes_base64)
 
 
-def _transfer_status(s: IdentityServices, c: Caller, a: TransferIdIn, p: Progress) -> dict[str, Any]:
-    return s.transfers.status(c, a.transfer_id)
+def _transfer_status(
+    services: IdentityServices, caller: Caller, args: TransferIdIn, progress: Progress
+) -> dict[str, Any]:
+    return services.transfers.status(caller, args.transfer_id)
 
 
 declare(

@@ -20,8 +20,8 @@ class ScopesOut(BaseModel):
     registered: list[str]
 
 
-def _scopes(s: IdentityServices, c: Caller, a: ScopesIn, p: Progress) -> dict[str, Any]:
-    return {"registered": s.identity.register_scopes(c.context_id, a.paths, c.actor, caller=c)}
+def _scopes(services: IdentityServices, caller: Caller, args: ScopesIn, progress: Progress) -> dict[str, Any]:
+    return {"registered": services.identity.register_scopes(caller.context_id, args.paths, caller.actor, caller=caller)}
 
 
 declare(
@@ -48,15 +48,15 @@ class IdentityOut(BaseModel):
     receipt_public_key: str  # the Ed25519 key (base64url) erasure receipts are signed with
 
 
-def _whoami(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
-    pr = c.principal
+def _whoami(services: IdentityServices, caller: Caller, args: OpInput, progress: Progress) -> dict[str, Any]:
+    pr = caller.principal
     return {
         "key_id": pr.key_id,
         "principal": pr.role,
-        "context_id": c.context_id,
+        "context_id": caller.context_id,
         "contexts": list(pr.contexts),
         "grant": list(pr.grant),
-        "receipt_public_key": s.erasure.public_key(),
+        "receipt_public_key": services.erasure.public_key(),
     }
 
 
@@ -100,8 +100,8 @@ class PrincipalOut(BaseModel):
     path: str
 
 
-def _principal(s: IdentityServices, c: Caller, a: PrincipalIn, p: Progress) -> dict[str, Any]:
-    return s.principals.lookup(c, a.externalId, a.type, a.field, a.value)
+def _principal(services: IdentityServices, caller: Caller, args: PrincipalIn, progress: Progress) -> dict[str, Any]:
+    return services.principals.lookup(caller, args.externalId, args.type, args.field, args.value)
 
 
 declare(
@@ -150,10 +150,20 @@ class AuditOut(BaseModel):
     scanned: int | None = Field(description="entries looked at (the context's manager only: null for a narrower one)")
 
 
-def _audit(s: IdentityServices, c: Caller, a: AuditIn, p: Progress) -> dict[str, Any]:
-    keys = s.identity.governed(c)
-    page = s.audit.query(c.context_id, a.since, a.until, a.principal, a.key_id, a.tool, a.object_id, a.cursor, a.limit,
-                         keys)  # fmt: skip
+def _audit(services: IdentityServices, caller: Caller, args: AuditIn, progress: Progress) -> dict[str, Any]:
+    keys = services.identity.governed(caller)
+    page = services.audit.query(
+        caller.context_id,
+        args.since,
+        args.until,
+        args.principal,
+        args.key_id,
+        args.tool,
+        args.object_id,
+        args.cursor,
+        args.limit,
+        keys,
+    )
     if keys is not None:  # how many entries the page looked at counts everyone's calls
         page["scanned"] = None
     return page
@@ -184,9 +194,11 @@ class VerifyOut(BaseModel):
     problems: list[dict[str, Any]]
 
 
-def _verify(s: IdentityServices, c: Caller, a: OpInput, p: Progress) -> dict[str, Any]:
-    report = s.audit.verify(c.context_id)
-    if not s.identity.governs(c, None):  # a narrower manager: whether the chain holds, not the context's volume
+def _verify(services: IdentityServices, caller: Caller, args: OpInput, progress: Progress) -> dict[str, Any]:
+    report = services.audit.verify(caller.context_id)
+    if not services.identity.governs(
+        caller, None
+    ):  # a narrower manager: whether the chain holds, not the context's volume
         found = (
             [{"problem": "the chain does not hold (the context's manager sees where)"}] if report["problems"] else []
         )
@@ -229,8 +241,10 @@ class ErasureOut(BaseModel):
     preview: bool
 
 
-def _erase(s: IdentityServices, c: Caller, a: ErasureIn, p: Progress) -> dict[str, Any]:
-    return s.erasure.request(c, s.erasure.subject(c, a.scope, a.externalId, a.ids), a.preview)
+def _erase(services: IdentityServices, caller: Caller, args: ErasureIn, progress: Progress) -> dict[str, Any]:
+    return services.erasure.request(
+        caller, services.erasure.subject(caller, args.scope, args.externalId, args.ids), args.preview
+    )
 
 
 declare(
@@ -259,8 +273,10 @@ class ExportOut(BaseModel):
     cursor: str | None
 
 
-def _export(s: IdentityServices, c: Caller, a: ExportIn, p: Progress) -> dict[str, Any]:
-    return s.subject_access.export(c, s.erasure.subject(c, a.scope, a.externalId, a.ids), a.cursor, a.limit)
+def _export(services: IdentityServices, caller: Caller, args: ExportIn, progress: Progress) -> dict[str, Any]:
+    return services.subject_access.export(
+        caller, services.erasure.subject(caller, args.scope, args.externalId, args.ids), args.cursor, args.limit
+    )
 
 
 declare(
@@ -294,8 +310,10 @@ class ErasureStatusOut(BaseModel):
     last_error: str | None = None  # why the last run did not finish (the job is tried again)
 
 
-def _erasure_status(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
-    return s.erasure.status(c, a.request_id)
+def _erasure_status(
+    services: IdentityServices, caller: Caller, args: ErasureIdIn, progress: Progress
+) -> dict[str, Any]:
+    return services.erasure.status(caller, args.request_id)
 
 
 declare(
@@ -323,8 +341,10 @@ class ErasureVerifyOut(BaseModel):
     receipt_check: str
 
 
-def _erasure_verify(s: IdentityServices, c: Caller, a: ErasureIdIn, p: Progress) -> dict[str, Any]:
-    return s.erasure.verify(c, a.request_id)
+def _erasure_verify(
+    services: IdentityServices, caller: Caller, args: ErasureIdIn, progress: Progress
+) -> dict[str, Any]:
+    return services.erasure.verify(caller, args.request_id)
 
 
 declare(

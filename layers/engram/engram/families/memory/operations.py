@@ -73,8 +73,8 @@ def _turn(a: StoreIn | TurnIn, now: datetime) -> Turn:
     return Turn(a.content, a.role, a.session_id, parse_time(a.said_at), a.metadata, expires)
 
 
-def _store(s: MemoryServices, c: Caller, a: StoreIn, p: Progress) -> dict[str, Any]:
-    return s.memory.store(c, _turn(a, s.memory.clock.now()), a.scopes)
+def _store(services: MemoryServices, caller: Caller, args: StoreIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.store(caller, _turn(args, services.memory.clock.now()), args.scopes)
 
 
 declare(
@@ -113,8 +113,12 @@ class BatchOut(BaseModel):
     traceId: str = ""
 
 
-def _batch(s: MemoryServices, c: Caller, a: BatchIn, p: Progress) -> dict[str, Any]:
-    return {"results": s.memory.store_many(c, [_turn(t, s.memory.clock.now()) for t in a.turns], a.scopes)}
+def _batch(services: MemoryServices, caller: Caller, args: BatchIn, progress: Progress) -> dict[str, Any]:
+    return {
+        "results": services.memory.store_many(
+            caller, [_turn(t, services.memory.clock.now()) for t in args.turns], args.scopes
+        )
+    }
 
 
 declare(
@@ -171,9 +175,18 @@ class RecallOut(BaseModel):
     time: TimeRead | None = None
 
 
-def _recall(s: MemoryServices, c: Caller, a: RecallIn, p: Progress) -> dict[str, Any]:
-    return s.memory.recall_said(c, validate_query(a.query), a.k, a.lens, parse_time(a.as_of), a.mode,
-                                parse_time(a.since), parse_time(a.until), a.timezone)  # fmt: skip
+def _recall(services: MemoryServices, caller: Caller, args: RecallIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.recall_said(
+        caller,
+        validate_query(args.query),
+        args.k,
+        args.lens,
+        parse_time(args.as_of),
+        args.mode,
+        parse_time(args.since),
+        parse_time(args.until),
+        args.timezone,
+    )
 
 
 declare(
@@ -205,8 +218,8 @@ class ReflectOut(BaseModel):
     traceId: str = ""
 
 
-def _reflect(s: MemoryServices, c: Caller, a: ReflectIn, p: Progress) -> dict[str, Any]:
-    return s.memory.reflect(c, validate_query(a.query), a.persist, a.lens, p)
+def _reflect(services: MemoryServices, caller: Caller, args: ReflectIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.reflect(caller, validate_query(args.query), args.persist, args.lens, progress)
 
 
 declare(
@@ -236,8 +249,8 @@ class ProfileOut(BaseModel):
     experiential: list[dict[str, Any]] = []
 
 
-def _profile(s: MemoryServices, c: Caller, a: ProfileIn, p: Progress) -> dict[str, Any]:
-    return s.memory.profile(c, a.scopes)
+def _profile(services: MemoryServices, caller: Caller, args: ProfileIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.profile(caller, args.scopes)
 
 
 class TimelineIn(OpInput):
@@ -251,8 +264,8 @@ class TimelineOut(BaseModel):
     total: int
 
 
-def _timeline(s: MemoryServices, c: Caller, a: TimelineIn, p: Progress) -> dict[str, Any]:
-    return s.memory.timeline(c, a.subject, a.key, a.limit)
+def _timeline(services: MemoryServices, caller: Caller, args: TimelineIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.timeline(caller, args.subject, args.key, args.limit)
 
 
 declare(
@@ -298,8 +311,8 @@ class ForgetOut(BaseModel):
     traceId: str = ""
 
 
-def _forget(s: MemoryServices, c: Caller, a: ForgetIn, p: Progress) -> dict[str, Any]:
-    return s.memory.forget(c, validate_query(a.query), a.scopes)
+def _forget(services: MemoryServices, caller: Caller, args: ForgetIn, progress: Progress) -> dict[str, Any]:
+    return services.memory.forget(caller, validate_query(args.query), args.scopes)
 
 
 declare(
@@ -357,37 +370,37 @@ class ReconstructIn(SessionsIn):
     keep_newest: bool = True
 
 
-def _c_recall(s: MemoryServices, c: Caller, a: CRecallIn, p: Progress) -> str:
-    return s.causantic.recall(c, validate_query(a.query), a.range, a.project)
+def _c_recall(services: MemoryServices, caller: Caller, args: CRecallIn, progress: Progress) -> str:
+    return services.causantic.recall(caller, validate_query(args.query), args.range, args.project)
 
 
-def _explain(s: MemoryServices, c: Caller, a: ExplainIn, p: Progress) -> str:
-    return s.causantic.recall(c, validate_query(a.topic), a.range, a.project)
+def _explain(services: MemoryServices, caller: Caller, args: ExplainIn, progress: Progress) -> str:
+    return services.causantic.recall(caller, validate_query(args.topic), args.range, args.project)
 
 
-def _predict(s: MemoryServices, c: Caller, a: PredictIn, p: Progress) -> str:
-    return s.causantic.predict(c, validate_query(a.context), a.project)
+def _predict(services: MemoryServices, caller: Caller, args: PredictIn, progress: Progress) -> str:
+    return services.causantic.predict(caller, validate_query(args.context), args.project)
 
 
-def _projects(s: MemoryServices, c: Caller, a: NoArgs, p: Progress) -> str:
-    return s.causantic.list_projects(c)
+def _projects(services: MemoryServices, caller: Caller, args: NoArgs, progress: Progress) -> str:
+    return services.causantic.list_projects(caller)
 
 
-def _sessions(s: MemoryServices, c: Caller, a: SessionsIn, p: Progress) -> str:
-    return s.causantic.list_sessions(c, a.project, a.from_, a.to, a.days_back)
+def _sessions(services: MemoryServices, caller: Caller, args: SessionsIn, progress: Progress) -> str:
+    return services.causantic.list_sessions(caller, args.project, args.from_, args.to, args.days_back)
 
 
-def _reconstruct(s: MemoryServices, c: Caller, a: ReconstructIn, p: Progress) -> str:
-    return s.causantic.reconstruct(
-        c,
-        a.project,
-        a.session_id,
-        a.from_,
-        a.to,
-        a.days_back,
-        a.previous_session,
-        a.current_session_id,
-        a.keep_newest,
+def _reconstruct(services: MemoryServices, caller: Caller, args: ReconstructIn, progress: Progress) -> str:
+    return services.causantic.reconstruct(
+        caller,
+        args.project,
+        args.session_id,
+        args.from_,
+        args.to,
+        args.days_back,
+        args.previous_session,
+        args.current_session_id,
+        args.keep_newest,
     )
 
 

@@ -53,11 +53,19 @@ class SchemaIn(OpInput):
     description: str = Field("", max_length=1000)
 
 
-def _schema_create(s: RecordsServices, c: Caller, a: SchemaIn, p: Progress) -> dict[str, Any]:
-    return s.schemas.create(
-        c.context_id, c.actor, a.type, a.surface, a.jsonSchema, [f.model_dump() for f in a.lookupFields], a.indexMode,
-        a.principalType, a.description, c,
-    )  # fmt: skip
+def _schema_create(services: RecordsServices, caller: Caller, args: SchemaIn, progress: Progress) -> dict[str, Any]:
+    return services.schemas.create(
+        caller.context_id,
+        caller.actor,
+        args.type,
+        args.surface,
+        args.jsonSchema,
+        [f.model_dump() for f in args.lookupFields],
+        args.indexMode,
+        args.principalType,
+        args.description,
+        caller,
+    )
 
 
 class SchemasIn(OpInput):
@@ -69,8 +77,8 @@ class SchemasOut(BaseModel):
     schemas: list[dict[str, Any]]
 
 
-def _list_schemas(s: RecordsServices, c: Caller, a: SchemasIn, p: Progress) -> dict[str, Any]:
-    return s.schemas.catalog(c, a.surface, a.type)
+def _list_schemas(services: RecordsServices, caller: Caller, args: SchemasIn, progress: Progress) -> dict[str, Any]:
+    return services.schemas.catalog(caller, args.surface, args.type)
 
 
 declare_all(
@@ -111,16 +119,18 @@ class CreateIn(OpInput):
     scopes: Selector | None = None
 
 
-def _create(s: RecordsServices, c: Caller, a: CreateIn, p: Progress) -> dict[str, Any]:
-    return s.typed.create(c, a.type, a.payload, a.externalId, a.indexMode, a.metadata, a.scopes)
+def _create(services: RecordsServices, caller: Caller, args: CreateIn, progress: Progress) -> dict[str, Any]:
+    return services.typed.create(
+        caller, args.type, args.payload, args.externalId, args.indexMode, args.metadata, args.scopes
+    )
 
 
 class IdIn(OpInput):
     id: str = RECORD_ID
 
 
-def _get(s: RecordsServices, c: Caller, a: IdIn, p: Progress) -> dict[str, Any]:
-    return s.typed.get(c, a.id)
+def _get(services: RecordsServices, caller: Caller, args: IdIn, progress: Progress) -> dict[str, Any]:
+    return services.typed.get(caller, args.id)
 
 
 class UpdateIn(OpInput):
@@ -137,8 +147,8 @@ class UpdateIn(OpInput):
         return self
 
 
-def _update(s: RecordsServices, c: Caller, a: UpdateIn, p: Progress) -> dict[str, Any]:
-    return s.typed.update(c, a.id, a.payload, a.expectedVersion, a.indexMode, a.metadata)
+def _update(services: RecordsServices, caller: Caller, args: UpdateIn, progress: Progress) -> dict[str, Any]:
+    return services.typed.update(caller, args.id, args.payload, args.expectedVersion, args.indexMode, args.metadata)
 
 
 class DeleteIn(OpInput):
@@ -152,8 +162,8 @@ class DeletedOut(BaseModel):
     version: int
 
 
-def _delete(s: RecordsServices, c: Caller, a: DeleteIn, p: Progress) -> dict[str, Any]:
-    return s.typed.delete(c, a.id, a.expectedVersion)
+def _delete(services: RecordsServices, caller: Caller, args: DeleteIn, progress: Progress) -> dict[str, Any]:
+    return services.typed.delete(caller, args.id, args.expectedVersion)
 
 
 class QueryIn(OpInput):
@@ -187,9 +197,20 @@ class QueryOut(BaseModel):
     nextPageToken: str | None
 
 
-def _query(s: RecordsServices, c: Caller, a: QueryIn, p: Progress) -> dict[str, Any]:
-    assert a.op is not None  # QueryIn._shape chose one
-    return s.typed.query(c, a.type, a.field, a.op, a.value, a.from_, a.to, a.order == "desc", a.limit, a.pageToken)
+def _query(services: RecordsServices, caller: Caller, args: QueryIn, progress: Progress) -> dict[str, Any]:
+    assert args.op is not None  # QueryIn._shape chose one
+    return services.typed.query(
+        caller,
+        args.type,
+        args.field,
+        args.op,
+        args.value,
+        args.from_,
+        args.to,
+        args.order == "desc",
+        args.limit,
+        args.pageToken,
+    )
 
 
 declare_all(
@@ -268,8 +289,8 @@ class HistoryOut(BaseModel):
     nextPageToken: str | None
 
 
-def _history(s: RecordsServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
-    return s.history.versions(c, a.id, a.limit, a.pageToken)
+def _history(services: RecordsServices, caller: Caller, args: HistoryIn, progress: Progress) -> dict[str, Any]:
+    return services.history.versions(caller, args.id, args.limit, args.pageToken)
 
 
 declare(

@@ -41,8 +41,8 @@ class ReadOut(Out):
     content: str | None
 
 
-def _read(s: WorkspaceServices, c: Caller, a: ReadIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.read(c, a)
+def _read(services: WorkspaceServices, caller: Caller, args: ReadIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.read(caller, args)
 
 
 class WriteIn(OpInput):
@@ -62,9 +62,10 @@ class WriteOut(Out):
     version: int
 
 
-def _write(s: WorkspaceServices, c: Caller, a: WriteIn, p: Progress) -> dict[str, Any]:
-    done = s.workspace.write(
-        c, NewFile(a.path, a.content, a.reason, a.agent_id, a.validate_syntax, a.update_dependencies)
+def _write(services: WorkspaceServices, caller: Caller, args: WriteIn, progress: Progress) -> dict[str, Any]:
+    done = services.workspace.write(
+        caller,
+        NewFile(args.path, args.content, args.reason, args.agent_id, args.validate_syntax, args.update_dependencies),
     )
     item = done["item"]
     prov = item.data["provenance"]
@@ -72,11 +73,11 @@ def _write(s: WorkspaceServices, c: Caller, a: WriteIn, p: Progress) -> dict[str
         "success": True,
         "path": item.data["path"],
         "version": item.version,
-        "backup_created": bool(a.create_backup and done["backup_path"]),
-        "backup_path": done["backup_path"] if a.create_backup else None,
-        "syntax_valid": True if a.validate_syntax else None,
+        "backup_created": bool(args.create_backup and done["backup_path"]),
+        "backup_path": done["backup_path"] if args.create_backup else None,
+        "syntax_valid": True if args.validate_syntax else None,
         "language": item.data["language"],
-        "dependencies_updated": a.update_dependencies,
+        "dependencies_updated": args.update_dependencies,
         "provenance": {
             "agent_id": prov["agent_id"],
             "timestamp": prov["timestamp"],
@@ -90,8 +91,8 @@ def _write(s: WorkspaceServices, c: Caller, a: WriteIn, p: Progress) -> dict[str
             "dependency_changes": done["changes"],
         },
     }
-    if a.collaborative_mode:
-        out["collaborative_sessions"] = s.collab.sessions(c, item.data["path"])
+    if args.collaborative_mode:
+        out["collaborative_sessions"] = services.collab.sessions(caller, item.data["path"])
     return out
 
 
@@ -103,8 +104,8 @@ class SemanticIn(OpInput):
     similarity_threshold: float = Field(0.7, ge=0, le=1)
 
 
-def _semantic(s: WorkspaceServices, c: Caller, a: SemanticIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.semantic(c, a)
+def _semantic(services: WorkspaceServices, caller: Caller, args: SemanticIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.semantic(caller, args)
 
 
 class DepsIn(OpInput):
@@ -114,8 +115,8 @@ class DepsIn(OpInput):
     include_impact_analysis: bool = True
 
 
-def _deps(s: WorkspaceServices, c: Caller, a: DepsIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.dependencies(c, a)
+def _deps(services: WorkspaceServices, caller: Caller, args: DepsIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.dependencies(caller, args)
 
 
 ContextType = Literal["project", "recent_changes", "active_sessions", "performance", "errors"]
@@ -128,8 +129,8 @@ class ContextIn(OpInput):
     include_active_sessions: bool = False
 
 
-def _context(s: WorkspaceServices, c: Caller, a: ContextIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.context(c, a)
+def _context(services: WorkspaceServices, caller: Caller, args: ContextIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.context(caller, args)
 
 
 class DecisionIn(OpInput):
@@ -143,8 +144,8 @@ class DecisionIn(OpInput):
     impact: Literal["low", "medium", "high", "critical"] = "medium"
 
 
-def _decision(s: WorkspaceServices, c: Caller, a: DecisionIn, p: Progress) -> dict[str, Any]:
-    return s.collab.record_decision(c, a.model_dump(exclude={"context_id"}))
+def _decision(services: WorkspaceServices, caller: Caller, args: DecisionIn, progress: Progress) -> dict[str, Any]:
+    return services.collab.record_decision(caller, args.model_dump(exclude={"context_id"}))
 
 
 class TimeRange(BaseModel):
@@ -165,8 +166,8 @@ class HistoryIn(OpInput):
     max_results: int = Field(20, ge=1, le=1000)
 
 
-def _history(s: WorkspaceServices, c: Caller, a: HistoryIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.history(c, a)
+def _history(services: WorkspaceServices, caller: Caller, args: HistoryIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.history(caller, args)
 
 
 class SessionIn(OpInput):
@@ -177,9 +178,9 @@ class SessionIn(OpInput):
     enable_real_time: bool = True
 
 
-def _session(s: WorkspaceServices, c: Caller, a: SessionIn, p: Progress) -> dict[str, Any]:
-    return s.collab.create_session(
-        c, a.session_name, a.participants, a.document_paths, a.session_type, a.enable_real_time
+def _session(services: WorkspaceServices, caller: Caller, args: SessionIn, progress: Progress) -> dict[str, Any]:
+    return services.collab.create_session(
+        caller, args.session_name, args.participants, args.document_paths, args.session_type, args.enable_real_time
     )
 
 
@@ -203,11 +204,11 @@ class SyncIn(OpInput):
     session_id: str | None = Field(None, max_length=64, description="default: the document's open session")
 
 
-def _sync(s: WorkspaceServices, c: Caller, a: SyncIn, p: Progress) -> dict[str, Any]:
+def _sync(services: WorkspaceServices, caller: Caller, args: SyncIn, progress: Progress) -> dict[str, Any]:
     from engram.families.workspace.collab import Edit
 
-    edits = [Edit(o.type, o.position, o.content, o.length, o.vector_clock) for o in a.operations]
-    return s.collab.sync(c, a.document_id, edits, a.vector_clock, a.agent_id, a.session_id)
+    edits = [Edit(o.type, o.position, o.content, o.length, o.vector_clock) for o in args.operations]
+    return services.collab.sync(caller, args.document_id, edits, args.vector_clock, args.agent_id, args.session_id)
 
 
 class MetricsIn(OpInput):
@@ -219,8 +220,10 @@ class MetricsIn(OpInput):
     include_system_metrics: bool = False
 
 
-def _metrics(s: WorkspaceServices, c: Caller, a: MetricsIn, p: Progress) -> dict[str, Any]:
-    return s.codeviews.metrics(c, a.metric_types, a.time_window, a.include_percentiles, a.include_system_metrics)
+def _metrics(services: WorkspaceServices, caller: Caller, args: MetricsIn, progress: Progress) -> dict[str, Any]:
+    return services.codeviews.metrics(
+        caller, args.metric_types, args.time_window, args.include_percentiles, args.include_system_metrics
+    )
 
 
 declare_all(

@@ -28,14 +28,16 @@ class CollectionsIn(OpInput):
     force: bool = Field(False, description="delete: also delete the collection's documents")
 
 
-def _collections(s: KnowledgeServices, c: Caller, a: CollectionsIn, p: Progress) -> dict[str, Any]:
-    if a.action != "list" and c.principal.role not in WRITERS:
-        raise c.denied(
-            f"knowledge_collections {a.action} needs principal agent or management",
+def _collections(
+    services: KnowledgeServices, caller: Caller, args: CollectionsIn, progress: Progress
+) -> dict[str, Any]:
+    if args.action != "list" and caller.principal.role not in WRITERS:
+        raise caller.denied(
+            f"knowledge_collections {args.action} needs principal agent or management",
             reason="principal_not_allowed",
             operation="knowledge_collections",
         )
-    return s.documents.collections(c, a.action, a.name, a.description, a.force)
+    return services.documents.collections(caller, args.action, args.name, args.description, args.force)
 
 
 declare(
@@ -76,26 +78,35 @@ class FolderQueryIn(OpInput):
     offset: int = Field(0, ge=0)
 
 
-def _folder_create(s: KnowledgeServices, c: Caller, a: FolderIn, p: Progress) -> dict[str, Any]:
-    return s.documents.folder_create(c, a.name, a.parentId, a.description, a.metadata)
+def _folder_create(services: KnowledgeServices, caller: Caller, args: FolderIn, progress: Progress) -> dict[str, Any]:
+    return services.documents.folder_create(caller, args.name, args.parentId, args.description, args.metadata)
 
 
-def _folder_update(s: KnowledgeServices, c: Caller, a: FolderUpdateIn, p: Progress) -> dict[str, Any]:
-    changes = {"name": a.name, "parent_id": a.parentId, "description": a.description, "metadata": a.metadata}
-    return s.documents.folder_update(c, a.id, changes)
+def _folder_update(
+    services: KnowledgeServices, caller: Caller, args: FolderUpdateIn, progress: Progress
+) -> dict[str, Any]:
+    changes = {
+        "name": args.name,
+        "parent_id": args.parentId,
+        "description": args.description,
+        "metadata": args.metadata,
+    }
+    return services.documents.folder_update(caller, args.id, changes)
 
 
-def _folder_delete(s: KnowledgeServices, c: Caller, a: DocIdIn, p: Progress) -> dict[str, Any]:
-    return s.documents.folder_delete(c, a.id)
+def _folder_delete(services: KnowledgeServices, caller: Caller, args: DocIdIn, progress: Progress) -> dict[str, Any]:
+    return services.documents.folder_delete(caller, args.id)
 
 
-def _folder_query(s: KnowledgeServices, c: Caller, a: FolderQueryIn, p: Progress) -> dict[str, Any]:
-    folders = s.documents.folder_list(c, a.parentId, a.prefix)
-    page = folders[a.offset : a.offset + a.limit]
+def _folder_query(
+    services: KnowledgeServices, caller: Caller, args: FolderQueryIn, progress: Progress
+) -> dict[str, Any]:
+    folders = services.documents.folder_list(caller, args.parentId, args.prefix)
+    page = folders[args.offset : args.offset + args.limit]
     return {
         "items": page,
         "total": len(folders),
-        "nextOffset": a.offset + a.limit if a.offset + a.limit < len(folders) else None,
+        "nextOffset": args.offset + args.limit if args.offset + args.limit < len(folders) else None,
     }
 
 

@@ -26,8 +26,8 @@ class DocGetIn(DocIdIn):
     includeDownloadUrl: bool = False
 
 
-def _doc_get(s: KnowledgeServices, c: Caller, a: DocGetIn, p: Progress) -> dict[str, Any]:
-    out = s.documents.get(c, a.id, a.includeText, a.includeDownloadUrl)
+def _doc_get(services: KnowledgeServices, caller: Caller, args: DocGetIn, progress: Progress) -> dict[str, Any]:
+    out = services.documents.get(caller, args.id, args.includeText, args.includeDownloadUrl)
     return dict(out, indexStatus=vectros_status(out["status"]))
 
 
@@ -52,8 +52,8 @@ class ChunksIn(DocIdIn):
     limit: int = Field(50, ge=1, le=500)
 
 
-def _chunks(s: KnowledgeServices, c: Caller, a: ChunksIn, p: Progress) -> dict[str, Any]:
-    return s.documents.chunks(c, a.id, a.cursor, a.limit)
+def _chunks(services: KnowledgeServices, caller: Caller, args: ChunksIn, progress: Progress) -> dict[str, Any]:
+    return services.documents.chunks(caller, args.id, args.cursor, args.limit)
 
 
 declare(
@@ -82,16 +82,16 @@ class DocUpdateIn(DocIdIn):
     expectedVersion: int | None = Field(None, ge=1)
 
 
-def _doc_update(s: KnowledgeServices, c: Caller, a: DocUpdateIn, p: Progress) -> dict[str, Any]:
+def _doc_update(services: KnowledgeServices, caller: Caller, args: DocUpdateIn, progress: Progress) -> dict[str, Any]:
     changes = {
-        "text": a.text,
-        "title": a.title,
-        "metadata": a.metadata,
-        "labels": a.labels,
-        "folder_id": a.folderId,
-        "type": a.type,
+        "text": args.text,
+        "title": args.title,
+        "metadata": args.metadata,
+        "labels": args.labels,
+        "folder_id": args.folderId,
+        "type": args.type,
     }
-    return s.documents.update(c, a.id, changes, a.expectedVersion)
+    return services.documents.update(caller, args.id, changes, args.expectedVersion)
 
 
 declare(
@@ -109,8 +109,8 @@ declare(
 )
 
 
-def _doc_delete(s: KnowledgeServices, c: Caller, a: DocIdIn, p: Progress) -> dict[str, Any]:
-    return s.documents.delete(c, a.id)
+def _doc_delete(services: KnowledgeServices, caller: Caller, args: DocIdIn, progress: Progress) -> dict[str, Any]:
+    return services.documents.delete(caller, args.id)
 
 
 declare(
@@ -199,24 +199,24 @@ def _typed_lookup(s: KnowledgeServices, c: Caller, a: DocQueryIn) -> dict[str, A
     }
 
 
-def _doc_query(s: KnowledgeServices, c: Caller, a: DocQueryIn, p: Progress) -> dict[str, Any]:
-    typed = _typed_lookup(s, c, a)
+def _doc_query(services: KnowledgeServices, caller: Caller, args: DocQueryIn, progress: Progress) -> dict[str, Any]:
+    typed = _typed_lookup(services, caller, args)
     if typed is not None:
         return typed
-    docs = s.documents.all_documents(c)
-    for key, want in (("collection", a.collection), ("folder_id", a.folderId), ("type", a.type)):
+    docs = services.documents.all_documents(caller)
+    for key, want in (("collection", args.collection), ("folder_id", args.folderId), ("type", args.type)):
         if want is not None:
             docs = [d for d in docs if d.get(key) == want]
-    if a.op == "exact":
-        docs = [d for d in docs if _field(d, a.field) == a.value]
-    elif a.op == "prefix":
-        docs = [d for d in docs if str(_field(d, a.field) or "").startswith(str(a.value or ""))]
-    elif a.op == "range":
-        docs = [d for d in docs if _in_range(_field(d, a.field), a.from_, a.to)]
-    docs.sort(key=lambda d: (str(_field(d, a.field)), d["id"]), reverse=a.order == "desc")
-    page = docs[a.offset : a.offset + a.limit]
-    more = a.offset + a.limit < len(docs)
-    return {"items": page, "total": len(docs), "nextOffset": a.offset + a.limit if more else None}
+    if args.op == "exact":
+        docs = [d for d in docs if _field(d, args.field) == args.value]
+    elif args.op == "prefix":
+        docs = [d for d in docs if str(_field(d, args.field) or "").startswith(str(args.value or ""))]
+    elif args.op == "range":
+        docs = [d for d in docs if _in_range(_field(d, args.field), args.from_, args.to)]
+    docs.sort(key=lambda d: (str(_field(d, args.field)), d["id"]), reverse=args.order == "desc")
+    page = docs[args.offset : args.offset + args.limit]
+    more = args.offset + args.limit < len(docs)
+    return {"items": page, "total": len(docs), "nextOffset": args.offset + args.limit if more else None}
 
 
 declare(

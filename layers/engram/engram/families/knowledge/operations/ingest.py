@@ -58,19 +58,19 @@ class UploadOut(Out):
     version: int
 
 
-def _upload(s: KnowledgeServices, c: Caller, a: UploadIn, p: Progress) -> dict[str, Any]:
+def _upload(services: KnowledgeServices, caller: Caller, args: UploadIn, progress: Progress) -> dict[str, Any]:
     new = NewDocument(
-        base64.b64decode(a.bytes_base64),
-        title=a.title or "",
-        source=a.source or "",
-        mime_type=a.mime_type,
-        filename=a.filename,
-        collection=a.collection,
-        labels=a.labels,
-        scopes=a.scopes,
-        external_id=a.external_id,
+        base64.b64decode(args.bytes_base64),
+        title=args.title or "",
+        source=args.source or "",
+        mime_type=args.mime_type,
+        filename=args.filename,
+        collection=args.collection,
+        labels=args.labels,
+        scopes=args.scopes,
+        external_id=args.external_id,
     )
-    return s.documents.ingest(c, new)
+    return services.documents.ingest(caller, new)
 
 
 declare(
@@ -127,8 +127,8 @@ def _new_text(a: Any, collection: str, scopes: Selector | None, opts: ChunkOpts)
     )
 
 
-def _ingest(s: KnowledgeServices, c: Caller, a: IngestIn, p: Progress) -> dict[str, Any]:
-    return s.documents.ingest(c, _new_text(a, a.collection, a.scopes, a))
+def _ingest(services: KnowledgeServices, caller: Caller, args: IngestIn, progress: Progress) -> dict[str, Any]:
+    return services.documents.ingest(caller, _new_text(args, args.collection, args.scopes, args))
 
 
 declare(
@@ -167,9 +167,9 @@ class BulkOut(Out):
     errors: list[dict[str, Any]]
 
 
-def _bulk(s: KnowledgeServices, c: Caller, a: BulkIn, p: Progress) -> dict[str, Any]:
-    docs = [_new_text(d, a.collection, a.scopes, a) for d in a.documents]
-    return {"collection": a.collection, **s.documents.bulk_ingest(c, docs, p)}
+def _bulk(services: KnowledgeServices, caller: Caller, args: BulkIn, progress: Progress) -> dict[str, Any]:
+    docs = [_new_text(d, args.collection, args.scopes, args) for d in args.documents]
+    return {"collection": args.collection, **services.documents.bulk_ingest(caller, docs, progress)}
 
 
 declare(
@@ -226,30 +226,30 @@ def _jailed(s: KnowledgeServices, path: str) -> Path:
     return resolved
 
 
-def _doc_ingest(s: KnowledgeServices, c: Caller, a: DocIngestIn, p: Progress) -> dict[str, Any]:
-    if a.filePath is not None:
-        if c.transport != "stdio":
+def _doc_ingest(services: KnowledgeServices, caller: Caller, args: DocIngestIn, progress: Progress) -> dict[str, Any]:
+    if args.filePath is not None:
+        if caller.transport != "stdio":
             raise InvalidInput("filePath is only accepted over stdio; send text inline", code="file_path_http")
-        path = _jailed(s, a.filePath)
-        data, filename, mime = path.read_bytes(), path.name, a.mimeType
+        path = _jailed(services, args.filePath)
+        data, filename, mime = path.read_bytes(), path.name, args.mimeType
     else:
-        data, filename, mime = (a.text or "").encode(), None, a.mimeType or "text/plain"
+        data, filename, mime = (args.text or "").encode(), None, args.mimeType or "text/plain"
     new = NewDocument(
         data,
-        title=a.title or filename or "",
+        title=args.title or filename or "",
         source=filename or "",
         mime_type=mime,
         filename=filename,
-        collection=a.collection,
-        folder_id=a.folderId,
-        metadata=a.metadata or {},
-        scopes=a.scopes,
-        external_id=a.externalId,
-        schema_id=a.schemaId,
-        payload=a.payload,
-        doc_type=a.type,
+        collection=args.collection,
+        folder_id=args.folderId,
+        metadata=args.metadata or {},
+        scopes=args.scopes,
+        external_id=args.externalId,
+        schema_id=args.schemaId,
+        payload=args.payload,
+        doc_type=args.type,
     )
-    out = s.documents.ingest(c, new)
+    out = services.documents.ingest(caller, new)
     return dict(out, indexStatus=vectros_status(out["status"]))
 
 

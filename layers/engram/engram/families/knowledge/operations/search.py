@@ -55,39 +55,46 @@ def _cortex_call(a: SearchIn) -> bool:
     return a.limit is not None or a.mode == "fts" or a.metadata_filter is not None or a.collection is not None
 
 
-def _search(s: KnowledgeServices, c: Caller, a: SearchIn, p: Progress) -> dict[str, Any]:
-    mode = "bm25" if a.mode == "fts" else "hybrid" if a.mode == "hybrid_graph" else a.mode
-    k = a.k or a.limit or (CORTEX_LIMIT if _cortex_call(a) else SPECTRON_K)
-    filt = a.filter or {}
+def _search(services: KnowledgeServices, caller: Caller, args: SearchIn, progress: Progress) -> dict[str, Any]:
+    mode = "bm25" if args.mode == "fts" else "hybrid" if args.mode == "hybrid_graph" else args.mode
+    k = args.k or args.limit or (CORTEX_LIMIT if _cortex_call(args) else SPECTRON_K)
+    filt = args.filter or {}
     unknown = set(filt) - {"mime_type", "type", "collection"}
     if unknown:
         raise InvalidInput(f"unknown filter key(s): {', '.join(sorted(unknown))}")
-    collection = a.collection or next(iter(filt.get("collection") or []), None)
+    collection = args.collection or next(iter(filt.get("collection") or []), None)
     doc_type = next(iter(filt.get("type") or []), None)
     # a document tells of times in its own words ("in 1979", "today's libraries"): search matches them; when it was
     # added is chosen with since / until only
-    when = window_of(a.query, s.root.clock.now(), a.timezone, parse_time(a.since), parse_time(a.until), phrases=False)
+    when = window_of(
+        args.query,
+        services.root.clock.now(),
+        args.timezone,
+        parse_time(args.since),
+        parse_time(args.until),
+        phrases=False,
+    )
     query, window = when
     low, high = window.bounds() if window is not None else (None, None)
     q = Search(
         query,
         mode,
         k,
-        threshold=a.threshold,
+        threshold=args.threshold,
         collection=collection,
         doc_type=doc_type,
         mime_types=filt.get("mime_type"),
-        metadata=a.metadata_filter or {},
-        lens=a.lens,
+        metadata=args.metadata_filter or {},
+        lens=args.lens,
         created_from=low,
         created_to=high,
     )
-    out: dict[str, Any] = s.documents.search(c, q)
+    out: dict[str, Any] = services.documents.search(caller, q)
     if window is not None:
         out["time"] = window.said()
-    if a.mode == "hybrid_graph":
-        out["results"] = s.documents.expand_neighbours(c, out["results"], k)
-    out["search_mode"] = a.mode
+    if args.mode == "hybrid_graph":
+        out["results"] = services.documents.expand_neighbours(caller, out["results"], k)
+    out["search_mode"] = args.mode
     return out
 
 
@@ -173,14 +180,19 @@ class HybridIn(VectrosFilters):
         return bool(self.model_fields_set & set(AGRAMA_ARGS))
 
 
-def _hybrid_search(s: KnowledgeServices, c: Caller, a: HybridIn, p: Progress) -> dict[str, Any]:
-    if a.agrama:
-        return s.codeviews.hybrid(c, a)
-    q = a.search(
-        a.query, a.limit, offset=a.offset, threshold=a.minScore, lens=a.ownership, match_all=a.keywordPrecision == "all"
+def _hybrid_search(services: KnowledgeServices, caller: Caller, args: HybridIn, progress: Progress) -> dict[str, Any]:
+    if args.agrama:
+        return services.codeviews.hybrid(caller, args)
+    q = args.search(
+        args.query,
+        args.limit,
+        offset=args.offset,
+        threshold=args.minScore,
+        lens=args.ownership,
+        match_all=args.keywordPrecision == "all",
     )
-    out: dict[str, Any] = s.documents.search(c, q)
-    return dict(out, offset=a.offset, limit=a.limit)
+    out: dict[str, Any] = services.documents.search(caller, q)
+    return dict(out, offset=args.offset, limit=args.limit)
 
 
 class RagIn(VectrosFilters):
@@ -195,9 +207,9 @@ class AnswerOut(Out):
     citations: list[dict[str, Any]]
 
 
-def _rag(s: KnowledgeServices, c: Caller, a: RagIn, p: Progress) -> dict[str, Any]:
-    q = a.search(a.question, a.limit)
-    return s.documents.ask(c, a.question, q, a.instructions, a.temperature, p)
+def _rag(services: KnowledgeServices, caller: Caller, args: RagIn, progress: Progress) -> dict[str, Any]:
+    q = args.search(args.question, args.limit)
+    return services.documents.ask(caller, args.question, q, args.instructions, args.temperature, progress)
 
 
 declare_all(
@@ -237,10 +249,10 @@ class DocAskIn(DocIdIn):
     temperature: float = Field(0.0, ge=0, le=1)
 
 
-def _doc_ask(s: KnowledgeServices, c: Caller, a: DocAskIn, p: Progress) -> dict[str, Any]:
-    s.documents.get(c, a.id)  # 404 for an unknown or invisible document
-    q = Search(a.question, k=5, document_id=a.id)
-    return s.documents.ask(c, a.question, q, a.instructions, a.temperature, p)
+def _doc_ask(services: KnowledgeServices, caller: Caller, args: DocAskIn, progress: Progress) -> dict[str, Any]:
+    services.documents.get(caller, args.id)  # 404 for an unknown or invisible document
+    q = Search(args.question, k=5, document_id=args.id)
+    return services.documents.ask(caller, args.question, q, args.instructions, args.temperature, progress)
 
 
 declare(
@@ -267,20 +279,20 @@ class GetIn(OpInput):
     limit: int = Field(50, ge=1, le=500)
 
 
-def _get(s: KnowledgeServices, c: Caller, a: GetIn, p: Progress) -> dict[str, Any]:
-    if a.kind == "node":
-        if not a.node or not a.node.get("kind") or not a.node.get("slug"):
+def _get(services: KnowledgeServices, caller: Caller, args: GetIn, progress: Progress) -> dict[str, Any]:
+    if args.kind == "node":
+        if not args.node or not args.node.get("kind") or not args.node.get("slug"):
             raise InvalidInput("kind=node needs node.kind and node.slug")
-        return s.documents.node(c, a.node["kind"], a.node["slug"])
-    if not a.id:
-        raise InvalidInput(f"kind={a.kind} needs id")
-    if a.kind == "chunk" and "#" not in a.id:  # Spectron: a document's id with kind=chunk lists its chunks
-        return {"kind": "chunk", **s.documents.chunks(c, a.id, a.cursor, a.limit)}
-    if a.kind == "chunk":
-        return {"kind": "chunk", **s.documents.chunk(c, a.id)}
-    if a.kind == "chunks":
-        return {"kind": "chunks", **s.documents.chunks(c, a.id, a.cursor, a.limit)}
-    return {"kind": "document", **s.documents.get(c, a.id)}
+        return services.documents.node(caller, args.node["kind"], args.node["slug"])
+    if not args.id:
+        raise InvalidInput(f"kind={args.kind} needs id")
+    if args.kind == "chunk" and "#" not in args.id:  # Spectron: a document's id with kind=chunk lists its chunks
+        return {"kind": "chunk", **services.documents.chunks(caller, args.id, args.cursor, args.limit)}
+    if args.kind == "chunk":
+        return {"kind": "chunk", **services.documents.chunk(caller, args.id)}
+    if args.kind == "chunks":
+        return {"kind": "chunks", **services.documents.chunks(caller, args.id, args.cursor, args.limit)}
+    return {"kind": "document", **services.documents.get(caller, args.id)}
 
 
 declare(
