@@ -4,6 +4,7 @@ made with the turn before it, as its write made it) — and settles what writes 
 
 from __future__ import annotations
 
+import shutil
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -36,8 +37,8 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         settings = Settings(data_dir=tmp_path, queue_worker=False)
 
         def again_local() -> Engram:
-            for f in tmp_path.glob("search.db*"):
-                f.unlink()
+            for f in tmp_path.glob("search.db*"):  # the index lost, its segments with it
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
             return build_local(settings)
 
         yield build_local(settings), again_local
@@ -224,12 +225,12 @@ def test_the_cli_rebuilds_a_local_context(tmp_path: Path, capsys: Any) -> None:
     before = snapshot(e)
     memories = sum(len(e.records.query("acme", kind, limit=1000).items) for kind in ("turn", "attribute"))
     for f in tmp_path.glob("search.db*"):
-        f.unlink()
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
     assert main(["admin", "reindex", "--data-dir", str(tmp_path), "--context", "acme"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"acme: memory {memories}, knowledge 1, ")
     assert snapshot(build_local(Settings(data_dir=tmp_path, queue_worker=False))) == before
     for f in tmp_path.glob("search.db*"):  # lost again: every context a key names
-        f.unlink()
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
     assert main(["admin", "reindex", "--data-dir", str(tmp_path), "--all"]) == 0
     assert [line.partition(":")[0] for line in capsys.readouterr().out.splitlines() if line] == ["acme"]
     assert snapshot(build_local(Settings(data_dir=tmp_path, queue_worker=False))) == before
