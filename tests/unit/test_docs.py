@@ -16,9 +16,8 @@ from engram.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
+def build_site(out: Path) -> Path:
+    """`mkdocs build --strict` of the manual into `out` (offline: no network on PATH's side either)."""
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
         cwd=ROOT,
@@ -28,6 +27,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_site(tmp_path_factory.mktemp("site"))
 
 
 def _text(page: Path) -> str:
