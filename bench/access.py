@@ -21,14 +21,14 @@ import httpx
 
 from bench.latency import MCP_HEADERS, pct
 from bench.locomo import turns_and_questions
-from engram import kinds, metering
 from engram.api import dispatch
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.families import find
-from engram.identity import ANY
-from engram.quotas import QuotaLimits
+from engram.kernel import kinds, metering
+from engram.kernel.caller import ANY
 from engram.settings import Settings
+from engram.trust.quotas import QuotaLimits
 from engram.wiring import Engram, build_local
 from tests.oauth_server import running_auth_server
 

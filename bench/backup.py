@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 
 from engram.adapters.local.backup import backup, check
-from engram.devserver import cli, serve
-from engram.ports import Write
+from engram.cli.devserver import cli, serve
+from engram.kernel.ports import Write
 from engram.settings import Settings
 from engram.wiring import build_local
 

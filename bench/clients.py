@@ -27,7 +27,7 @@ import httpx
 from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
 from bench.scale import corpus, fill, recall_times
-from engram.devserver import start, stop
+from engram.cli.devserver import start, stop
 
 MEMORIES = 10_000
 SECONDS = 15.0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.browser.conftest import ALICE, BOB, CHROMIUM, FLAGS, mcp

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import locomo
 from engram.families import find
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -16,9 +16,9 @@ import httpx
 
 from bench.fusion import rrf60
 from bench.latency import MCP_HEADERS, json_of, pct
-from engram.devserver import serve
+from engram.cli.devserver import serve
 from engram.families import find
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from bench.cranfield import load as cranfield
 from bench.locomo import turns_and_questions
-from engram.erasure import Subject
 from engram.families import find
 from engram.families.knowledge.base import NewDocument
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
+from engram.trust.erasure import Subject
 from engram.wiring import build_local
 
 ALICE, BOB = "org/bench/user/alice", "org/bench/user/bob"

@@ -17,7 +17,7 @@ import httpx
 
 from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 
 MODES = ("learned", "rules")
 

@@ -22,7 +22,7 @@ import httpx
 
 from bench.latency import mcp_call
 from bench.records import timed
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 
 PATTERNED = {
     "type": "order",

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from bench.locomo import turns_and_questions
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 

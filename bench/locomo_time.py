@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import DATA, session_time, store_all
-from engram import time_phrases
-from engram.clock import FixedClock
 from engram.families import find
 from engram.families.memory import reading
+from engram.kernel.clock import FixedClock
+from engram.search import time_phrases
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -22,7 +22,7 @@ from bench.locomo import turns_and_questions
 from bench.scale import corpus
 from engram.adapters.aws.opensearch_index import OpenSearchIndex
 from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
-from engram.ports import IndexDoc, SearchQuery
+from engram.kernel.ports import IndexDoc, SearchQuery
 from engram.settings import Settings
 from engram.wiring import opensearch_client
 from tests.opensearch import opensearch_node

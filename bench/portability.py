@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.ports import IndexDoc, Write
+from engram.kernel.ports import IndexDoc, Write
 from engram.settings import Settings
 from engram.wiring import build_local
 
@@ -51,7 +51,7 @@ def make(data: Path, n: int) -> None:
 
 def child(mode: str, data: str, file: str) -> None:
     """One side, in its own process: prints its counts, seconds and peak RSS (MB)."""
-    from engram.portability import export, import_file
+    from engram.transfer.archive import export, import_file
 
     e = build_local(Settings(data_dir=Path(data), embedder="none", queue_worker=False))
     t0 = time.perf_counter()

@@ -36,12 +36,12 @@ from bench.fusion import rrf60
 from bench.latency import pct
 from bench.locomo import DATA as LOCOMO
 from bench.locomo import Stored, session_of, store_all
-from engram import search_rules
-from engram.devserver import serve
+from engram.cli.devserver import serve
 from engram.families import find
 from engram.families.knowledge import search as knowledge_search
-from engram.identity import ANY
-from engram.search_rules import Rules
+from engram.kernel.caller import ANY
+from engram.search import rules as search_rules
+from engram.search.rules import Rules
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

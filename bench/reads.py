@@ -23,9 +23,9 @@ import httpx
 from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
 from bench.workspace import tree
-from engram.devserver import serve
+from engram.cli.devserver import serve
 from engram.families import find
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

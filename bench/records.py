@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from bench.latency import mcp_call, pct
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 
 SCHEMA = {
     "type": "asset",

@@ -32,9 +32,9 @@ from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
 from engram.adapters.local.ann import MIN_VECTORS
 from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder as OnnxEmbedder
-from engram.devserver import start, stop
+from engram.cli.devserver import start, stop
 from engram.families import find
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 
@@ -290,7 +290,7 @@ def ann_recall(n: int = 100_000, queries: int = 300) -> dict[str, Any]:
     from datetime import UTC, datetime
 
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
-    from engram.ports import IndexDoc, SearchQuery
+    from engram.kernel.ports import IndexDoc, SearchQuery
 
     c = corpus()
     _, questions = turns_and_questions()

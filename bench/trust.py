@@ -38,9 +38,9 @@ def tokens_part() -> dict[str, Any]:
     import jwt
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-    from engram.clock import SystemClock
-    from engram.oauth import IssuerPolicy, Issuers, TokenVerifier
-    from engram.signing import b64
+    from engram.kernel.clock import SystemClock
+    from engram.trust.oauth import IssuerPolicy, Issuers, TokenVerifier
+    from engram.trust.signing import b64
     from tests.oauth_server import AuthServer, rsa_jwk
 
     server = AuthServer()  # its key and minting only; nothing is served
@@ -70,8 +70,8 @@ def tokens_part() -> dict[str, Any]:
 
 def audit_part() -> dict[str, Any]:
     from engram.adapters.local.sqlite_audit import SqliteAuditLog
-    from engram.audit import Auditor, Chain
-    from engram.clock import SystemClock, new_id
+    from engram.kernel.clock import SystemClock, new_id
+    from engram.trust.audit import Auditor, Chain
 
     with tempfile.TemporaryDirectory() as tmp:
         auditor = Auditor(SqliteAuditLog(Path(tmp) / "audit.db"), SystemClock(), 365, Chain(lambda: b"k" * 32))

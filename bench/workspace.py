@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

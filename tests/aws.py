@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from engram.devserver import free_port, stop
+from engram.cli.devserver import free_port, stop
 
 SERVER = (
     "import sys; from werkzeug.serving import run_simple; "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 from tests.aws import aws_endpoint

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from engram.devserver import free_port, stop
+from engram.cli.devserver import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "infra" / "localstack" / "requirements.txt"

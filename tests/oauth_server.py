@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from engram.devserver import free_port, in_thread
+from engram.cli.devserver import free_port, in_thread
 
 
 def _b64(n: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from engram.devserver import free_port, stop
+from engram.cli.devserver import free_port, stop
 
 INFRA = Path(__file__).resolve().parents[1] / "infra" / "opensearch"
 

@@ -1,6 +1,6 @@
 """MkDocs hook: the tool reference and the settings reference, generated from the code at every build, so the
 manual cannot drift from it (issue #55). Each family's page lists its operations as declared
-(`engram.operation.Operation`): the MCP tool and its seed aliases, the REST route(s), who may call it, whether it
+(`engram.kernel.operation.Operation`): the MCP tool and its seed aliases, the REST route(s), who may call it, whether it
 writes, every argument with its type, default, limits and description (from the input model's JSON schema), and
 the result's fields (from the output model). The settings page lists every `ENGRAM_*` variable from `Settings`; the
 benchmarks page carries `bench/RESULTS.md`'s targets table as it is at build time."""
@@ -16,7 +16,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from engram.families import NAMES, select
-from engram.operation import AnyOperation
+from engram.kernel.operation import AnyOperation
 from engram.settings import Settings
 
 LIMIT_KEYS = ("maxLength", "minLength", "maximum", "minimum", "maxItems", "minItems", "exclusiveMaximum", "pattern")

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from botocore.stub import Stubber
 
-from engram import cli
 from engram.adapters.aws.stack import stack_settings
+from engram.cli import main as cli
 from engram.settings import Settings
 from engram.wiring import build_identity
 from tests import stack

@@ -398,8 +398,8 @@ def test_the_schedule_resends_a_job_whose_message_was_lost(stack: Stack) -> None
     between the two), the worker's schedule ({"engram": "recover"}, template.yaml) sends it again."""
     import base64
 
-    from engram.ports import Write, scan
-    from engram.queue import JOBS
+    from engram.kernel.ports import Write, scan
+    from engram.kernel.queue import JOBS
 
     up = call(
         stack,
@@ -427,7 +427,7 @@ def test_a_write_whose_job_message_cannot_be_sent_is_done_and_recovered(
     writer then deleted the file the committed document names. Now the write answers, its file stays, and the
     schedule's recovery sends the job from its record."""
     from engram.families.knowledge.documents import NewDocument
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
 
     e = stack.engram
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])
@@ -474,7 +474,7 @@ def test_an_erasure_through_the_functions_and_the_worker(stack: Stack) -> None:
     """Issue #27 on the Lambda path: the identity function takes the request, the worker runs the erasure job
     from SQS, DynamoDB, S3 and OpenSearch end up without the subject, and the receipt verifies against the key
     the well-known route publishes (without a key)."""
-    from engram.receipts import verify
+    from engram.trust.receipts import verify
 
     who = "org/acme/user/lambda-erased"
     stack.engram.identity.register_scopes("acme", [who])
@@ -504,7 +504,7 @@ def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every
     mid-family (its counts lost) and retried only when SQS showed the message again. Now a run that is short of
     time stops after the unit it finished, saves, and queues its own continuation; the receipt counts what every
     run erased, as the preview found it."""
-    import engram.erasure
+    import engram.trust.erasure
     from tests.contract.test_erasure import summed
 
     who = "org/acme/user/lambda-long"

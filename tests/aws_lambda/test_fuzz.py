@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 
 from engram.families import select
-from engram.operation import AnyOperation as Operation
+from engram.kernel.operation import AnyOperation as Operation
 from tests.aws_lambda.conftest import Stack
 from tests.fixtures.hostile import MCP_HEADERS, arguments, judge_mcp, judge_rest, mcp_call, rest_call, seeded
 from tests.fixtures.listener import loopback_listener

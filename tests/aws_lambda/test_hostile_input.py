@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from tests.aws_lambda.apigw import Environments, Response
 from tests.aws_lambda.conftest import Stack, load_function
 from tests.aws_lambda.test_functions import MCP_HEADERS, call

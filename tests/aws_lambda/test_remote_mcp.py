@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engram.api.snapstart import warm_call
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from tests.aws_lambda.conftest import FAMILIES, Stack
 from tests.functional.mcpclient import connect
 

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 from tests.fixtures.files import RETURNS_PDF, make_pdf

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.identity import ANY, Caller
+from engram.kernel.caller import ANY, Caller
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_local
 from tests import stack
@@ -58,7 +58,8 @@ def two_agents(e: Engram) -> tuple[Caller, Caller]:
 
 
 def eid(e: Engram, etype: str, name: str, ctx: str = "acme") -> str:
-    """The id the context gives the entity of this type and name (`engram.opaque`: it holds nothing of the name)."""
+    """The id the context gives the entity of this type and name (`engram.kernel.opaque`: it holds nothing of
+    the name)."""
     return e.ids.entity(ctx, etype, name)
 
 

@@ -13,12 +13,22 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from engram.audit import Auditor, Chain, legacy_seal
-from engram.clock import FixedClock as FrozenClock
-from engram.errors import Conflict, InvalidInput, NotFound
-from engram.ports import AuditEntry, AuditLog, BlobStore, IndexDoc, RecordStore, SearchIndex, SearchQuery, Write, scan
-from engram.queue import JOBS, Queue
-from engram.search_rules import Rules, using
+from engram.kernel.clock import FixedClock as FrozenClock
+from engram.kernel.errors import Conflict, InvalidInput, NotFound
+from engram.kernel.ports import (
+    AuditEntry,
+    AuditLog,
+    BlobStore,
+    IndexDoc,
+    RecordStore,
+    SearchIndex,
+    SearchQuery,
+    Write,
+    scan,
+)
+from engram.kernel.queue import JOBS, Queue
+from engram.search.rules import Rules, using
+from engram.trust.audit import Auditor, Chain, legacy_seal
 from tests.concurrency import together
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -321,8 +331,8 @@ class SearchIndexContract:
     def test_scores_are_the_same_evidence_in_every_mode(self, loaded: SearchIndex) -> None:
         """docs/tools.md "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
         the mode that found it; the term counts behind the lexical part are the context's."""
-        from engram.search_rules import lexical_evidence, query_weights
-        from engram.terms import bm25_idf
+        from engram.search.rules import lexical_evidence, query_weights
+        from engram.search.terms import bm25_idf
 
         assert loaded.term_counts("c1", ["cat", "mat", "zzz"]) == (4, {"cat": 2, "mat": 1, "zzz": 0})
         lists = {m: loaded.search(SearchQuery("c1", "cat mat", _vec(1, 0), m, k=4), self.NOW) for m in MODES}

@@ -16,9 +16,9 @@ from engram.adapters.aws.dynamodb_audit import PREFIX, DynamoAuditLog
 from engram.adapters.aws.dynamodb_counters import DynamoCounters
 from engram.adapters.aws.dynamodb_records import IN_PROGRESS_TRIES, MAX_WRITES, DynamoRecordStore
 from engram.adapters.aws.s3_blobs import BlobsKept, S3BlobStore
-from engram.errors import Conflict, InvalidInput, Unavailable
-from engram.ports import Write
-from engram.queue import Queue
+from engram.kernel.errors import Conflict, InvalidInput, Unavailable
+from engram.kernel.ports import Write
+from engram.kernel.queue import Queue
 from tests import stack
 from tests.concurrency import together
 from tests.conftest import Aws
@@ -213,8 +213,8 @@ def test_sqs_jobs_are_records_first_and_a_lost_message_is_recovered(
     from datetime import UTC, datetime, timedelta
 
     from engram.adapters.aws.sqs_queue import SqsQueue
-    from engram.ports import Write
-    from engram.queue import JOBS
+    from engram.kernel.ports import Write
+    from engram.kernel.queue import JOBS
 
     sqs = client(endpoint, "sqs")
     records = dynamo_store(dynamodb)

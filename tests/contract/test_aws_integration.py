@@ -11,7 +11,7 @@ from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
 from engram.families.memory.base import Turn
 from engram.families.memory.plan import session_key
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.wiring import Engram
 from tests.conftest import Aws
 from tests.contract.conftest import aws_engram_on

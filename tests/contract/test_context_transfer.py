@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from engram.errors import Forbidden, NotFound
 from engram.families.knowledge.base import NewDocument
-from engram.identity import ANY, Caller
-from engram.ports import scan
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Forbidden, NotFound
+from engram.kernel.ports import scan
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE
 

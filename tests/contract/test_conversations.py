@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engram.errors import EngramError, InvalidInput, NotFound
-from engram.identity import ANY, Caller
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import EngramError, InvalidInput, NotFound
 from engram.wiring import Engram
 from tests.concurrency import together
 

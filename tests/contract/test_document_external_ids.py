@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engram.errors import Conflict
 from engram.families.knowledge.documents import NewDocument
+from engram.kernel.errors import Conflict
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import two_agents

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engram.errors import InvalidInput, NotFound
 from engram.families.memory.service import Turn
-from engram.identity import Caller
+from engram.kernel.caller import Caller
+from engram.kernel.errors import InvalidInput, NotFound
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB  # noqa: F401
 from tests.contract.conftest import two_agents as callers

@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 
-from engram.erasure import EPOCH, Unit, add, apply, digest
-from engram.errors import Forbidden, InvalidInput, NotFound, Unavailable
 from engram.families.identity.erasure import REQUEST
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
 from engram.families.workspace import files as files_module
-from engram.identity import ANY, Caller
-from engram.ports import SearchQuery, Write
-from engram.receipts import verify
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Forbidden, InvalidInput, NotFound, Unavailable
+from engram.kernel.ports import SearchQuery, Write
+from engram.kernel.scan import EPOCH
+from engram.trust.erasure import Unit, add, apply, digest
+from engram.trust.receipts import verify
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, eid, rid, two_agents
 
@@ -427,7 +428,7 @@ def test_a_write_that_races_the_erasure_is_erased_too(both: Engram, monkeypatch:
 def test_the_erasure_searches_every_mode_for_traces_and_takes_what_it_finds(both: Engram) -> None:
     """An index document no eraser knows of (here: a part of one of the subject's turns, indexed by hand) is
     found by the search for the subject's distinctive words, taken out, and counted in the receipt."""
-    from engram.ports import IndexDoc
+    from engram.kernel.ports import IndexDoc
 
     e = both
     alice, _ = two_agents(e)
@@ -508,7 +509,7 @@ def test_a_run_that_fails_half_way_through_a_family_keeps_what_it_erased_in_the_
     """A family erases in units (here: batches of 2 turns): a run that fails after some of them keeps their counts,
     the next run erases what is left, and the receipt says exactly what the preview found (before, the failed run's
     units were lost from it: the next run counted only what was left)."""
-    import engram.erasure
+    import engram.trust.erasure
 
     e = both
     alice, _ = two_agents(e)
@@ -554,8 +555,8 @@ def test_an_erasure_handed_over_looks_for_the_traces_of_each_runs_share(
     for the traces of what it erased before it hands over. Here the first run (no time to spare) erases the turn a
     stray index document is part of, and its look finds and takes that trace out — the run that finishes no longer
     knows the turn, nor its words. The document's blob, erased by a later run, is looked for too."""
-    from engram.ports import IndexDoc
-    from engram.queue import HAND_OVER
+    from engram.kernel.ports import IndexDoc
+    from engram.kernel.queue import HAND_OVER
 
     e = both
     alice, _ = two_agents(e)
@@ -591,7 +592,7 @@ def test_runners_of_one_erasure_at_once_erase_it_once_and_count_it_once(
     counted twice, none lost (runners side by side each counted what it planned and saved over the others)."""
     import threading
 
-    import engram.erasure
+    import engram.trust.erasure
 
     e = both
     alice, _ = two_agents(e)
@@ -632,9 +633,9 @@ def test_a_job_that_finds_another_runner_looks_again_later_and_a_dead_runners_le
     runner that died holds the request only until its lease runs out."""
     from datetime import timedelta
 
-    from engram.clock import iso
     from engram.families.identity import ERASURE_JOB
-    from engram.queue import this_process
+    from engram.kernel.clock import iso
+    from engram.kernel.queue import this_process
 
     e = both
     alice, _ = two_agents(e)
@@ -718,7 +719,7 @@ def test_a_runner_whose_process_died_on_this_machine_holds_the_request_no_longer
     import sys
     from datetime import timedelta
 
-    from engram.clock import iso
+    from engram.kernel.clock import iso
 
     e = both
     alice, _ = two_agents(e)
@@ -740,7 +741,7 @@ def test_the_entities_eraser_reads_the_spellings_once_not_once_an_entity(
 ) -> None:
     """Each entity going whole read every spelling of the context to find its own: 3,000 entities (750 the
     subject's) took 64 s to preview and 69 s to erase here, and a full scan an entity on DynamoDB. Now one pass."""
-    from engram.erasure import Subject
+    from engram.trust.erasure import Subject
 
     e = both
     now = e.clock.now()

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from engram.errors import NotFound
 from engram.families.entities.graph import JOB
 from engram.families.knowledge.documents import NewDocument
+from engram.kernel.errors import NotFound
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import eid, two_agents

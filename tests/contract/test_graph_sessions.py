@@ -14,7 +14,7 @@ import pytest
 from mcp.client import Client
 
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.wiring import Engram
 from tests.functional.mcpclient import connect
 
@@ -30,7 +30,7 @@ class Served:
 @pytest.fixture
 def served(both: Engram) -> Iterator[Served]:
     """The engram of `both` (SQLite, or DynamoDB + S3 + OpenSearch) behind `create_app` on a loopback port;
-    no worker runs in it: `engram.queue.join()` is the worker, run when a test says so."""
+    no worker runs in it: `engram.kernel.queue.join()` is the worker, run when a test says so."""
     agent, _ = both.identity.create_key(["acme"], "agent", ["org/acme"])
     management, _ = both.identity.create_key(["acme"], "management", ["org/acme"])
     with in_thread(create_app(both)) as url:

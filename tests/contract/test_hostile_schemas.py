@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from engram.errors import InvalidInput
 from engram.families.records.schema_rules import MAX_CHAIN_COST
 from engram.families.records.schemas import MAX_PAYLOAD_BYTES
-from engram.identity import ANY, Caller
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import InvalidInput
 from engram.wiring import Engram
 from tests.fixtures.listener import loopback_listener
 

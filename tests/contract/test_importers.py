@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engram.cli import main
-from engram.errors import InvalidInput
-from engram.identity import ANY, Caller, Principal
-from engram.importers import run
-from engram.ports import scan
+from engram.cli.main import main
+from engram.kernel.caller import ANY, Caller, Principal
+from engram.kernel.errors import InvalidInput
+from engram.kernel.ports import scan
 from engram.settings import Settings
+from engram.transfer.importers import run
 from engram.wiring import Engram, build_local
 
 ALICE = "org/acme/user/alice"

@@ -1,14 +1,14 @@
 """Kinds enforced at run time (issue #24), on both adapter sets: whatever adapter the composition root picked,
 a write of an undeclared kind, or of a scoped kind without scopes, is refused before it reaches the store,
-and so is such a document for the search index. (Before, only a test looked at `engram.kinds`.)"""
+and so is such a document for the search index. (Before, only a test looked at `engram.kernel.kinds`.)"""
 
 from __future__ import annotations
 
 import pytest
 
-from engram.clock import SystemClock
-from engram.kinds import KINDS, UndeclaredKind
-from engram.ports import IndexDoc, Write
+from engram.kernel.clock import SystemClock
+from engram.kernel.kinds import KINDS, UndeclaredKind
+from engram.kernel.ports import IndexDoc, Write
 from engram.wiring import Engram
 
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from engram.adapters.aws.dynamodb_records import MAX_WRITES
-from engram.errors import Conflict
 from engram.families.knowledge import EMBED_JOB, STAGED_JOB
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
-from engram.identity import ANY, Caller
-from engram.ports import Write, scan
-from engram.queue import JOBS
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Conflict
+from engram.kernel.ports import Write, scan
+from engram.kernel.queue import JOBS
 from engram.wiring import Engram
 from tests.concurrency import together
 

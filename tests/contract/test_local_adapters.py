@@ -10,8 +10,8 @@ from engram.adapters.local.file_blobs import FileBlobStore
 from engram.adapters.local.sqlite_audit import SqliteAuditLog
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
-from engram.errors import InvalidInput
-from engram.queue import Queue, StoreQueue
+from engram.kernel.errors import InvalidInput
+from engram.kernel.queue import Queue, StoreQueue
 from tests.contract.suites import (
     CHAIN,
     AuditLogContract,
@@ -31,7 +31,7 @@ class TestSqliteRecordStore(RecordStoreContract):
         """Counts are kept between writes: another process's commits (another connection) count as writes."""
         from datetime import UTC, datetime
 
-        from engram.ports import Write
+        from engram.kernel.ports import Write
 
         other = SqliteRecordStore(tmp_path / "r.db")
         now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,7 +59,7 @@ class TestSqliteSearchIndex(SearchIndexContract):
         return SqliteSearchIndex(tmp_path / "s.db")
 
     def test_vectors_survive_a_restart(self, loaded: SqliteSearchIndex, tmp_path: Path) -> None:
-        from engram.ports import SearchQuery
+        from engram.kernel.ports import SearchQuery
         from tests.contract.suites import _vec
 
         again = SqliteSearchIndex(tmp_path / "s.db")
@@ -71,7 +71,7 @@ class TestSqliteSearchIndex(SearchIndexContract):
     ) -> None:
         """A search looks for other processes' commits once (its reads share that look) and sees every one made
         before it began, in every mode: written, replaced, deleted by another connection to the file."""
-        from engram.ports import IndexDoc, SearchMode, SearchQuery
+        from engram.kernel.ports import IndexDoc, SearchMode, SearchQuery
         from tests.contract.suites import _vec
 
         other = SqliteSearchIndex(tmp_path / "s.db")
@@ -148,7 +148,7 @@ def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_l
     erased document."""
     from datetime import UTC, datetime
 
-    from engram.ports import IndexDoc, SearchQuery
+    from engram.kernel.ports import IndexDoc, SearchQuery
     from tests.fixtures.files import sqlite_files_holding
 
     now = datetime(2026, 1, 1, tzinfo=UTC)

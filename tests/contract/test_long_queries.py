@@ -9,8 +9,8 @@ import string
 
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
-from engram.identity import ANY
-from engram.search_rules import MAX_QUERY_TERMS, query_weights
+from engram.kernel.caller import ANY
+from engram.search.rules import MAX_QUERY_TERMS, query_weights
 from engram.wiring import Engram
 
 LETTERS = string.ascii_lowercase

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engram.clock import Clock
-from engram.errors import InvalidInput
+from engram.kernel.clock import Clock
+from engram.kernel.errors import InvalidInput
 from engram.wiring import Engram
 from tests.contract.conftest import two_agents
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from engram.families.knowledge.documents import NewDocument
 from engram.families.memory.base import Turn
-from engram.opaque import OpaqueIds
-from engram.ports import Write
+from engram.kernel.opaque import OpaqueIds
+from engram.kernel.ports import Write
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import ALICE, eid, two_agents

@@ -9,7 +9,7 @@ from opensearchpy import OpenSearch
 
 from engram.adapters.aws.opensearch_index import OpenSearchIndex
 from engram.adapters.aws.opensearch_queries import bm25_body
-from engram.search_rules import Rules, using
+from engram.search.rules import Rules, using
 from tests.contract.suites import SearchIndexContract
 
 pytestmark = pytest.mark.opensearch
@@ -36,7 +36,7 @@ class TestOpenSearchServerlessIds(SearchIndexContract):
 def test_a_lingering_older_copy_is_never_returned(opensearch: str) -> None:
     from datetime import UTC, datetime
 
-    from engram.ports import IndexDoc, SearchQuery
+    from engram.kernel.ports import IndexDoc, SearchQuery
 
     client = OpenSearch(hosts=[opensearch], timeout=30)
     name = f"engram-{uuid.uuid4().hex[:8]}"
@@ -54,7 +54,7 @@ def test_a_contexts_count_is_reused_until_a_write_or_its_ttl(opensearch: str) ->
     """A recall asks for the count each time: it is asked of OpenSearch at most every COUNT_TTL seconds,
     and again at once after a write through this index; a write by another process shows after the TTL."""
     from engram.adapters.aws.opensearch_index import COUNT_TTL
-    from engram.ports import IndexDoc
+    from engram.kernel.ports import IndexDoc
 
     client = OpenSearch(hosts=[opensearch], timeout=30)
     name = f"engram-{uuid.uuid4().hex[:8]}"
@@ -85,7 +85,7 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
     import numpy as np
 
     from engram.adapters.aws.opensearch_index import COMPACT, COMPACT_MAPPING
-    from engram.ports import IndexDoc, SearchQuery
+    from engram.kernel.ports import IndexDoc, SearchQuery
 
     client = OpenSearch(hosts=[opensearch], timeout=30)
     name = f"engram-{uuid.uuid4().hex[:8]}"
@@ -122,8 +122,8 @@ def test_bm25_agrees_with_the_embedded_index_and_counts_repeated_query_words(ope
     from datetime import UTC, datetime
 
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
-    from engram.ports import IndexDoc, SearchQuery
-    from engram.search_rules import query_weights
+    from engram.kernel.ports import IndexDoc, SearchQuery
+    from engram.search.rules import query_weights
 
     texts = [
         "boundary layer flow over a flat plate at high speed",

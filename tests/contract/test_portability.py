@@ -1,6 +1,6 @@
-"""#53: a whole context exported and imported (`engram.portability`), with the real model — local -> the AWS adapters
--> local gives back every object (versions, actors, times), every blob and every index document with its vector;
-an import with the same model embeds nothing, with another the index is made again; importing twice changes
+"""#53: a whole context exported and imported (`engram.transfer.archive`), with the real model — local -> the AWS
+adapters -> local gives back every object (versions, actors, times), every blob and every index document with its
+vector; an import with the same model embeds nothing, with another the index is made again; importing twice changes
 nothing; a stopped import resumes; an incomplete or foreign file is refused."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from engram.cli import main
-from engram.errors import InvalidInput
-from engram.portability import export, import_file, read_lines
+from engram.cli.main import main
+from engram.kernel.errors import InvalidInput
 from engram.settings import Settings
+from engram.transfer.archive import export, import_file, read_lines
 from engram.wiring import Engram, build_local, default_embedder
 from tests.contract.conftest import aws_engram_on
 from tests.contract.test_reindex import fill, same, snapshot
@@ -82,7 +82,7 @@ def test_import_twice_changes_nothing_and_a_stopped_import_resumes(
 
     counting = Counting(default_embedder(Settings()))
     target = build_local(Settings(data_dir=tmp_path / "b", queue_worker=False), embedder=counting)  # type: ignore[arg-type]
-    monkeypatch.setattr("engram.portability.BATCH", 7)
+    monkeypatch.setattr("engram.transfer.archive.BATCH", 7)
     real, calls = target.records.restore, {"n": 0}
 
     def dies(ctx: str, objects: Any) -> int:

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from engram.clock import FixedClock
-from engram.errors import RateLimited
-from engram.quotas import QuotaLimits, Quotas, Ticket
+from engram.kernel.clock import FixedClock
+from engram.kernel.errors import RateLimited
+from engram.trust.quotas import QuotaLimits, Quotas, Ticket
 from engram.wiring import Engram
 from tests.concurrency import together
 

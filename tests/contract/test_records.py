@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
 from engram.families.records.schemas import MAX_PAYLOAD_BYTES
 from engram.families.records.service import KIND, LOOKUP
-from engram.identity import ANY, Caller
-from engram.ports import SearchQuery
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Conflict, Forbidden, InvalidInput, NotFound
+from engram.kernel.ports import SearchQuery
 from engram.wiring import Engram
 from tests.concurrency import together
 

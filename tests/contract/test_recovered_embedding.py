@@ -13,7 +13,7 @@ import pytest
 
 from engram.families.knowledge.base import NewDocument
 from engram.families.knowledge.embedding import EMBED_SLICE
-from engram.ports import SearchQuery
+from engram.kernel.ports import SearchQuery
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 from tests.contract.conftest import two_agents

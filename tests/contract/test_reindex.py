@@ -16,11 +16,11 @@ import pytest
 
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
-from engram.family import Family
-from engram.identity import Caller
-from engram.kinds import KINDS
-from engram.ports import SearchMode, SearchQuery
-from engram.reindex import rebuild
+from engram.kernel.caller import Caller
+from engram.kernel.family import Family
+from engram.kernel.kinds import KINDS
+from engram.kernel.ports import SearchMode, SearchQuery
+from engram.search.reindex import rebuild
 from engram.settings import Settings
 from engram.wiring import Engram, build, build_local
 from tests.contract.conftest import BOB, aws_engram_on, two_agents
@@ -132,7 +132,7 @@ def test_a_lost_index_is_made_again_as_it_was(pair: Any) -> None:
 def test_a_rebuild_settles_what_writes_and_erasures_changed_while_it_ran(pair: Any) -> None:
     """Writers store and forget, and an erasure takes Bob's memories, while the rebuild runs; afterwards the index
     holds exactly what a rebuild over the quiet store gives: nothing erased, nothing stale."""
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
 
     e, again = pair
     alice, _ = fill(e)
@@ -183,7 +183,7 @@ def test_a_write_and_an_erasure_between_a_jobs_read_and_its_upsert_are_settled(p
     turn back in the index). The next pass finds the attribute at a newer version and Bob's turn gone: the index
     ends as the store says, with nothing of Bob's."""
     from engram.families.memory.plan import index_doc_of
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
 
     e, again = pair
     alice, _ = fill(e)
@@ -218,7 +218,7 @@ def test_a_write_and_an_erasure_between_a_jobs_read_and_its_upsert_are_settled(p
 
 
 def test_the_cli_rebuilds_a_local_context(tmp_path: Path, capsys: Any) -> None:
-    from engram.cli import main
+    from engram.cli.main import main
 
     e = build_local(Settings(data_dir=tmp_path, queue_worker=False))
     fill(e)

@@ -4,7 +4,7 @@ Bob (grant org/acme/user/bob) stores memories, an entity with an edge, a session
 chunks, a folder and a collection. Alice (grant org/acme/user/alice), in the same context, tries to list,
 read, match (dedup, externalId, session ids), change and delete each. Nothing of Bob's is listed, read,
 matched, changed or deleted, and no answer tells that it exists. One visibility rule decides every case
-(`engram.scopes.can_see`); this suite is the probe set every new kind of object joins.
+(`engram.kernel.scopes.can_see`); this suite is the probe set every new kind of object joins.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from engram.errors import Conflict, EngramError, NotFound
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
 from engram.families.memory.service import Turn
-from engram.identity import ANY, Caller
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Conflict, EngramError, NotFound
 from engram.wiring import Engram
 from tests.contract.conftest import eid
 
@@ -285,7 +285,7 @@ def test_workspace_files_sessions_and_decisions(world: dict[str, Any]) -> None:
 
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
-    from engram.kinds import KINDS, scoped
+    from engram.kernel.kinds import KINDS, scoped
 
     e = both
     original = e.records.transact
@@ -293,7 +293,7 @@ def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: E
 
     def checked(writes: Any, now: Any) -> Any:
         for w in writes:
-            assert w.kind in KINDS, f"kind {w.kind!r} is not declared in engram.kinds"
+            assert w.kind in KINDS, f"kind {w.kind!r} is not declared in engram.kernel.kinds"
             if scoped(w.kind):
                 assert w.data.get("scopes"), f"a {w.kind} written without scopes: {w.data}"
             seen.add(w.kind)

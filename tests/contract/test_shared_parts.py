@@ -9,9 +9,9 @@ import json
 import time
 from typing import Any
 
-from engram.clock import iso
 from engram.families.memory.base import Turn
-from engram.identity import ANY, Caller
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.clock import iso
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, eid, two_agents
 

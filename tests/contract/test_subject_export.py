@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.erasure import owned_objects
-from engram.errors import Forbidden, InvalidInput, NotFound
 from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
-from engram.identity import ANY, Caller
-from engram.ports import Write
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Forbidden, InvalidInput, NotFound
+from engram.kernel.ports import Write
+from engram.trust.erasure import owned_objects
 from engram.wiring import Engram
 from tests.contract.conftest import ALICE, BOB, two_agents
 from tests.contract.test_erasure import management

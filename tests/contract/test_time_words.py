@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from engram.families.knowledge.documents import NewDocument
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.wiring import Engram
 from tests.contract.conftest import two_agents
 

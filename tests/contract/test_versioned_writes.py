@@ -10,11 +10,11 @@ from pathlib import Path
 import boto3
 import pytest
 
-from engram.errors import Conflict
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
-from engram.identity import ANY, Caller
-from engram.ports import scan
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Conflict
+from engram.kernel.ports import scan
 from engram.wiring import Engram
 
 WRITERS = 12
@@ -147,8 +147,8 @@ def test_concurrent_turns_in_one_session_are_all_stored_in_a_definite_order(both
 def test_a_delete_racing_ingests_never_leaves_a_document_pointing_nowhere(both: Engram, container: str) -> None:
     """Writers file documents into a folder (or collection) while another deletes it: the delete either
     wins before them (their ingests then fail cleanly) or is refused; never a dangling reference."""
-    from engram.errors import EngramError
-    from engram.ports import scan
+    from engram.kernel.errors import EngramError
+    from engram.kernel.ports import scan
 
     e = both
     _, p = e.identity.create_key(["acme"], "agent", ["org/acme"])

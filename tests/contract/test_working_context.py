@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from engram.errors import Conflict, InvalidInput, NotFound
 from engram.families.context.service import MAX_VALUE_BYTES
+from engram.kernel.errors import Conflict, InvalidInput, NotFound
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import ALICE, BOB  # noqa: F401

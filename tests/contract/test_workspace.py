@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from engram.errors import InvalidInput, NotFound
 from engram.families.workspace.collab import OP, Edit
 from engram.families.workspace.files import NewFile
 from engram.families.workspace.shapes import DEP, FILE
-from engram.identity import Caller
+from engram.kernel.caller import Caller
+from engram.kernel.errors import InvalidInput, NotFound
 from engram.wiring import Engram
 from tests.concurrency import together
 from tests.contract.conftest import ALICE, BOB  # noqa: F401
@@ -323,7 +323,7 @@ def test_an_index_job_out_of_time_queues_the_files_it_did_not_reach(
     the function may run and was cut off each time, none of its vectors kept. Now a run short of time indexes a
     slice of windows at a time and queues the files it did not reach as a job of their own."""
     from engram.families.workspace import INDEX_JOB, files
-    from engram.queue import HAND_OVER
+    from engram.kernel.queue import HAND_OVER
 
     e, (alice, _) = both, callers(both)
     counting = CountingEmbedder()

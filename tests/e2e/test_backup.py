@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.cli import main
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
+from engram.cli.main import main
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -20,7 +20,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.devserver import cli, start, stop
+from engram.cli.devserver import cli, start, stop
 from engram.settings import Settings
 from engram.wiring import build_local
 

@@ -29,9 +29,9 @@ import httpx
 import pytest
 from hypothesis import given
 
-from engram.devserver import cli, start, stop
+from engram.cli.devserver import cli, start, stop
 from engram.families import select
-from engram.operation import AnyOperation as Operation
+from engram.kernel.operation import AnyOperation as Operation
 from tests.fixtures.hostile import MCP_HEADERS, arguments, judge_mcp, judge_rest, mcp_call, rest_call, seeded
 from tests.fixtures.listener import loopback_listener
 

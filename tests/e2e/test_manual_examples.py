@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.devserver import start, stop
+from engram.cli.devserver import start, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.devserver import cli, serve, start, stop
+from engram.cli.devserver import cli, serve, start, stop
 
 pytestmark = pytest.mark.e2e
 CTX = "acme"
@@ -110,7 +110,7 @@ def test_kill_9_mid_ingest_then_every_acknowledged_document_is_indexed(data: tup
     assert len(acknowledged) >= 40
     killed_at = time.monotonic()
     from engram.adapters.local.sqlite_records import SqliteRecordStore
-    from engram.queue import StoreQueue
+    from engram.kernel.queue import StoreQueue
 
     left = StoreQueue(SqliteRecordStore(folder / "records.db"), worker=False).pending()
     print(f"acknowledged {len(acknowledged)}, jobs left by the killed process: {len(left)}")

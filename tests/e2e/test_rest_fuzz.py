@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.devserver import cli, serve
+from engram.cli.devserver import cli, serve
 from tests.functional.mcpclient import connect
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def test_the_server_starts_again_with_huge_pages_for_its_weights(
     huge pages; a user's own tunables are kept; the setting turns it off. The process answers either way."""
     import httpx
 
-    from engram.devserver import start, stop
+    from engram.cli.devserver import start, stop
 
     for name, value in (("GLIBC_TUNABLES", given), ("ENGRAM_HUGE_PAGES", setting)):
         if value is None:

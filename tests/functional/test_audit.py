@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram.clock import SystemClock
-from engram.devserver import cli
+from engram.cli.devserver import cli
+from engram.kernel.clock import SystemClock
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.conftest import Live

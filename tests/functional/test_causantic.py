@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.types import TextContent
 
-from engram.clock import parse_time
+from engram.kernel.clock import parse_time
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -124,7 +124,7 @@ def test_recall_is_relevance_first_with_a_floor(engram: object) -> None:
     """In a small project, `recall` with only a query answers the relevant chunks, not the most recent
     ones; a query about nothing stored answers "No relevant memory found." though memories are visible."""
     from engram.families.memory.service import Turn
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
     from engram.wiring import Engram
 
     assert isinstance(engram, Engram)
@@ -155,7 +155,7 @@ def test_short_range_prefers_recent_context_but_never_answers_with_what_is_not_r
     from a few days before. Relevant chunks are answered whatever their age, the recent ones first; a turn that
     shares nothing with the question is not answered at all."""
     from engram.families.memory.service import Turn
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
     from engram.wiring import Engram
 
     assert isinstance(engram, Engram)

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.clock import SystemClock
-from engram.devserver import cli
+from engram.cli.devserver import cli
 from engram.families.memory.base import Turn
-from engram.identity import ANY
+from engram.kernel.caller import ANY
+from engram.kernel.clock import SystemClock
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.conftest import Live
@@ -116,9 +116,9 @@ def test_the_cli_export_gives_an_object_once_with_its_whole_history_across_pages
 def test_an_export_that_fails_part_way_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`engram export --out F`: a failure after the first page (the store gone away) leaves neither F nor a part of
     it to be taken for the whole export; an export that finishes replaces F whole."""
-    from engram import cli as engram_cli
-    from engram.errors import Unavailable
+    from engram.cli import main as engram_cli
     from engram.families.identity.subject_access import SubjectAccess
+    from engram.kernel.errors import Unavailable
 
     data = tmp_path / "data"
     engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())

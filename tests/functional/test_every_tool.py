@@ -15,7 +15,7 @@ from engram.families import select
 from engram.families.knowledge.documents import NewDocument
 from engram.families.memory.service import Turn
 from engram.families.workspace.files import NewFile
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from tests.conftest import Live
 from tests.functional.mcpclient import connect
 
@@ -55,7 +55,7 @@ def _ctxkey(live: Live) -> str:
 
 def _erasure(live: Live) -> str:
     """A finished erasure of a scope nobody wrote under (no family holds its objects: nothing refuses it)."""
-    from engram.erasure import Subject
+    from engram.trust.erasure import Subject
 
     caller = live.engram.identity.enter(live.engram.identity.authenticate(live.keys.management), "acme", ANY, "t")
     asked = live.engram.erasure.request(caller, Subject(f"org/acme/user/gone-{uuid.uuid4().hex[:8]}"), False)

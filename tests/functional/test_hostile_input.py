@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from engram.families.context.service import KIND
-from engram.identity import ANY
-from engram.ports import Write, scan
+from engram.kernel.caller import ANY
+from engram.kernel.ports import Write, scan
 from tests.conftest import Live
 
 LONE = '"\\ud800"'  # JSON text for a string holding one lone surrogate

@@ -136,7 +136,7 @@ async def test_bad_uploads_lose_nothing(live: Live) -> None:
 
 
 def _caller(live: Live) -> Any:
-    from engram.identity import ANY
+    from engram.kernel.caller import ANY
 
     return live.engram.identity.enter(live.engram.identity.authenticate(live.keys.agent), "acme", ANY, "t")
 

@@ -15,7 +15,7 @@ import pytest
 
 from engram.api import mcp_fast
 from engram.api.app import create_app
-from engram.devserver import in_thread
+from engram.cli.devserver import in_thread
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.conftest import Live

@@ -279,7 +279,7 @@ def test_the_key_cache_honours_expiry_by_the_wall_clock_and_fetches_only_policy_
     """What a SnapStart restore relies on: cached keys carry a wall-clock expiry (the issuer's max-age, here
     600 s), so an environment restored later fetches them again; within it, no fetch. Discovery reads the
     issuer's RFC 8414 metadata; URLs that are not https (or loopback http) are never fetched."""
-    from engram.errors import InvalidInput, Unavailable
+    from engram.kernel.errors import InvalidInput, Unavailable
 
     jwks.forget()
     source = jwks.HttpKeySource()

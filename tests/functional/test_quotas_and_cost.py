@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
-from engram.cli import main
-from engram.identity import Caller, Principal
-from engram.ports import scan
-from engram.quotas import QuotaLimits
+from engram.cli.main import main
+from engram.kernel.caller import Caller, Principal
+from engram.kernel.ports import scan
+from engram.trust.quotas import QuotaLimits
 from tests.concurrency import together
 from tests.conftest import Live
 from tests.functional.mcpclient import connect

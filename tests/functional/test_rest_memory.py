@@ -81,7 +81,7 @@ def test_rest_errors_have_status_and_shape(live: Live) -> None:
 
 
 def test_denials_are_audited_and_counted(live: Live, caplog: object) -> None:
-    from engram.observability import metrics
+    from engram.kernel.observability import metrics
 
     before = metrics.total("authz.denied")
     with api(live, live.keys.agent) as c:

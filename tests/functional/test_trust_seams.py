@@ -16,11 +16,11 @@ import httpx
 import pytest
 
 from engram.adapters import jwks
-from engram.clock import SystemClock
-from engram.devserver import cli
-from engram.errors import NotFound
-from engram.receipts import Signer
+from engram.cli.devserver import cli
+from engram.kernel.clock import SystemClock
+from engram.kernel.errors import NotFound
 from engram.settings import Settings
+from engram.trust.receipts import Signer
 from engram.wiring import build_local
 from tests.conftest import Live
 from tests.fixtures.files import sqlite_files_holding

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engram.cli import main
-from engram.identity import ANY
+from engram.cli.main import main
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

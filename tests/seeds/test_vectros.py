@@ -267,7 +267,7 @@ async def test_the_two_resources(live: Live) -> None:
 def test_unknown_tool_names_fail_fast_at_startup(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     """ "Narrow the catalog ... with VECTROS_MCP_TOOLS ... (e.g. "hybrid_search,rag_ask") ... Unknown tool names
     fail fast at startup with a clear error." Engram's variable is ENGRAM_MCP_TOOLS."""
-    from engram.cli import main
+    from engram.cli.main import main
     from engram.families import select
 
     assert [op.name for op in select({"hybrid_search", "rag_ask"})] == ["hybrid_search", "rag_ask"]

@@ -11,7 +11,7 @@ import pytest
 
 from engram.adapters.local import ann
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
-from engram.ports import IndexDoc, SearchQuery
+from engram.kernel.ports import IndexDoc, SearchQuery
 
 N = 3000
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

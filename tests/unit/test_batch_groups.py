@@ -9,8 +9,8 @@ from pathlib import Path
 from engram.adapters.local.sqlite_records import SqliteRecordStore
 from engram.families.memory.base import Turn
 from engram.families.memory.plan import session_key
-from engram.identity import ANY
-from engram.ports import Item, Write
+from engram.kernel.caller import ANY
+from engram.kernel.ports import Item, Write
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

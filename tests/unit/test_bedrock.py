@@ -11,8 +11,8 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from engram.adapters.aws.bedrock import BedrockGenerator
-from engram.errors import Unavailable
 from engram.families.memory.llm_extraction import extract_with_llm
+from engram.kernel.errors import Unavailable
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

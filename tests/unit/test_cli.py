@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.cli import main
+from engram.cli.main import main
 from engram.settings import Settings
 from engram.wiring import build_local
 
@@ -28,7 +28,7 @@ def test_keys_create_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     engram = build_local(Settings(data_dir=tmp_path, embedder="none"))
     assert engram.identity.authenticate(secret).role == "agent"
     assert main(["keys", "revoke", *d, listed[0]["key_id"]]) == 0
-    from engram.errors import Unauthenticated
+    from engram.kernel.errors import Unauthenticated
 
     with pytest.raises(Unauthenticated):
         engram.identity.authenticate(secret)
@@ -51,7 +51,7 @@ def test_a_server_settles_what_it_loaded_to_start() -> None:
     full collection walks only what came after."""
     import gc
 
-    from engram.process import settle
+    from engram.cli.process import settle
 
     gc.unfreeze()
     assert gc.get_freeze_count() == 0
@@ -64,7 +64,7 @@ def test_a_server_settles_what_it_loaded_to_start() -> None:
 
 IDLE_AFTER_A_PRODUCT = """
 import resource, sys, time
-from engram.cli import main
+from engram.cli.main import main
 try:
     main(["--help"])
 except SystemExit:

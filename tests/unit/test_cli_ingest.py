@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.cli import main
+from engram.cli.main import main
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.fixtures.files import RETURNS_PDF, make_pdf

@@ -10,7 +10,7 @@ import pytest
 
 from engram.api import dispatch
 from engram.api.dispatch import storage_fault
-from engram.errors import EngramError, Unavailable
+from engram.kernel.errors import EngramError, Unavailable
 
 
 def test_storage_faults_are_told_from_other_faults() -> None:

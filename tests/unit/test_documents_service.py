@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.errors import Forbidden, InvalidInput
 from engram.families import find
 from engram.families.knowledge.documents import NewDocument
 from engram.families.knowledge.search import Search
-from engram.identity import ANY, Caller
-from engram.ports import Vector
-from engram.queue import StoreQueue
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.errors import Forbidden, InvalidInput
+from engram.kernel.ports import Vector
+from engram.kernel.queue import StoreQueue
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 

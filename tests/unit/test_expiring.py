@@ -1,11 +1,11 @@
-"""The in-process cache of configuration (`engram.expiring`): many keys read in one load."""
+"""The in-process cache of configuration (`engram.kernel.expiring`): many keys read in one load."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from engram.expiring import Expiring
+from engram.kernel.expiring import Expiring
 
 
 def test_get_many_loads_only_what_is_missing_in_one_call_and_keeps_absent_answers() -> None:

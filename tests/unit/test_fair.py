@@ -1,11 +1,11 @@
-"""engram.fair: a context's burst queues behind itself; the next free slot goes to the context running fewest."""
+"""engram.trust.fair: a context's burst queues behind itself; the next free slot goes to the context running fewest."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from engram.fair import FairShare
+from engram.trust.fair import FairShare
 
 pytestmark = pytest.mark.anyio
 

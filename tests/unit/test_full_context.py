@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from engram.families.memory.service import Turn
-from engram.identity import ANY
+from engram.kernel.caller import ANY
 from engram.settings import Settings
 from engram.wiring import build_local
 

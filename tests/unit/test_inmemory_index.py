@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
-from engram.ports import IndexDoc, SearchQuery
-from engram.search_rules import query_weights
-from engram.terms import BM25_B, BM25_K1, index_terms, stem, term_set
+from engram.kernel.ports import IndexDoc, SearchQuery
+from engram.search.rules import query_weights
+from engram.search.terms import BM25_B, BM25_K1, index_terms, stem, term_set
 
 WORDS = [
     "wing",
@@ -138,7 +138,7 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
     instants, right at and either side of where validity starts and ends."""
     from datetime import timedelta
 
-    from engram.filters import visible
+    from engram.search.filters import visible
 
     rng = random.Random(seed)
     index = SqliteSearchIndex(tmp_path / "s.db")

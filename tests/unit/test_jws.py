@@ -1,4 +1,4 @@
-"""The JWS checks OAuth tokens go through (`engram.jws`, on PyJWT and `cryptography`): explicit algorithms, the
+"""The JWS checks OAuth tokens go through (`engram.trust.jws`, on PyJWT and `cryptography`): explicit algorithms, the
 key's type and size, any change to a signed token fails."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from engram import jws
+from engram.trust import jws
 from tests.oauth_server import rsa_jwk
 
 
@@ -96,7 +96,7 @@ def test_malformed_tokens_are_refused_before_any_key_is_used(token: str) -> None
 
 
 def test_the_issuer_allow_list() -> None:
-    from engram.oauth import issuer_allowed
+    from engram.trust.oauth import issuer_allowed
 
     allowed = ["https://login.example.com", "https://tenant.auth0.com/", "https://exact.example.org/realms/a"]
     assert issuer_allowed("https://login.example.com/oauth2/default", allowed)  # an origin: any path on it

@@ -1,4 +1,4 @@
-"""The one limit policy (`engram.limits`), checked over every operation the registry declares: so that the next
+"""The one limit policy (`engram.kernel.limits`), checked over every operation the registry declares: so that the next
 family cannot add a free-form field, a string or a list without a bound (issue #22, class 8: 5 MB of entity
 metadata was accepted), and what no argument may hold is refused naming its field."""
 
@@ -11,9 +11,9 @@ import pytest
 from annotated_types import MaxLen
 from pydantic import BaseModel, JsonValue
 
-from engram.errors import InvalidInput
 from engram.families import select
-from engram.limits import BOUNDS, MAX_DEPTH, Bounded, check_arguments, depth_of, scrub
+from engram.kernel.errors import InvalidInput
+from engram.kernel.limits import BOUNDS, MAX_DEPTH, Bounded, check_arguments, depth_of, scrub
 
 FREE_FORM = (Any, JsonValue, dict)
 
@@ -84,7 +84,7 @@ def test_every_argument_of_every_operation_has_a_declared_bound() -> None:
 
 
 def test_the_walk_finds_an_unbounded_field() -> None:
-    from engram.operation import OpInput, Selector
+    from engram.kernel.operation import OpInput, Selector
 
     class Loose(OpInput):
         meta: dict[str, Any] | None = None

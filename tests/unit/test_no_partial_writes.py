@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
-from engram.errors import Unavailable
 from engram.families.knowledge.documents import NewDocument
 from engram.families.memory.service import Turn
-from engram.identity import ANY
-from engram.ports import Item, SearchQuery, Write
+from engram.kernel.caller import ANY
+from engram.kernel.errors import Unavailable
+from engram.kernel.ports import Item, SearchQuery, Write
 from engram.settings import Settings
 from engram.wiring import Engram, build_local
 
@@ -72,8 +72,8 @@ def test_memories_committed_but_not_indexed_are_indexed_by_the_safety_net(tmp_pa
     from datetime import UTC, datetime, timedelta
 
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
-    from engram.clock import FixedClock
-    from engram.queue import StoreQueue
+    from engram.kernel.clock import FixedClock
+    from engram.kernel.queue import StoreQueue
 
     class FlakyIndex(SqliteSearchIndex):
         fail = False

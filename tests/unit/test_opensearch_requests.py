@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.aws.opensearch_index import COMPACT, OpenSearchIndex, pack
-from engram.ports import SearchQuery
-from engram.search_rules import Rules, using
+from engram.kernel.ports import SearchQuery
+from engram.search.rules import Rules, using
 
 
 class Counting:

@@ -48,7 +48,7 @@ def test_a_throttled_search_inside_msearch_retries_the_request() -> None:
     from opensearchpy.exceptions import TransportError
 
     from engram.adapters.aws.opensearch_index import RETRY_DELAYS, OpenSearchIndex
-    from engram.ports import SearchQuery
+    from engram.kernel.ports import SearchQuery
 
     class PartlyThrottled:
         """An `_msearch` whose second search is refused `failures` times (429, or the given status)."""

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from engram.errors import InvalidInput
 from engram.families.knowledge.chunking import chunk
 from engram.families.knowledge.parsing import DOCX, HTML, MARKDOWN, PDF, TEXT, Block, detect, parse
+from engram.kernel.errors import InvalidInput
 from tests.fixtures.files import RETURNS_PDF, make_docx, make_pdf, make_pdf_with_headings
 
 

@@ -1,4 +1,4 @@
-"""The query-vector cache (engram.query_vectors): a query embedded once is answered from memory, with the
+"""The query-vector cache (engram.search.query_vectors): a query embedded once is answered from memory, with the
 same vector; what is not a single short query passes through; erasure empties it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engram.query_vectors import MAX_CHARS, QueryVectors
+from engram.search.query_vectors import MAX_CHARS, QueryVectors
 
 
 class Counting:

@@ -1,4 +1,4 @@
-"""The store-backed Queue (engram.queue.StoreQueue): durable jobs, leases, retries, batches, many workers."""
+"""The store-backed Queue (engram.kernel.queue.StoreQueue): durable jobs, leases, retries, batches, many workers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engram.adapters.local.sqlite_records import SqliteRecordStore
-from engram.clock import FixedClock, iso
-from engram.ports import Write
-from engram.queue import JOBS, LEASE, MAX_ATTEMPTS, StoreQueue
+from engram.kernel.clock import FixedClock, iso
+from engram.kernel.ports import Write
+from engram.kernel.queue import JOBS, LEASE, MAX_ATTEMPTS, StoreQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -102,7 +102,7 @@ def test_submit_refuses_unknown_jobs_and_payloads_a_message_queue_cannot_carry(s
 
 
 def test_a_job_is_committed_with_the_write_that_needs_it_or_not_at_all(store: SqliteRecordStore) -> None:
-    from engram.errors import Conflict
+    from engram.kernel.errors import Conflict
 
     q = StoreQueue(store, worker=False)
     q.register("index", lambda p: None)

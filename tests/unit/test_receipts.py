@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from engram.receipts import Signer, canonical, verify
-from engram.signing import Ed25519Signer, b64, ed25519_verify, small_order_ed25519
+from engram.trust.receipts import Signer, canonical, verify
+from engram.trust.signing import Ed25519Signer, b64, ed25519_verify, small_order_ed25519
 
 
 def receipt() -> dict[str, object]:

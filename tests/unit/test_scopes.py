@@ -1,7 +1,7 @@
 import pytest
 
-from engram.errors import Forbidden, InvalidInput
-from engram.scopes import check_path, check_selector, is_registered, matches, narrow, write_paths
+from engram.kernel.errors import Forbidden, InvalidInput
+from engram.kernel.scopes import check_path, check_selector, is_registered, matches, narrow, write_paths
 
 
 def test_dnf_matching_is_and_within_clause_or_across() -> None:

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from engram.ports import Hit, SearchQuery
-from engram.search_rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth, using
-from engram.terms import query_terms
+from engram.kernel.ports import Hit, SearchQuery
+from engram.search.rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth, using
+from engram.search.terms import query_terms
 
 # The designs the bench measures beside the default (bench/protocol.py): every refinement, and all but feedback
 FULL = Rules("rrf20+feedback+smooth+agree", 20, None, True, True, True, True)
@@ -40,7 +40,7 @@ def test_query_terms_drop_stop_words_and_duplicates() -> None:
 
 
 def test_expansion_adds_the_feedback_documents_characteristic_terms() -> None:
-    from engram.search_rules import FEEDBACK_ALPHA, expansion, query_weights
+    from engram.search.rules import FEEDBACK_ALPHA, expansion, query_weights
 
     weights = query_weights("wing flutter")
     grown = expansion(weights, ["Flutter of swept wings at transonic speeds.", "Transonic flutter tests."])
@@ -50,7 +50,7 @@ def test_expansion_adds_the_feedback_documents_characteristic_terms() -> None:
 
 
 def test_rocchio_moves_the_query_towards_the_feedback_and_keeps_unit_length() -> None:
-    from engram.search_rules import rocchio
+    from engram.search.rules import rocchio
 
     q = np.array([1.0, 0.0], dtype=np.float32)
     moved = rocchio(q, [np.array([0.0, 1.0], dtype=np.float32)])
@@ -59,8 +59,8 @@ def test_rocchio_moves_the_query_towards_the_feedback_and_keeps_unit_length() ->
 
 
 def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> None:
-    from engram.ports import Hit, SearchQuery
-    from engram.search_rules import FEEDBACK_DOCS, hybrid
+    from engram.kernel.ports import Hit, SearchQuery
+    from engram.search.rules import FEEDBACK_DOCS, hybrid
 
     docs = {f"d{i}": f"passage {i} about flutter" + (" and divergence" if i < 3 else "") for i in range(6)}
     calls: list[tuple[str, object]] = []
@@ -108,7 +108,7 @@ def _unit(*xs: float) -> np.ndarray:
 
 
 def test_smooth_lifts_a_passage_whose_neighbours_score_high() -> None:
-    from engram.search_rules import smooth
+    from engram.search.rules import smooth
 
     fused = [("a", 0.05), ("b", 0.044), ("c", 0.042), ("d", 0.0)]
     # c sits next to a (the best); b and d are alone
@@ -121,8 +121,8 @@ def test_smooth_lifts_a_passage_whose_neighbours_score_high() -> None:
 
 
 def test_smooth_keeps_passages_without_vectors_and_the_tail() -> None:
-    from engram import search_rules
-    from engram.search_rules import smooth
+    from engram.search import rules as search_rules
+    from engram.search.rules import smooth
 
     n = search_rules.SMOOTH_CANDIDATES
     fused = [(f"p{j:03d}", 1.0 - j / (n + 10)) for j in range(n + 5)]
@@ -141,7 +141,7 @@ def test_smooth_keeps_passages_without_vectors_and_the_tail() -> None:
 
 
 def test_smooth_leaves_short_or_flat_lists_alone() -> None:
-    from engram.search_rules import smooth
+    from engram.search.rules import smooth
 
     def never(ids: object) -> dict[str, object]:
         raise AssertionError("no vectors needed")
@@ -153,8 +153,8 @@ def test_smooth_leaves_short_or_flat_lists_alone() -> None:
 
 
 def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
-    from engram.ports import Hit, SearchQuery
-    from engram.search_rules import hybrid, merge_hits
+    from engram.kernel.ports import Hit, SearchQuery
+    from engram.search.rules import hybrid, merge_hits
 
     # "far" and "near" hold the same ranks in both lists (fused alone, a tie broken by id: far first);
     # "near" sits next to the best passage
@@ -174,7 +174,7 @@ def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
 def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     """ "twin" matches fewer keywords than "odd" but sits next to the best keyword match: smoothed, the
     keyword list ranks it second, so it enters fusion ahead of "odd" (the vector list ranks them alike)."""
-    from engram.search_rules import smooth_hits
+    from engram.search.rules import smooth_hits
 
     vectors = {"best": _unit(1, 0, 0), "twin": _unit(1, 0.05, 0), "odd": _unit(0, 1, 0), "v": _unit(0, 0, 1)}
     bm = [_hit("best", 9.0), _hit("odd", 6.0), _hit("twin", 5.9), _hit("low", 1.0)]
@@ -259,8 +259,8 @@ def test_scores_never_rise_down_the_list_and_combine_both_kinds_of_evidence() ->
     more evidence is lifted to it (the ranking stands, and a threshold keeps a prefix of it)."""
     import numpy as np
 
-    from engram.ports import Hit, SearchQuery
-    from engram.search_rules import noisy_or, scored, semantic_evidence
+    from engram.kernel.ports import Hit, SearchQuery
+    from engram.search.rules import noisy_or, scored, semantic_evidence
 
     q = SearchQuery("c", "red apples", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3)
     vectors = {"a": np.array([0.0, 1.0]), "b": np.array([1.0, 0.0]), "c": np.array([0.6, 0.8])}
@@ -280,8 +280,8 @@ def test_scores_never_rise_down_the_list_and_combine_both_kinds_of_evidence() ->
 
 def test_a_query_word_counts_as_often_as_the_query_says_it() -> None:
     """Issue #12: CISI's long questions repeat their key words; deduplicated, BM25 lost 0.07 nDCG@10."""
-    from engram.search_rules import query_weights
-    from engram.terms import stem
+    from engram.search.rules import query_weights
+    from engram.search.terms import stem
 
     assert query_weights("Flows and the flow: which flow?") == {stem("flow"): 3.0}
     assert query_weights("boundary layers of the boundary") == {stem("boundary"): 2.0, stem("layers"): 1.0}
@@ -293,8 +293,8 @@ def test_a_query_of_several_sentences_is_embedded_a_sentence_at_a_time(monkeypat
     question, as the model reads it plainly): this is the alternative the protocol bench measures."""
     import numpy as np
 
-    from engram import search_rules
-    from engram.search_rules import query_vector
+    from engram.search import rules as search_rules
+    from engram.search.rules import query_vector
 
     whole = query_vector(_Recording(), "How are titles made up? Who reads long abstracts?", ranks=True)  # type: ignore[arg-type]
     assert whole is not None and np.allclose(whole, [1.0, 0.0])  # the default: one vector of the whole question
@@ -334,7 +334,7 @@ def test_one_hit_per_document_fuses_documents_not_chunks() -> None:
 
 
 def test_a_single_list_grouped_keeps_the_best_chunk_and_the_rest_as_passages() -> None:
-    from engram.search_rules import grouped
+    from engram.search.rules import grouped
 
     hits = [_chunk("a1", "A", 3), _chunk("b1", "B", 2), _chunk("a2", "A", 1), Hit("r", "record", 0.5, "r", {})]
     out = grouped(hits, "document_id")
@@ -371,8 +371,8 @@ def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
     """Issue #26: an adapter's candidate lists as `Ranked` (ids and scores, a hit made when read). Every rule
     set returns the same hits from them as from plain lists; the default makes only the k it returns (plus the
     first of each list where a rule set keeps what both put first)."""
-    from engram.ports import Ranked
-    from engram.search_rules import DEFAULT
+    from engram.kernel.ports import Ranked
+    from engram.search.rules import DEFAULT
 
     rng = np.random.default_rng(26)
     ids = [f"d{i:03d}" for i in range(200)]

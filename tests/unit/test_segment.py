@@ -13,7 +13,7 @@ import pytest
 
 from engram.adapters.local import ann, segment, sqlite_search
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
-from engram.ports import IndexDoc, SearchQuery
+from engram.kernel.ports import IndexDoc, SearchQuery
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 WORDS = [

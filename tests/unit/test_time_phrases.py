@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engram.errors import InvalidInput
-from engram.time_phrases import read, zone
+from engram.kernel.errors import InvalidInput
+from engram.search.time_phrases import read, zone
 
 NOW = datetime(2026, 6, 17, 15, 30, tzinfo=UTC)  # a Wednesday
 

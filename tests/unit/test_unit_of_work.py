@@ -1,4 +1,4 @@
-"""One unit of work for commit + job + index + withdraw (`engram.unit_of_work`, issue #24): its order and what
+"""One unit of work for commit + job + index + withdraw (`engram.kernel.unit_of_work`, issue #24): its order and what
 a failure leaves, with fakes of the queue and the store; and that no family writes the pattern by hand again
 (it was written five times, and memory's copy never started its safety net: on SQS it was never sent)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engram.ports import Item, Write
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.ports import Item, Write
+from engram.kernel.unit_of_work import UnitOfWork
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "engram" / "engram"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from engram.families.workspace.shapes import slices
-from engram.ports import Item
+from engram.kernel.ports import Item
 
 
 def file(name: str, chunks: int) -> Item:

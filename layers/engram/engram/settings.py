@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engram.quotas import QuotaLimits
+from engram.trust.quotas import QuotaLimits
 
 
 class Settings(BaseSettings):
@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         ge=0,
         le=1024,
         description="Calls run at once (0: two a core); when all run, the next slot goes to a waiting call of the "
-        "context running the fewest, so one tenant's burst queues behind itself (engram.fair)",
+        "context running the fewest, so one tenant's burst queues behind itself (engram.trust.fair)",
     )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")

@@ -10,25 +10,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from engram.audit import Auditor, Chain, stored_key
-from engram.clock import Clock, SystemClock
-from engram.fair import FairShare
 from engram.families import all_families, family
-from engram.family import Family, Services
-from engram.identity import IdentityService
-from engram.kernel import Kernel
-from engram.kinds import Guarded, GuardedIndex
-from engram.metering import MeteredBlobs, MeteredEmbedder
-from engram.opaque import OpaqueIds
-from engram.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
-from engram.query_vectors import QueryVectors
-from engram.queue import Queue, StoreQueue
-from engram.quotas import Quotas
+from engram.kernel.clock import Clock, SystemClock
+from engram.kernel.family import Family, Services
+from engram.kernel.kinds import Guarded, GuardedIndex
+from engram.kernel.metering import MeteredBlobs, MeteredEmbedder
+from engram.kernel.opaque import OpaqueIds
+from engram.kernel.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
+from engram.kernel.queue import Queue, StoreQueue
+from engram.kernel.services import Kernel
+from engram.search.query_vectors import QueryVectors
 from engram.settings import Settings
+from engram.trust.audit import Auditor, Chain, stored_key
+from engram.trust.fair import FairShare
+from engram.trust.identity import IdentityService
+from engram.trust.quotas import Quotas
 
 S = TypeVar("S", bound=Services)
 
-# Service names the composition root answers for its families (`engram.family`): `e.memory`, `e.documents`...
+# Service names the composition root answers for its families (`engram.kernel.family`): `e.memory`, `e.documents`...
 # (scripts, benches and tests reach a service so; operations and jobs receive their family's Services).
 _SERVICE_FAMILY = {
     "memory": "memory",
@@ -72,15 +72,15 @@ class Engram:
 
     def __post_init__(self) -> None:
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
-        # kind without scopes, is refused at run time (engram.kinds).
+        # kind without scopes, is refused at run time (engram.kernel.kinds).
         if not isinstance(self.records, Guarded):
             self.records = cast(RecordStore, Guarded(self.records))
         if not isinstance(self.index, GuardedIndex):
             self.index = cast(SearchIndex, GuardedIndex(self.index))
-        # what a call's blobs and embeddings cost, in its cost (engram.metering)
+        # what a call's blobs and embeddings cost, in its cost (engram.kernel.metering)
         if not isinstance(self.blobs, MeteredBlobs):
             self.blobs = cast(BlobStore, MeteredBlobs(self.blobs))
-        # query vectors kept by text (engram.query_vectors), under the meter
+        # query vectors kept by text (engram.search.query_vectors), under the meter
         self.query_vectors: QueryVectors | None = None
         if self.embedder is not None and not isinstance(self.embedder, MeteredEmbedder):
             self.query_vectors = QueryVectors(self.embedder)
@@ -93,7 +93,7 @@ class Engram:
             self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
         )
         self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
-        # how a server's calls share it between contexts (engram.fair: the API runs each call in a slot)
+        # how a server's calls share it between contexts (engram.trust.fair: the API runs each call in a slot)
         self.share = FairShare(self.settings.call_slots or 2 * len(os.sched_getaffinity(0)))
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
@@ -158,7 +158,8 @@ class Engram:
         return self.services(family(name).services)
 
     def call(self, caller: Any, tool: str, arguments: dict[str, Any]) -> Any:
-        """An operation run by its name as a client's call reaches it, its input checked (`engram.importers`)."""
+        """An operation run by its name as a client's call reaches it, its input checked
+        (`engram.transfer.importers`)."""
         from engram.families import find
 
         op = find(tool)
@@ -221,7 +222,7 @@ def aws_client(service: str, settings: Settings) -> Any:
     CLIENTS_MADE["count"] += 1
     config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
     client = boto3.client(service, region_name=settings.aws_region, config=config)
-    if service == "dynamodb":  # the capacity units each call consumed, in its cost (engram.metering)
+    if service == "dynamodb":  # the capacity units each call consumed, in its cost (engram.kernel.metering)
         from engram.adapters.aws.metering import meter_dynamodb
 
         meter_dynamodb(client)

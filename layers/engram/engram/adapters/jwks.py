@@ -18,8 +18,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from engram.errors import Unavailable
-from engram.oauth import check_url
+from engram.kernel.errors import Unavailable
+from engram.trust.oauth import check_url
 
 DEFAULT_TTL = 900.0
 MIN_TTL, MAX_TTL = 60.0, 86_400.0

@@ -24,10 +24,10 @@ from engram.api.errors import send_error
 from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
 from engram.api.mcp_fast import FastCall
 from engram.api.rest import error_response, mount_rest
-from engram.errors import EngramError, Forbidden, MethodNotAllowed, NotFound, Unauthenticated
 from engram.families import families, find, select
-from engram.identity import ROLES, Caller, Principal
-from engram.observability import metrics
+from engram.kernel.caller import ROLES, Caller, Principal
+from engram.kernel.errors import EngramError, Forbidden, MethodNotAllowed, NotFound, Unauthenticated
+from engram.kernel.observability import metrics
 from engram.wiring import Engram
 
 PRINCIPAL = "engram_principal"
@@ -257,7 +257,7 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
 
     @app.get("/.well-known/engram-receipt-key", include_in_schema=False)
     async def receipt_key() -> dict[str, str]:
-        """The Ed25519 key erasure receipts are signed with (engram.receipts): a receipt is checked offline
+        """The Ed25519 key erasure receipts are signed with (engram.trust.receipts): a receipt is checked offline
         against it (`engram erasure verify RECEIPT --public-key KEY`)."""
         key = await anyio.to_thread.run_sync(lambda: engram.erasure.public_key())
         return {"algorithm": "Ed25519", "public_key": key}

@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engram.errors import Unauthenticated
-from engram.identity import Principal
-from engram.oauth import InvalidToken
+from engram.kernel.caller import Principal
+from engram.kernel.errors import Unauthenticated
+from engram.trust.oauth import InvalidToken
 from engram.wiring import Engram
 
 UNAUTHENTICATED = "missing or invalid API key"

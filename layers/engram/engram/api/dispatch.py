@@ -10,13 +10,13 @@ from typing import Any
 
 import anyio.to_thread
 
-from engram.audit import id_arguments, objects
-from engram.errors import EngramError, Unavailable
-from engram.identity import Caller, Principal
-from engram.metering import Cost, metering, tokens
-from engram.observability import calls, metrics
-from engram.operation import AnyOperation, OpInput
-from engram.ports import Progress
+from engram.kernel.caller import Caller, Principal
+from engram.kernel.errors import EngramError, Unavailable
+from engram.kernel.metering import Cost, metering, tokens
+from engram.kernel.observability import calls, metrics
+from engram.kernel.operation import AnyOperation, OpInput
+from engram.kernel.ports import Progress
+from engram.trust.audit import id_arguments, objects
 from engram.wiring import Engram
 
 log = logging.getLogger("engram.dispatch")

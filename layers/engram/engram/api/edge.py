@@ -13,7 +13,7 @@
   dropped (`/mcp/`, `/api/v1/acme/memories/`): the route without it answers, with no redirect.
 - A body whose JSON escapes a lone surrogate (`"\\ud800"`: valid JSON text, not valid Unicode) answers 400
   naming the field, on MCP routes as a JSON-RPC error -32602 (the SDK's parser would say only "parse
-  error"). Operations check their arguments again (`engram.limits`), for the transports without this edge.
+  error"). Operations check their arguments again (`engram.kernel.limits`), for the transports without this edge.
 
 The body is read here, once, and replayed to the app, so every route (REST, MCP, the AWS gateway) gets
 the same rules. Bodies are small (JSON; uploads are base64 inside JSON), bounded by `max_bytes`.
@@ -28,8 +28,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.api.errors import send_error
-from engram.errors import EngramError, InvalidInput, NotFound, PayloadTooLarge
-from engram.limits import lone_surrogates, where
+from engram.kernel.errors import EngramError, InvalidInput, NotFound, PayloadTooLarge
+from engram.kernel.limits import lone_surrogates, where
 
 _WITH_BODY = ("POST", "PUT", "PATCH")
 # What the HTTP parser (h11, under uvicorn) holds of a request's line and headers while they arrive. h11's own

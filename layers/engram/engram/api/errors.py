@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import Send
 
-from engram.errors import EngramError, RateLimited, Unauthenticated
+from engram.kernel.errors import EngramError, RateLimited, Unauthenticated
 
 Headers = list[tuple[bytes, bytes]]
 

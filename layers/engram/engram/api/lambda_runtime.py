@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from engram.api import snapstart
 from engram.api.auth import authorizer_context, bearer, principal_from_authorizer
-from engram.errors import EngramError
-from engram.identity import IdentityService
-from engram.queue import HAND_OVER
+from engram.kernel.errors import EngramError
+from engram.kernel.queue import HAND_OVER
 from engram.settings import Settings
+from engram.trust.identity import IdentityService
 from engram.wiring import Engram, Lazy, aws_client, build, build_identity
 
 # The web stack (FastAPI, the MCP SDK, Mangum) is imported by the functions that serve HTTP only:
@@ -70,7 +70,7 @@ def within_response_limit(handler: Handler) -> Handler:
 
 def _too_large(event: Event, answer: Event, size: int) -> Event:
     from engram.api.errors import error_body
-    from engram.errors import PayloadTooLarge
+    from engram.kernel.errors import PayloadTooLarge
 
     exc = PayloadTooLarge(
         f"the answer is {size} bytes, over the {RESPONSE_BYTES} a function returns on AWS: ask for less (a "
@@ -252,7 +252,7 @@ def instrument(service: str, handler: Handler, http: bool = True, tracing: bool 
     from aws_lambda_powertools.logging import correlation_paths
     from aws_lambda_powertools.metrics import MetricUnit
 
-    from engram.observability import metrics as counters
+    from engram.kernel.observability import metrics as counters
 
     logger = Logger(service=service)
     metrics = Metrics(namespace="Engram", service=service)

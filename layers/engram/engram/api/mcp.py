@@ -28,13 +28,13 @@ from pydantic import BaseModel
 from engram import __version__
 from engram.api import dispatch
 from engram.api.errors import error_body
-from engram.clock import iso
-from engram.errors import EngramError
 from engram.families import find
-from engram.identity import Principal
-from engram.limits import scrub
-from engram.metering import Cost
-from engram.operation import AnyOperation
+from engram.kernel.caller import Principal
+from engram.kernel.clock import iso
+from engram.kernel.errors import EngramError
+from engram.kernel.limits import scrub
+from engram.kernel.metering import Cost
+from engram.kernel.operation import AnyOperation
 from engram.wiring import Engram
 
 INSTRUCTIONS = (
@@ -324,7 +324,7 @@ def build_server(
             return failed.model_copy(update={"meta": {COST_META: cost.figures()}})
         ms = round((time.perf_counter() - started) * 1000, 1)
         await _log(ctx, principal.key_id, "info", {"tool": params.name, "ms": ms})
-        meta = {COST_META: cost.figures()}  # what the call cost (engram.metering)
+        meta = {COST_META: cost.figures()}  # what the call cost (engram.kernel.metering)
         if isinstance(result, str):
             return types.CallToolResult(content=[types.TextContent(type="text", text=scrub(result))], _meta=meta)
         text = json.dumps(result)

@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.types import Scope, Send
 
 from engram.api.mcp import LOG_LEVELS
-from engram.identity import Principal
+from engram.kernel.caller import Principal
 
 log = logging.getLogger("engram.mcp")
 METHOD = "tools/call"

@@ -18,12 +18,12 @@ from engram.api import dispatch
 from engram.api.auth import metadata_url, principal_for
 from engram.api.errors import rendered
 from engram.api.mcp import schema
-from engram.errors import EngramError, InvalidInput, Unauthenticated
-from engram.identity import Principal, check_context
-from engram.limits import scrub
-from engram.metering import Cost, header
-from engram.operation import AnyOperation, TextOutput
-from engram.ports import no_progress
+from engram.kernel.caller import Principal, check_context
+from engram.kernel.errors import EngramError, InvalidInput, Unauthenticated
+from engram.kernel.limits import scrub
+from engram.kernel.metering import Cost, header
+from engram.kernel.operation import AnyOperation, TextOutput
+from engram.kernel.ports import no_progress
 from engram.wiring import Engram
 
 _BODYLESS = ("GET", "DELETE")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engram.api.auth import authorizer_context
-from engram.identity import Principal
+from engram.kernel.caller import Principal
 
 log = logging.getLogger("engram.snapstart")
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -161,7 +161,7 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None, warm: Calla
     started = time.perf_counter()
     import encodings.idna  # noqa: F401  (what a first HTTPS connection imports: the host name's codec)
 
-    from engram import jws
+    from engram.trust import jws
 
     jws.parser()  # PyJWT, imported on a function's first token otherwise
     if warm is not None:
@@ -195,7 +195,7 @@ def before_snapshot(name: str, engram: Any, handler: Handler | None, warm: Calla
 
 
 def _warm_rules(name: str, engram: Any) -> None:
-    from engram import search_rules, terms  # noqa: F401 - the rules, imported before the snapshot
+    from engram.search import rules, terms  # noqa: F401 - the rules, imported before the snapshot
 
     terms.stem("warming")  # the stemmer
     import numpy
@@ -228,7 +228,7 @@ def _warm_rules(name: str, engram: Any) -> None:
 def after_restore(name: str, engram: Any) -> None:
     started = time.perf_counter()
     random.seed()  # not the snapshot's state: every restored environment draws its own
-    from engram.observability import calls, metrics
+    from engram.kernel.observability import calls, metrics
 
     calls.started = time.time()
     calls.clear()

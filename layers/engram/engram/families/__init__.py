@@ -1,15 +1,15 @@
 """Every family, and the registry of their operations. Adding a family: its package under `engram/families/`
-(see `engram.family`), one line in NAMES, then `make template-routes` (its REST routes in template.yaml)."""
+(see `engram.kernel.family`), one line in NAMES, then `make template-routes` (its REST routes in template.yaml)."""
 
 from __future__ import annotations
 
 import importlib
 from functools import cache
 
-from engram.errors import InvalidInput
-from engram.family import Family
-from engram.kinds import declare_kinds
-from engram.operation import REGISTRY, AnyOperation
+from engram.kernel.errors import InvalidInput
+from engram.kernel.family import Family
+from engram.kernel.kinds import declare_kinds
+from engram.kernel.operation import REGISTRY, AnyOperation
 
 NAMES = (
     "memory",

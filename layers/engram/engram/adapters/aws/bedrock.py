@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.errors import Unavailable
+from engram.kernel.errors import Unavailable
 
 
 class BedrockGenerator:

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from engram.errors import Unavailable
-from engram.ports import Vector
+from engram.kernel.errors import Unavailable
+from engram.kernel.ports import Vector
 
 
 class BedrockEmbedder:

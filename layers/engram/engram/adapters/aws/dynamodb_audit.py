@@ -18,8 +18,8 @@ from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
-from engram.clock import iso, parse_time
-from engram.ports import AuditEntry, AuditMark, Sealer
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.ports import AuditEntry, AuditMark, Sealer
 
 PREFIX = "_audit#"
 MARK_PREFIX = "_auditmark#"

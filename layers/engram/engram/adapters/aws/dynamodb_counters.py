@@ -15,7 +15,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.errors import Unavailable
+from engram.kernel.errors import Unavailable
 
 PREFIX, COUNTED = "_counter#", "_counted#"
 IN_PROGRESS_TRIES = 6  # as the records' transactions (`dynamodb_records`)

@@ -14,8 +14,8 @@ from typing import Any
 
 from engram.adapters.aws.dynamodb_audit import DynamoAuditLog
 from engram.adapters.aws.dynamodb_records import DynamoRecordStore
-from engram.ports import Item
-from engram.quotas import QUOTA, SYSTEM, Quotas
+from engram.kernel.ports import Item
+from engram.trust.quotas import QUOTA, SYSTEM, Quotas
 
 Read = tuple[dict[str, Item], list[dict[str, Any]]]
 

@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from engram.clock import iso, parse_time
-from engram.errors import Conflict, InvalidInput, Unavailable
-from engram.ports import Item, Page, Write
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.errors import Conflict, InvalidInput, Unavailable
+from engram.kernel.ports import Item, Page, Write
 
 MAX_WRITES = 50
 IN_PROGRESS_TRIES = 6  # asks of a transaction whose first attempt still runs (~1.6 s in all)

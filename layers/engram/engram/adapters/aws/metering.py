@@ -1,11 +1,11 @@
-"""The AWS clients' share of a call's cost (`engram.metering`): the capacity units DynamoDB reports for each
+"""The AWS clients' share of a call's cost (`engram.kernel.metering`): the capacity units DynamoDB reports for each
 request (asked for with `ReturnConsumedCapacity=TOTAL`), and each request sent to OpenSearch."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engram.metering import charge
+from engram.kernel.metering import charge
 
 _READS = {"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"}
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}

@@ -1,10 +1,10 @@
-"""SearchIndex on OpenSearch: a `text` field analysed and scored by the BM25 rules of `engram.search_rules`
+"""SearchIndex on OpenSearch: a `text` field analysed and scored by the BM25 rules of `engram.search.rules`
 (Snowball stems, stop words, k1 1.5) and a `knn_vector` (lucene HNSW,
 cosine) for vectors, in one index shared by every context (`context_id` is a filter, never a scoring
-input). Hybrid results are fused in Python by `engram.search_rules`, exactly as the embedded adapter
+input). Hybrid results are fused in Python by `engram.search.rules`, exactly as the embedded adapter
 does, so both rank alike.
 
-Filters follow `engram.filters.visible`: scope coverage (a tag equals the path or lies below
+Filters follow `engram.search.filters.visible`: scope coverage (a tag equals the path or lies below
 it), validity at `as_of`, metadata equality and ranges. Scores follow the port: BM25 as OpenSearch
 computes it, cosine similarity for vectors (lucene reports (1 + cos) / 2; it is converted back).
 
@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.aws.opensearch_queries import COMPACT, Kept, bm25_body, counts_body, term_counts_of, vector_body
-from engram.clock import iso, parse_time
-from engram.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
-from engram.search_rules import lists_of, query_weights
-from engram.search_rules import search as run_search
-from engram.terms import BM25_B, BM25_K1, STOP_WORDS
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
+from engram.search.rules import lists_of, query_weights
+from engram.search.rules import search as run_search
+from engram.search.terms import BM25_B, BM25_K1, STOP_WORDS
 
 RETRY_STATUS = (429, 502, 503, 504)  # throttled or briefly unavailable: worth another try
 RETRY_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each retry (exponential backoff)
@@ -95,7 +95,7 @@ class OpenSearchIndex:
             index=self._index,
             body={
                 "settings": {
-                    # BM25 and text analysis as engram.search_rules defines them (the embedded index too)
+                    # BM25 and text analysis as engram.search.rules defines them (the embedded index too)
                     "index": {"knn": True, "similarity": {"default": {"type": "BM25", "k1": BM25_K1, "b": BM25_B}}},
                     "analysis": {
                         "filter": {
@@ -393,7 +393,7 @@ class OpenSearchIndex:
         return {h["_source"]["id"]: h["_source"][field] for h in hits if h["_source"].get(field)}
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        """One query through `engram.search_rules.search`. A hybrid round asks both lists in one request,
+        """One query through `engram.search.rules.search`. A hybrid round asks both lists in one request,
         and its hits come with their compact vectors (in any mode, when the query has a vector), so
         feedback, smoothing and scores need no request of their own: a hit the rounds returned without one
         (no vector yet, or written before compact copies existed, until it is written again) counts as

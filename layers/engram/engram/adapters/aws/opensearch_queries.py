@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.clock import iso
-from engram.ports import SearchQuery, Vector
+from engram.kernel.clock import iso
+from engram.kernel.ports import SearchQuery, Vector
 
 # A compact copy of each vector (half precision, base64) that searches return instead of the JSON array of
 # floats (~1 KB against ~8 KB a hit): feedback and smoothing read it. Stored only, never searched.

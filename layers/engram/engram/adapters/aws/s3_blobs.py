@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engram.errors import NotFound
+from engram.kernel.errors import NotFound
 
 TRIES = 4
 TRANSIENT = {"InternalError", "SlowDown", "ServiceUnavailable", "RequestTimeout"}

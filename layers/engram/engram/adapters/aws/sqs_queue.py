@@ -1,6 +1,6 @@
 """Queue on Amazon SQS: a job is one message `{"job": name, "payload": {...}, "id": job record id}`.
 
-With a record store, a job is first a record (engram.queue: committed with the write that needs it) and
+With a record store, a job is first a record (engram.kernel.queue: committed with the write that needs it) and
 then a message; the worker deletes the record once the job has run. Records whose message never went
 (a crash right after the commit) are sent again by `recover`.
 
@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engram.clock import parse_time
-from engram.errors import EngramError
-from engram.ports import RecordStore, Write, scan
-from engram.queue import BLOB_CREATED_JOB, JOBS, LEASE, Handlers, Payload, job_write
+from engram.kernel.clock import parse_time
+from engram.kernel.errors import EngramError
+from engram.kernel.ports import RecordStore, Write, scan
+from engram.kernel.queue import BLOB_CREATED_JOB, JOBS, LEASE, Handlers, Payload, job_write
 
-log = logging.getLogger("engram.queue")
+log = logging.getLogger("engram.kernel.queue")
 MAX_DELAY = 900  # seconds: the most SQS delays a message
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.ports import Vector
+from engram.kernel.ports import Vector
 
 MIN_VECTORS = 20_000  # below this, an exact product is a few milliseconds: no graph
 CANDIDATES = 2  # candidates asked of the graph for each result wanted (at least MIN_CANDIDATES)

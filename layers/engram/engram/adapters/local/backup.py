@@ -6,7 +6,7 @@ the copy is made in one step, since a step-wise copy starts again whenever anoth
 files written once under new names and never changed in place, so they are copied as files, after the databases:
 a blob written meanwhile is one nothing in the copy names yet; one erased meanwhile is one the copy should not
 have. Each database is consistent in itself; the search index is made from the records, so `restore` makes it
-again from them (`engram.reindex.rebuild`) unless told not to.
+again from them (`engram.search.reindex.rebuild`) unless told not to.
 
 `MANIFEST` in the backup folder lists what was copied, with sizes and SHA-256s, and `restore` checks it first.
 The standard library's `sqlite3.Connection.backup`, `shutil` and `hashlib` do the work; what is written here is
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.errors import InvalidInput
+from engram.kernel.errors import InvalidInput
 
 MANIFEST = "engram-backup.json"
 FORMAT = "engram-backup"

@@ -7,7 +7,7 @@ import os
 import secrets
 from pathlib import Path
 
-from engram.errors import InvalidInput, NotFound
+from engram.kernel.errors import InvalidInput, NotFound
 
 
 class FileBlobStore:

@@ -17,7 +17,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from engram.adapters.local.onnx_graph import simplify, with_outputs
-from engram.ports import Vector
+from engram.kernel.ports import Vector
 
 TokenStates = tuple[list[tuple[int, int]], np.ndarray]  # pieces' character offsets, their states
 

@@ -13,8 +13,8 @@ import numpy as np
 from engram.adapters.local import ann
 from engram.adapters.local.segment import Array, Parts, Segment
 from engram.adapters.local.slots import Row, Slots
-from engram.clock import parse_time
-from engram.ports import IndexDoc, Vector
+from engram.kernel.clock import parse_time
+from engram.kernel.ports import IndexDoc, Vector
 
 
 def opened(seg: Segment) -> Slots:

@@ -13,9 +13,9 @@ import numpy as np
 
 from engram.adapters.local import ann
 from engram.adapters.local.segment import Array, Segment
-from engram.ports import MetaValue, SearchQuery, Vector
-from engram.scopes import matches
-from engram.terms import BM25_B, BM25_K1, bm25_idf, index_terms
+from engram.kernel.ports import MetaValue, SearchQuery, Vector
+from engram.kernel.scopes import matches
+from engram.search.terms import BM25_B, BM25_K1, bm25_idf, index_terms
 
 
 @dataclass(slots=True)

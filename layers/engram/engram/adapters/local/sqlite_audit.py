@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engram.adapters.local.sqlite_records import connect
-from engram.clock import iso, parse_time
-from engram.ports import AuditEntry, AuditMark, Sealer
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.ports import AuditEntry, AuditMark, Sealer
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (

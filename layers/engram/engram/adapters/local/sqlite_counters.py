@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engram.adapters.local.sqlite_records import connect
-from engram.clock import iso
+from engram.kernel.clock import iso
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (

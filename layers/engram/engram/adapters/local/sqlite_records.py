@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.clock import iso, parse_time
-from engram.errors import Conflict
-from engram.ports import Item, Page, Write
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.errors import Conflict
+from engram.kernel.ports import Item, Page, Write
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (

@@ -1,7 +1,7 @@
 """SearchIndex on SQLite (the documents, durable) with the ranking done in memory, per context.
 
 The first search in a context loads its documents into a `Slots`: an inverted index for BM25 (the rules of
-`engram.search_rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for cosine search — exact,
+`engram.search.rules`: Snowball stems, k1 1.5, b 0.75, Lucene's idf) and a vector matrix for cosine search — exact,
 or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's candidates rescored exactly (built
 in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so
 a query is a few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
@@ -30,9 +30,9 @@ from engram.adapters.local.saving import Lookups, opened, parse_row, parts_of
 from engram.adapters.local.slots import Row, Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.adapters.local.take import hits, take
-from engram.clock import iso
-from engram.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
-from engram.search_rules import search as run_search
+from engram.kernel.clock import iso
+from engram.kernel.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
+from engram.search.rules import search as run_search
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (

@@ -8,8 +8,8 @@ from datetime import datetime
 import numpy as np
 
 from engram.adapters.local.slots import Mask, Row, Slots
-from engram.filters import visible
-from engram.ports import Hit, Ranked, SearchQuery, Vector
+from engram.kernel.ports import Hit, Ranked, SearchQuery, Vector
+from engram.search.filters import visible
 
 
 def take(

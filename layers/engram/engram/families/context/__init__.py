@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from engram.family import Family, Services
-from engram.kinds import Kind
+from engram.kernel.family import Family, Services
+from engram.kernel.kinds import Kind
 
 if TYPE_CHECKING:
     from engram.families.context.service import WorkingContext

@@ -8,10 +8,10 @@ from pydantic import BaseModel, Field, JsonValue
 
 from engram.families.context import ContextServices
 from engram.families.context.service import MAX_KEY, MAX_RUN, MAX_TTL
-from engram.identity import ANY, WRITERS, Caller
-from engram.limits import Bounded
-from engram.operation import Operation, OpInput, declare
-from engram.ports import Progress
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import Operation, OpInput, declare
+from engram.kernel.ports import Progress
 
 JSON_TYPES: list[JsonValue] = ["object", "array", "string", "number", "boolean", "null"]
 KEY = Field(..., min_length=1, max_length=MAX_KEY)

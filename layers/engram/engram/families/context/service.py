@@ -18,14 +18,14 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import quote
 
-from engram.clock import iso
-from engram.erasure import Subject, Unit, batched, mine
-from engram.errors import Conflict, InvalidInput, NotFound
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.ports import Item, Write
-from engram.retry import ATTEMPTS, on_conflict
-from engram.scopes import can_see, tags_key
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso
+from engram.kernel.errors import Conflict, InvalidInput, NotFound
+from engram.kernel.ports import Item, Write
+from engram.kernel.retry import ATTEMPTS, on_conflict
+from engram.kernel.scopes import can_see, tags_key
+from engram.kernel.services import BaseService
+from engram.trust.erasure import Subject, Unit, batched, mine
 
 KIND = "ctxkey"
 MAX_VALUE_BYTES = 256 * 1024  # a value as JSON (DynamoDB's item limit is 400 KB: room for the rest)
@@ -199,7 +199,7 @@ class WorkingContext(BaseService):
             raise Conflict(f"context key {key!r} changed meanwhile", code="version_conflict") from exc
 
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:
-        """The subject's context keys (every run's), each with every version (`engram.erasure`)."""
+        """The subject's context keys (every run's), each with every version (`engram.trust.erasure`)."""
         return batched(self.records, ctx, KIND, mine(self.records, ctx, KIND, subject))
 
 

@@ -6,12 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engram.clock import parse_time
 from engram.families.conversation import ConversationServices
-from engram.identity import ANY, WRITERS, Caller
-from engram.operation import Metadata, Operation, OpInput, When, declare
-from engram.ports import Progress
-from engram.time_phrases import window_of
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.clock import parse_time
+from engram.kernel.operation import Metadata, Operation, OpInput, When, declare
+from engram.kernel.ports import Progress
+from engram.search.time_phrases import window_of
 
 THREAD = Field(..., min_length=1, max_length=256)
 NAMESPACE = Field(None, min_length=1, max_length=256, description="a scope path inside the key's grant")

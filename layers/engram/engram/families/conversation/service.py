@@ -21,24 +21,24 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import iso, new_id, parse_time
-from engram.errors import EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import graph
 from engram.families.knowledge.chunking import sentences
-from engram.identity import Caller
-from engram.lazy import module
-from engram.ports import (
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id, parse_time
+from engram.kernel.errors import EngramError, Forbidden, InvalidInput, NotFound, embedding_errors
+from engram.kernel.lazy import module
+from engram.kernel.ports import (
     IndexDoc,
     Item,
     SearchMode,
     SearchQuery,
     Write,
 )
-from engram.retry import on_conflict
-from engram.scopes import can_see, tags_key
-from engram.search_rules import query_vector
-from engram.time_phrases import Window, preferred
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.retry import on_conflict
+from engram.kernel.scopes import can_see, tags_key
+from engram.kernel.unit_of_work import UnitOfWork
+from engram.search.rules import query_vector
+from engram.search.time_phrases import Window, preferred
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,7 +48,7 @@ from engram.families.conversation import INDEX_JOB
 from engram.families.memory.base import Turn, in_context
 from engram.families.memory.plan import turn_text
 from engram.families.memory.service import MemoryService
-from engram.kernel import BaseService, Kernel
+from engram.kernel.services import BaseService, Kernel
 
 log = logging.getLogger("engram.conversation")
 ROLES = ("user", "assistant", "system", "tool")
@@ -250,7 +250,7 @@ class ConversationService(BaseService):
         window: Window | None = None,
     ) -> dict[str, Any]:
         """Messages by hybrid search; `window`: only those sent within it (given as since / until), or those first
-        (read from the query's words: `engram.time_phrases.preferred`)."""
+        (read from the query's words: `engram.search.time_phrases.preferred`)."""
         visibility = self._lens(caller, namespace)
         meta: dict[str, Any] = {}
         if thread_id is not None:

@@ -1,6 +1,6 @@
-"""The entities family's eraser (`engram.erasure`): what a subject's objects fed the graph.
+"""The entities family's eraser (`engram.trust.erasure`): what a subject's objects fed the graph.
 
-An entity or an edge is a set of parts (`engram.parts`): per scope set, what that set's writers said of it
+An entity or an edge is a set of parts (`engram.kernel.parts`): per scope set, what that set's writers said of it
 (memory's `mentions` and `minfo`, the graph's `gm` and `ev`, callers' `edits`, `first`). The subject's parts go
 (a set is the subject's when any of its paths is; for a subject named by ids, the parts inside the asking key's
 grant: `Subject.owns_part`), and with an editing set what callers wrote into it (never left to speak for the
@@ -13,7 +13,8 @@ Order, so that a rerun finds what is left: marks and source records first (found
 edges, then entities (an entity's index document before its record).
 
 
-Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
+Its reindexer (`reindex`, `engram.search.reindex`) names the jobs that index the family's objects
+again from the store."""
 
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from engram.erasure import BATCH, Counts, Subject, Unit, add, every
 from engram.families.entities import INDEX_JOB
 from engram.families.entities.graph import EVIDENCE, MENTION, SOURCE
 from engram.families.entities.mentions import entity_text, fold, index_doc
-from engram.kernel import BaseService
-from engram.parts import without
-from engram.ports import Item, Write
-from engram.reindex import Keep, Reindex, by_ids
-from engram.retry import on_conflict
+from engram.kernel.parts import without
+from engram.kernel.ports import Item, Write
+from engram.kernel.retry import on_conflict
+from engram.kernel.scan import every
+from engram.kernel.services import BaseService
+from engram.search.reindex import Keep, Reindex, by_ids
+from engram.trust.erasure import BATCH, Counts, Subject, Unit, add
 
 
 def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], list[str], bool]:
@@ -39,7 +41,7 @@ def _without(subject: Subject, data: dict[str, Any]) -> tuple[dict[str, Any], li
 
 class EntityErasing(BaseService):
     def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
-        """The kept entities indexed again (`engram.reindex`): a dormant or merged one taken out."""
+        """The kept entities indexed again (`engram.search.reindex`): a dormant or merged one taken out."""
         return by_ids(INDEX_JOB, self.records, ctx, "entity", keep)
 
     def erase(self, ctx: str, subject: Subject) -> Iterator[Unit]:

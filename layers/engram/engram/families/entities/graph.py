@@ -15,7 +15,7 @@ path, reads the source as it is now (`engram.families.entities.graph_rules`) and
   entity nobody mentions any more goes dormant (out of lists and search) unless a caller edited it;
 - a `gsource` record per source keeps what it said, for the next job to compare with.
 
-Who sees what follows the one rule (`engram.scopes.can_see`): an entity and an edge carry the scope sets of
+Who sees what follows the one rule (`engram.kernel.scopes.can_see`): an entity and an edge carry the scope sets of
 their sources, and every count, sentence, spelling and source a caller is shown comes from sets it may see.
 """
 
@@ -25,15 +25,15 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from engram.clock import iso
-from engram.errors import Conflict
 from engram.families.entities import GRAPH_JOB as JOB
 from engram.families.entities import graph_rules
 from engram.families.entities.mentions import alias_entry, alias_type, first_fed, fold, index_doc, scope_set
-from engram.kernel import BaseService
-from engram.ports import Item, Write
-from engram.queue import Queue
-from engram.retry import on_conflict
+from engram.kernel.clock import iso
+from engram.kernel.errors import Conflict
+from engram.kernel.ports import Item, Write
+from engram.kernel.queue import Queue
+from engram.kernel.retry import on_conflict
+from engram.kernel.services import BaseService
 
 log = logging.getLogger("engram.graph")
 MENTION, EVIDENCE, SOURCE = "gmention", "grelev", "gsource"

@@ -1,5 +1,5 @@
 """What memory and the graph write of an entity when a source names it: which entity a type and name mean (its
-opaque id, `engram.opaque`, or one kept under its old id), the mention counted per scope set with the sentence
+opaque id, `engram.kernel.opaque`, or one kept under its old id), the mention counted per scope set with the sentence
 and source a caller who may see it is shown, the lookup entries of its spellings, the ids of a relation's ends.
 The reads (`engram.families.entities.service`) show these parts to each caller by the scope sets it sees."""
 
@@ -9,9 +9,9 @@ import unicodedata
 from datetime import datetime
 from typing import Any, Protocol
 
-from engram.clock import iso
-from engram.opaque import is_legacy_entity, legacy_entity
-from engram.ports import IndexDoc
+from engram.kernel.clock import iso
+from engram.kernel.opaque import is_legacy_entity, legacy_entity
+from engram.kernel.ports import IndexDoc
 
 
 class Plan(Protocol):
@@ -66,7 +66,7 @@ def resolved(plan: Plan, etype: str, name: str) -> str:
 
 
 def parts_of(d: dict[str, Any]) -> set[str]:
-    """The scope sets that fed an entity (`engram.parts`): memory's mentions, the graph's sources, edits."""
+    """The scope sets that fed an entity (`engram.kernel.parts`): memory's mentions, the graph's sources, edits."""
     return {k for f in ("mentions", "gm", "minfo", "edits") for k in (d.get(f) or {})}
 
 
@@ -157,7 +157,7 @@ def scope_set(tags: list[str]) -> str:
 
 
 def first_fed(data: dict[str, Any], key: str, now: datetime) -> dict[str, str]:
-    """`first` (when each scope set first fed the entity: `engram.parts`) with `key`'s, if it is new."""
+    """`first` (when each scope set first fed the entity: `engram.kernel.parts`) with `key`'s, if it is new."""
     first = dict(data.get("first") or {})
     first.setdefault(key, str(iso(now)))
     return first

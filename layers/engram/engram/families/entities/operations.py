@@ -7,9 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.families.entities import EntitiesServices
-from engram.identity import ANY, WRITERS, Caller
-from engram.operation import Metadata, Operation, OpInput, declare
-from engram.ports import Progress
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.operation import Metadata, Operation, OpInput, declare
+from engram.kernel.ports import Progress
 
 ID = Field(..., min_length=1, max_length=300)
 TYPE = Field(None, min_length=1, max_length=64)

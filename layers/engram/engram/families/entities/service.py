@@ -3,7 +3,7 @@ a description, metadata, mention counts and relationships — one graph that `me
 `mentions.mention`), Spectron's `knowledge_get kind=node` and these tools read.
 
 Records (this family owns them):
-- `entity` (`ent_` and a keyed hash of its type and name, `engram.opaque`: the id clients see, holding nothing
+- `entity` (`ent_` and a keyed hash of its type and name, `engram.kernel.opaque`: the id clients see, holding nothing
   of the name; `{Type}:{name lower-cased}` before, which still resolves): type, name, aliases, description,
   metadata, mention_count, created_at, scopes (those of everything that mentioned it). A merged entity stays as
   a pointer (`merged_into`), so its id and its name still lead to the one kept.
@@ -18,17 +18,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import INDEX_JOB
 from engram.families.entities.mentions import alias_entry, ends, first_fed, fold, index_doc, scope_set
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.opaque import is_legacy_entity
-from engram.ports import Item, SearchQuery, Write, scan
-from engram.retry import on_conflict
-from engram.scopes import can_see
-from engram.search_rules import query_vector
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller
+from engram.kernel.errors import Conflict, InvalidInput, NotFound, embedding_errors
+from engram.kernel.opaque import is_legacy_entity
+from engram.kernel.ports import Item, SearchQuery, Write, scan
+from engram.kernel.retry import on_conflict
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService
+from engram.kernel.unit_of_work import UnitOfWork
+from engram.search.rules import query_vector
 
 SORTS = ("name", "mention_count", "created_at")
 
@@ -386,7 +386,8 @@ class EntityService(BaseService):
         }
 
     def _commit(self, ctx: str, writes: Sequence[Write], now: Any, ids: Sequence[str]) -> None:
-        """Commit with a safety net that brings the entities' index documents up to date (`engram.unit_of_work`)."""
+        """Commit with a safety net that brings the entities' index documents up to date
+        (`engram.kernel.unit_of_work`)."""
         net = (INDEX_JOB, {"context_id": ctx, "ids": ids})
         UnitOfWork(self.records, self.queue).commit(writes, now, reindex=lambda _: self._reindex(ctx, ids), net=net)
 

@@ -29,7 +29,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from engram.families.entities import graph_names as gn
-from engram.terms import STOP_WORDS
+from engram.search.terms import STOP_WORDS
 
 WEIGHTS = "data/extractor.npz"
 TYPES = ("Peop", "Org", "Loc")  # CoNLL04's names; the graph's are `KINDS`

@@ -1,25 +1,25 @@
 """Identity family: principals, keys and scope paths (Vectros' `principal_*` tools, `scopes_register`). Keys
-and scopes themselves are the kernel's (`engram.identity`): every family checks them."""
+and scopes themselves are the kernel's (`engram.trust.identity`): every family checks them."""
 
 from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from engram.family import Family, Job, Services
-from engram.kinds import Kind
+from engram.kernel.family import Family, Job, Services
+from engram.kernel.kinds import Kind
 
 ERASURE_JOB = "erasure.run"
 EXPORT_JOB, IMPORT_JOB = "context.export", "context.import"
 
 if TYPE_CHECKING:
-    from engram.audit import Auditor
     from engram.families.identity.erasure import ErasureService
     from engram.families.identity.principals import Principals
     from engram.families.identity.subject_access import SubjectAccess
     from engram.families.identity.transfers import Transfers
-    from engram.identity import IdentityService
-    from engram.quotas import Quotas
+    from engram.trust.audit import Auditor
+    from engram.trust.identity import IdentityService
+    from engram.trust.quotas import Quotas
 
 
 class IdentityServices(Services):

@@ -7,13 +7,13 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engram.clock import iso, parse_time
-from engram.errors import InvalidInput
 from engram.families.identity import IdentityServices
-from engram.identity import MANAGEMENT, Caller
-from engram.operation import Operation, OpInput, Stamp, declare
-from engram.ports import Progress
-from engram.quotas import QuotaLimits
+from engram.kernel.caller import MANAGEMENT, Caller
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.errors import InvalidInput
+from engram.kernel.operation import Operation, OpInput, Stamp, declare
+from engram.kernel.ports import Progress
+from engram.trust.quotas import QuotaLimits
 
 
 class TrustIn(OpInput):

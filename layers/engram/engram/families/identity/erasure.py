@@ -2,8 +2,8 @@
 
 `request` answers a preview (what every family holds of the subject, by store and kind) or queues the erasure:
 a `erasure` record and its job, committed together. The job runs every family's eraser in turn
-(`engram.erasure`), saving as it goes what the units it finished erased, so a worker killed half way and
-restarted finishes the rest and the counts hold; then it signs a receipt (`engram.receipts`, the deployment's
+(`engram.trust.erasure`), saving as it goes what the units it finished erased, so a worker killed half way and
+restarted finishes the rest and the counts hold; then it signs a receipt (`engram.trust.receipts`, the deployment's
 Ed25519 key) and keeps it on the request. An erasure of a subject some family without an eraser holds objects of
 is refused before anything is erased: nothing is left behind and called erased. `verify` looks again, in every
 family, and says what is left (nothing, when the erasure did its work).
@@ -24,9 +24,20 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import iso, new_id, parse_time
-from engram.erasure import (
-    EPOCH,
+from engram.families.identity import ERASURE_JOB as JOB
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id, parse_time
+from engram.kernel.errors import Conflict, Forbidden, InvalidInput, NotFound
+from engram.kernel.kinds import KINDS
+from engram.kernel.ports import Item, SearchMode, SearchQuery, Write
+from engram.kernel.queue import alive, past_hand_over, this_process
+from engram.kernel.retry import on_conflict
+from engram.kernel.scan import EPOCH, every
+from engram.kernel.scopes import can_see, covers
+from engram.kernel.services import BaseService
+from engram.kernel.unit_of_work import UnitOfWork
+from engram.search.rules import query_vector
+from engram.trust.erasure import (
     Counts,
     Eraser,
     Subject,
@@ -35,24 +46,12 @@ from engram.erasure import (
     apply,
     digest,
     distinctive_words,
-    every,
     found,
     owned_objects,
     receipt_body,
     total,
 )
-from engram.errors import Conflict, Forbidden, InvalidInput, NotFound
-from engram.families.identity import ERASURE_JOB as JOB
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.kinds import KINDS
-from engram.ports import Item, SearchMode, SearchQuery, Write
-from engram.queue import alive, past_hand_over, this_process
-from engram.receipts import Signer, verify
-from engram.retry import on_conflict
-from engram.scopes import can_see, covers
-from engram.search_rules import query_vector
-from engram.unit_of_work import UnitOfWork
+from engram.trust.receipts import Signer, verify
 
 if TYPE_CHECKING:
     from engram.wiring import Engram

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.families.identity import IdentityServices
-from engram.identity import ANY, MANAGEMENT, Caller
-from engram.operation import Operation, OpInput, Scalar, Stamp, declare
-from engram.ports import Progress
+from engram.kernel.caller import ANY, MANAGEMENT, Caller
+from engram.kernel.operation import Operation, OpInput, Scalar, Stamp, declare
+from engram.kernel.ports import Progress
 
 
 class ScopesIn(OpInput):

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.errors import InvalidInput, NotFound
 from engram.families.records.schemas import SchemaService
 from engram.families.records.service import RecordService
-from engram.identity import Caller, IdentityService
-from engram.ports import Item
-from engram.scopes import related
+from engram.kernel.caller import Caller
+from engram.kernel.errors import InvalidInput, NotFound
+from engram.kernel.ports import Item
+from engram.kernel.scopes import related
+from engram.trust.identity import IdentityService
 
 PRINCIPAL_TYPES = ("user", "org", "client")
 

@@ -2,11 +2,11 @@
 (#27), for the request to see or to take one's data (GDPR articles 15 and 20) before, or instead of, erasing it.
 
 The objects are those an erasure of the same subject takes: every family's scoped kinds, an object the subject's
-when one of its scope tags is the subject's path or below it (`engram.erasure.Subject.takes`), expired objects not
+when one of its scope tags is the subject's path or below it (`engram.trust.erasure.Subject.takes`), expired objects not
 yet swept included; and of those only what the caller sees (`can_see`, the one rule of visibility). Each comes with
 its stored data and its earlier versions still stored (`earlier`: those that were the subject's too), and an object
 with a file (a document, a workspace file) with a link to its bytes where the blob store gives one (S3: presigned,
-for an hour). A shared object (an entity, an edge: `engram.parts`) comes as the subject's parts of it alone — no
+for an hour). A shared object (an entity, an edge: `engram.kernel.parts`) comes as the subject's parts of it alone — no
 other scope's sentences, sources or counts, what callers wrote only when all of it was the subject's — and without
 earlier versions, each of which holds every part. Parts (a document's chunks, a file's windows) are not repeated: they
 are their object's text (`document_get` with `include_text`).
@@ -25,15 +25,16 @@ import binascii
 import json
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import iso
-from engram.erasure import EPOCH, Subject
-from engram.errors import InvalidInput
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.kinds import KINDS
-from engram.parts import part_of
-from engram.ports import Item
-from engram.scopes import can_see
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso
+from engram.kernel.errors import InvalidInput
+from engram.kernel.kinds import KINDS
+from engram.kernel.parts import part_of
+from engram.kernel.ports import Item
+from engram.kernel.scan import EPOCH
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService
+from engram.trust.erasure import Subject
 
 if TYPE_CHECKING:
     from engram.wiring import Engram

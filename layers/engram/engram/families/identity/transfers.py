@@ -1,5 +1,5 @@
 """A whole context's export and import as a deployment's job (`context_export`, `context_import`,
-`context_transfer_status`): `engram.portability` run by the queue's worker, the file kept in the blob store.
+`context_transfer_status`): `engram.transfer.archive` run by the queue's worker, the file kept in the blob store.
 
 Only the context's manager starts one (a key governing the whole context, `IdentityService.governs`): an export
 holds every scope's objects, and an import writes into every scope. An import reads a file this deployment holds
@@ -14,13 +14,13 @@ import io
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from engram.clock import iso, new_id
-from engram.errors import Forbidden, InvalidInput, NotFound
 from engram.families.identity import EXPORT_JOB, IMPORT_JOB
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.ports import Write
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import Forbidden, InvalidInput, NotFound
+from engram.kernel.ports import Write
+from engram.kernel.services import BaseService
+from engram.kernel.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:
     from engram.wiring import Engram
@@ -94,7 +94,7 @@ class Transfers(BaseService):
                               self.clock.now())  # fmt: skip
 
     def _export_job(self, payload: dict[str, Any]) -> None:
-        from engram.portability import export
+        from engram.transfer.archive import export
 
         ctx, tid = payload["context_id"], payload["transfer_id"]
         item = self.records.get(ctx, TRANSFER, tid)
@@ -111,7 +111,7 @@ class Transfers(BaseService):
         self._save(ctx, tid, status="done", blob=key, bytes=len(data), finished_at=iso(self.clock.now()), counts=kept)
 
     def _import_job(self, payload: dict[str, Any]) -> None:
-        from engram.portability import load
+        from engram.transfer.archive import load
 
         ctx, tid = payload["context_id"], payload["transfer_id"]
         item = self.records.get(ctx, TRANSFER, tid)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from engram.family import Family, Job, Services
-from engram.kinds import Kind
-from engram.queue import BLOB_CREATED_JOB
+from engram.kernel.family import Family, Job, Services
+from engram.kernel.kinds import Kind
+from engram.kernel.queue import BLOB_CREATED_JOB
 
 if TYPE_CHECKING:
     from engram.families.knowledge.documents import DocumentService

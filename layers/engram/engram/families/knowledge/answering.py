@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from engram.families.knowledge.chunking import sentences
-from engram.ports import Generator
-from engram.terms import query_terms
+from engram.kernel.ports import Generator
+from engram.search.terms import query_terms
 
 NO_ANSWER = "No indexed passage answers this question."
 MAX_SENTENCES = 3

@@ -12,14 +12,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram.errors import NotFound
 from engram.families.knowledge.chunking import Chunk, Strategy
 from engram.families.records.history import PRIVATE_DOCUMENT_FIELDS
 from engram.families.records.schemas import SchemaService
-from engram.identity import Caller
-from engram.kernel import BaseService, Kernel
-from engram.ports import IndexDoc, Item, Write, scan
-from engram.scopes import can_see
+from engram.kernel.caller import Caller
+from engram.kernel.errors import NotFound
+from engram.kernel.ports import IndexDoc, Item, Write, scan
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService, Kernel
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 INBOX = "inbox/"

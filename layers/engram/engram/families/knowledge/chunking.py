@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from engram.families.knowledge.parsing import Block
-from engram.lazy import module
-from engram.terms import approx_tokens
+from engram.kernel.lazy import module
+from engram.search.terms import approx_tokens
 
 if TYPE_CHECKING:
     import numpy as np

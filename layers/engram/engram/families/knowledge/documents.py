@@ -17,8 +17,6 @@ from urllib.parse import unquote_plus
 
 import blake3
 
-from engram.clock import iso, new_id
-from engram.errors import Conflict, EngramError, InvalidInput, NotFound
 from engram.families.entities import graph
 from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import (
@@ -40,10 +38,12 @@ from engram.families.knowledge.search import Answers
 from engram.families.knowledge.staging import Staging
 from engram.families.records import lookups
 from engram.families.records.schemas import Schema
-from engram.identity import Caller, Principal
-from engram.ports import Item, Progress, Write, no_progress
-from engram.scopes import can_see, tags_key
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller, Principal
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import Conflict, EngramError, InvalidInput, NotFound
+from engram.kernel.ports import Item, Progress, Write, no_progress
+from engram.kernel.scopes import can_see, tags_key
+from engram.kernel.unit_of_work import UnitOfWork
 
 __all__ = ["MAX_DOCUMENT_BYTES", "DocumentService", "NewDocument"]
 
@@ -58,7 +58,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
     # records and the job that finishes the work are committed in one version-checked transaction, and
     # only then does the index change and the old version retire. A writer that loses the commit deletes
     # its own unreferenced blob and leaves nothing else. A crash after the commit leaves the job, which
-    # any process finishes (engram.queue).
+    # any process finishes (engram.kernel.queue).
 
     def ingest(self, caller: Caller, new: NewDocument) -> dict[str, Any]:
         ctx = caller.context_id

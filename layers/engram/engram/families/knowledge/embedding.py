@@ -7,9 +7,9 @@ from typing import Any
 
 from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import DocumentsBase, chunk_ids, chunk_prefix
-from engram.ports import IndexDoc
-from engram.queue import past_hand_over
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.ports import IndexDoc
+from engram.kernel.queue import past_hand_over
+from engram.kernel.unit_of_work import UnitOfWork
 
 EMBED_SLICE = 256  # chunks embedded at a time: a run short of time (the Lambda worker) hands over between slices
 

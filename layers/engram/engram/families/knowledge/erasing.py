@@ -1,4 +1,4 @@
-"""The knowledge family's eraser (`engram.erasure`): a subject's documents — every version, the chunks and blob
+"""The knowledge family's eraser (`engram.trust.erasure`): a subject's documents — every version, the chunks and blob
 of each version, their index documents, processing state, lookup entries, content-hash and externalId pointers
 — and its folders and collections (with their fences, whose ids hold their names). What a document fed the
 entity graph is the entities family's to erase.
@@ -6,19 +6,21 @@ entity graph is the entities family's to erase.
 Order, so that a rerun finds what is left: for each document (a unit), its entries and pointers, index documents,
 chunks, blobs and state (all found through the document and its versions), then the document; containers last.
 
-Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
+Its reindexer (`reindex`, `engram.search.reindex`) names the jobs that index the family's objects
+again from the store."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
 
-from engram.erasure import Subject, Unit, every, pointing
 from engram.families.knowledge import EMBED_JOB
 from engram.families.knowledge.base import LOOKUP, chunk_key
-from engram.kernel import BaseService
-from engram.ports import Item, Write
-from engram.reindex import Keep, Reindex, batches, object_key
+from engram.kernel.ports import Item, Write
+from engram.kernel.scan import every
+from engram.kernel.services import BaseService
+from engram.search.reindex import Keep, Reindex, batches, object_key
+from engram.trust.erasure import Subject, Unit, pointing
 
 CONTAINERS = ("folder", "collection")
 POINTERS = (LOOKUP, "hash", "extid")
@@ -26,7 +28,7 @@ POINTERS = (LOOKUP, "hash", "extid")
 
 class KnowledgeErasing(BaseService):
     def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
-        """The kept documents' chunks indexed again (`engram.reindex`), by the current version's embedding job
+        """The kept documents' chunks indexed again (`engram.search.reindex`), by the current version's embedding job
         (which also says the document is indexed); a deleted document has none."""
         for batch in batches(self.records, ctx, "document", keep):
             for doc in batch:

@@ -6,19 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engram.clock import iso, new_id
-from engram.errors import Conflict, InvalidInput, NotFound
 from engram.families.knowledge.base import DocumentsBase
-from engram.identity import Caller
-from engram.ports import Item, Write, scan
-from engram.scopes import can_see
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import Conflict, InvalidInput, NotFound
+from engram.kernel.ports import Item, Write, scan
+from engram.kernel.scopes import can_see
 
 
 class Containers(DocumentsBase):
     # -- collections and folders ----------------------------------------------------------
     #
     # Both carry scopes: a collection those of everything put in it (and of whoever created it), a folder
-    # its creator's. A caller sees one it may see (engram.scopes.can_see) or that holds a document it may
+    # its creator's. A caller sees one it may see (engram.kernel.scopes.can_see) or that holds a document it may
     # see. Deleting one that holds anything the caller cannot see is refused without saying what, and no
     # delete leaves a document pointing at a collection or folder that is gone.
 

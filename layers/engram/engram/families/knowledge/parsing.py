@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.errors import InvalidInput
+from engram.kernel.errors import InvalidInput
 
 TEXT, MARKDOWN, HTML, PDF, DOCX = (
     "text/plain",

@@ -7,16 +7,16 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engram.clock import iso, parse_time
-from engram.errors import NotFound
 from engram.families.entities import service as entities
 from engram.families.entities.mentions import ends
 from engram.families.knowledge import answering
 from engram.families.knowledge.base import DocumentsBase
-from engram.identity import Caller
-from engram.ports import Hit, Progress, SearchMode, SearchQuery, no_progress, scan
-from engram.scopes import can_see
-from engram.search_rules import query_vector
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.errors import NotFound
+from engram.kernel.ports import Hit, Progress, SearchMode, SearchQuery, no_progress, scan
+from engram.kernel.scopes import can_see
+from engram.search.rules import query_vector
 
 # Whether a search answers one hit per document (its best chunk) or chunk hits (issue #25, bench/protocol.py)
 PER_DOCUMENT = True

@@ -14,8 +14,8 @@ from typing import Any
 
 from engram.families.knowledge import STAGED_JOB
 from engram.families.knowledge.base import DocumentsBase, chunk_ids
-from engram.ports import Write
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.ports import Write
+from engram.kernel.unit_of_work import UnitOfWork
 
 STAGED_NET = timedelta(minutes=20)
 

@@ -12,15 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from engram.families.memory.extraction import Extraction, extract
-from engram.kernel import BaseService, Kernel
-from engram.ports import (
+from engram.kernel.ports import (
     Vector,
 )
+from engram.kernel.services import BaseService, Kernel
 
 CATEGORY_SECTION = {"identity": "static", "knowledge": "static", "context": "dynamic", "preference": "preferences"}
 FORGET_COSINE = 0.55
 CONTEXT_EMBEDDING = True  # see _plan; measured in bench/RESULTS.md
-_RETRIES = 200  # as engram.retry: concurrent writers land one at a time
+_RETRIES = 200  # as engram.kernel.retry: concurrent writers land one at a time
 SAFETY_NET = timedelta(seconds=30)  # a store's index job is due this long after its commit (see Plan.finish)
 log = logging.getLogger("engram.memory")
 

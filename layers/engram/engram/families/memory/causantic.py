@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.clock import parse_time
-from engram.errors import InvalidInput
 from engram.families.memory.plan import turn_text
 from engram.families.memory.service import MemoryService
-from engram.identity import Caller
-from engram.ports import scan
-from engram.scopes import covers
-from engram.terms import approx_tokens
+from engram.kernel.caller import Caller
+from engram.kernel.clock import parse_time
+from engram.kernel.errors import InvalidInput
+from engram.kernel.ports import scan
+from engram.kernel.scopes import covers
+from engram.search.terms import approx_tokens
 
 NO_MEMORY = "No relevant memory found."
 NO_PREDICTION = "No predictions available based on current context."
@@ -50,7 +50,7 @@ class CausanticService:
 
     def _sessions(self, caller: Caller) -> list[dict[str, Any]]:
         visibility = self.memory.identity.read_lens(caller, None)
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
 
         items = scan(self.memory.records, caller.context_id, "session")
         return [i.data for i in items if can_see(i.data["scopes"], visibility)]
@@ -217,7 +217,7 @@ class CausanticService:
             return f"Error: {getattr(exc, 'message', str(exc))}"
 
     def _turns(self, caller: Caller, session_ids: set[str], start: str | None, end: str | None) -> list[dict[str, Any]]:
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
 
         visibility = self.memory.identity.read_lens(caller, None)
         lo, hi = parse_time(start), parse_time(end)

@@ -1,4 +1,4 @@
-"""Memory's eraser (`engram.erasure`): a subject's turns, attributes and sessions, every version of each, their
+"""Memory's eraser (`engram.trust.erasure`): a subject's turns, attributes and sessions, every version of each, their
 slots, their index documents, and recall's cached answers of the context. What the turns fed the entity graph is
 the entities family's to erase.
 
@@ -6,7 +6,8 @@ Order, so that a job that dies half way and runs again finds what is left: the i
 slots (found through their attributes), then the records — a record still there leads back to everything of
 it.
 
-Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
+Its reindexer (`reindex`, `engram.search.reindex`) names the jobs that index the family's objects
+again from the store."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
-from engram.erasure import Counts, Subject, Unit, batched, every, mine
 from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import MemoryBase
 from engram.families.memory.plan import session_key
-from engram.ports import Item, Write
-from engram.reindex import Keep, Reindex, batches, object_key
+from engram.kernel.ports import Item, Write
+from engram.kernel.scan import every
+from engram.search.reindex import Keep, Reindex, batches, object_key
+from engram.trust.erasure import Counts, Subject, Unit, batched, mine
 
 OWNED = ("turn", "attribute", "session")
 INDEXED = ("turn", "attribute")
@@ -27,7 +29,7 @@ INDEXED = ("turn", "attribute")
 
 class Erasing(MemoryBase):
     def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
-        """The kept turns and attributes indexed again (`engram.reindex`), by the write's safety-net job; each
+        """The kept turns and attributes indexed again (`engram.search.reindex`), by the write's safety-net job; each
         turn named with the one before it in its session (by `seq`), whose text its vector was made with."""
 
         def place(turn: Item, back: int = 0) -> tuple[str, int] | None:

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from engram.families.memory.extraction import Extraction, Fact, Instruction, Relation, extract
-from engram.ports import Generator
+from engram.kernel.ports import Generator
 
 SYSTEM = (
     "Extract durable facts the user states about themselves. Answer only JSON: "

@@ -7,15 +7,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from engram.clock import parse_time
-from engram.errors import InvalidInput
 from engram.families.memory import MemoryServices
 from engram.families.memory.base import Turn
 from engram.families.memory.results import validate_query
-from engram.identity import ANY, WRITERS, Caller
-from engram.limits import Bounded
-from engram.operation import Operation, OpInput, Scalar, Selector, Stamp, When, declare, declare_all
-from engram.ports import Progress
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.clock import parse_time
+from engram.kernel.errors import InvalidInput
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import Operation, OpInput, Scalar, Selector, Stamp, When, declare, declare_all
+from engram.kernel.ports import Progress
 
 MAX_CONTENT = 32_000
 MAX_QUERY = 4_000

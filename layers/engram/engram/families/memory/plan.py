@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.clock import iso, parse_time
 from engram.families.entities import mentions as entities
 from engram.families.memory import INDEX_JOB
 from engram.families.memory.base import _slug
-from engram.opaque import OpaqueIds
-from engram.ports import (
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.opaque import OpaqueIds
+from engram.kernel.ports import (
     IndexDoc,
     Item,
     RecordStore,
@@ -20,10 +20,10 @@ from engram.ports import (
     Vector,
     Write,
 )
-from engram.queue import Queue
-from engram.scopes import tags_key
-from engram.terms import approx_tokens
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.queue import Queue
+from engram.kernel.scopes import tags_key
+from engram.kernel.unit_of_work import UnitOfWork
+from engram.search.terms import approx_tokens
 
 # attributes whose value names an entity, and the edge they make: (edge type, the entity's type)
 ATTRIBUTE_EDGES = {"employer": ("works_at", "Organization"), "location": ("lives_in", "Location")}
@@ -85,7 +85,7 @@ class Plan:
     def finish(self, index: SearchIndex, embed: Callable[[Sequence[str]], list[Vector | None]], queue: Queue) -> None:
         """Embed first (the slow part, before anything is written), then commit the records in one
         transaction, then index (DESIGN §9: nothing visible before the commit; a failed commit leaves
-        nothing) — `engram.unit_of_work`: the commit also holds a safety net that indexes the same records
+        nothing) — `engram.kernel.unit_of_work`: the commit also holds a safety net that indexes the same records
         again from the store if this process dies (or the index fails) before it has."""
         vectors = embed(self.texts())
         touched = [[d.kind, d.id] for d, _ in self._docs] + [["attribute", id_] for id_, _ in self._closings]

@@ -7,22 +7,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.clock import iso, parse_time
 from engram.families.memory.base import CATEGORY_SECTION, MemoryBase
 from engram.families.memory.plan import index_doc_of
 from engram.families.memory.results import format_context, hit_dict
-from engram.identity import Caller
-from engram.ports import (
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, parse_time
+from engram.kernel.ports import (
     Hit,
     Item,
     SearchMode,
     SearchQuery,
     scan,
 )
-from engram.search_rules import query_vector
-from engram.time_phrases import Window, preferred, said_in, window_of
+from engram.search.rules import query_vector
+from engram.search.time_phrases import Window, preferred, said_in, window_of
 
-# A time the query's words name is a preference (`Window.soft`, `engram.time_phrases.preferred`): among the best
+# A time the query's words name is a preference (`Window.soft`, `engram.search.time_phrases.preferred`): among the best
 # TIME_POOL * k hits, those said within it or up to `time_phrases.LAG` after it rank first (the others' scores
 # divided by 1 + `time_phrases.BOOST`), and the words stay in the query searched (a turn that says "last week" or
 # "in June" matches them). Chosen on LoCoMo's conversations 0-6, checked on 7-9 (bench/locomo_time.py, RESULTS).
@@ -112,8 +112,8 @@ class Reading(MemoryBase):
 
     def _listing(self, caller: Caller, kinds: Sequence[str], visibility: list[list[str]], at: datetime) -> list[Hit]:
         """Every visible turn and attribute valid at `at`, as search hits (score 1)."""
-        from engram.filters import valid_at
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
+        from engram.search.filters import valid_at
 
         hits: list[Hit] = []
         for kind in kinds:
@@ -130,7 +130,7 @@ class Reading(MemoryBase):
         return round(time.perf_counter() * 1000, 3)
 
     def current_attributes(self, caller: Caller, visibility: list[list[str]]) -> list[Item]:
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
 
         items = scan(self.records, caller.context_id, "attribute")
         return [i for i in items if i.data.get("valid_until") is None and can_see(i.data["scopes"], visibility)]
@@ -156,7 +156,7 @@ class Reading(MemoryBase):
 
     def began(self, caller: Caller, key: str) -> datetime | None:
         """When the caller's latest change of a fact began ("before I moved": the current location's start)."""
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
 
         lens = self.identity.read_lens(caller, None)
         changes = [
@@ -169,7 +169,7 @@ class Reading(MemoryBase):
     def timeline(self, caller: Caller, subject: str | None, key: str | None, limit: int) -> dict[str, Any]:
         """Every fact the caller may see, current or not, with its validity window, newest first: what was true
         when, and which turn said it (its text, when the caller may see the turn)."""
-        from engram.scopes import can_see
+        from engram.kernel.scopes import can_see
 
         lens = self.identity.read_lens(caller, None)
         items = [i for i in scan(self.records, caller.context_id, "attribute") if can_see(i.data["scopes"], lens)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engram.errors import InvalidInput
-from engram.ports import (
+from engram.kernel.errors import InvalidInput
+from engram.kernel.ports import (
     Hit,
 )
 

@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.clock import iso, new_id
-from engram.errors import Conflict
 from engram.families.entities import mentions as entities
 from engram.families.entities import tagger
 from engram.families.memory import EXPIRE_JOB
@@ -39,11 +37,13 @@ from engram.families.memory.plan import (
     turn_text,
 )
 from engram.families.memory.reading import Reading
-from engram.identity import OVERSEERS, Caller
-from engram.ports import Hit, Progress, SearchQuery, Vector, no_progress
-from engram.scopes import tags_key
-from engram.search_rules import semantic_evidence
-from engram.terms import query_terms
+from engram.kernel.caller import OVERSEERS, Caller
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import Conflict
+from engram.kernel.ports import Hit, Progress, SearchQuery, Vector, no_progress
+from engram.kernel.scopes import tags_key
+from engram.search.rules import semantic_evidence
+from engram.search.terms import query_terms
 
 __all__ = ["CONTEXT_EMBEDDING", "MemoryService", "Turn"]
 

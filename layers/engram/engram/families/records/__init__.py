@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from engram.family import Family, Job, Services
-from engram.kinds import Kind
+from engram.kernel.family import Family, Job, Services
+from engram.kernel.kinds import Kind
 
 if TYPE_CHECKING:
     from engram.families.records.erasing import RecordErasing

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.clock import iso
-from engram.errors import InvalidInput, NotFound
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.ports import Item
-from engram.scopes import can_see
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso
+from engram.kernel.errors import InvalidInput, NotFound
+from engram.kernel.ports import Item
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService
 
 # What a document's data holds for storage, not for its reader (documents' `_public` leaves them out too).
 PRIVATE_DOCUMENT_FIELDS = frozenset({"blob_key", "scopes", "hash_key", "extid_key", "chunk_prefix"})

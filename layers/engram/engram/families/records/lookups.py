@@ -19,9 +19,9 @@ import base64
 from collections.abc import Callable
 from typing import Any, Literal
 
-from engram.errors import InvalidInput
 from engram.families.records.schemas import Lookup, LookupOp, Schema, sortable
-from engram.ports import Item, RecordStore, Write
+from engram.kernel.errors import InvalidInput
+from engram.kernel.ports import Item, RecordStore, Write
 
 SEP = "\x1f"
 END = "\U0010ffff"

@@ -9,10 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from engram.families.records import RecordsServices
 from engram.families.records.schemas import IndexMode, LookupOp, PrincipalType, Surface
-from engram.identity import ANY, MANAGEMENT, WRITERS, Caller
-from engram.limits import Bounded
-from engram.operation import Operation, OpInput, Passthrough, Scalar, Selector, declare, declare_all
-from engram.ports import Progress
+from engram.kernel.caller import ANY, MANAGEMENT, WRITERS, Caller
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import Operation, OpInput, Passthrough, Scalar, Selector, declare, declare_all
+from engram.kernel.ports import Progress
 
 TYPE = Field(..., min_length=1, max_length=64, description="A schema's type name (list_schemas)")
 RECORD_ID = Field(..., min_length=1, max_length=64)

@@ -13,7 +13,7 @@ is hostile input too, and these rules keep it data:
 - **Bounded work.** The work one value can cost is bounded at registration: along any path into a payload,
   the subschemas that apply (in place: `allOf`/`anyOf`/`oneOf`/`not`/`if`/`$ref` ...; one level down:
   `properties`, `items` ...) add up to at most MAX_CHAIN_COST, references unfolded. A `$ref` loop that never
-  descends into the value is refused. With payloads bounded (`engram.limits`), a validation costs at most a
+  descends into the value is refused. With payloads bounded (`engram.kernel.limits`), a validation costs at most a
   few milliseconds whatever the schema.
 - Validation stops at the first error (a schema cannot make a payload produce millions of them).
 """
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from engram.errors import InvalidInput
+from engram.kernel.errors import InvalidInput
 
 DRAFT_2020_12 = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#")
 MAX_CHAIN_COST = 256

@@ -22,15 +22,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engram.clock import iso
-from engram.erasure import every
-from engram.errors import Conflict, InvalidInput, NotFound
 from engram.families.records import schema_rules
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.ports import Item, Write, scan
-from engram.retry import on_conflict
-from engram.scopes import can_see
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso
+from engram.kernel.errors import Conflict, InvalidInput, NotFound
+from engram.kernel.ports import Item, Write, scan
+from engram.kernel.retry import on_conflict
+from engram.kernel.scan import every
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService
 
 KIND = "schema"
 Surface = Literal["record", "document", "identity"]

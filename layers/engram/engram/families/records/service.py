@@ -21,17 +21,17 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
 
-from engram.clock import iso, new_id
-from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.entities import graph
 from engram.families.records import INDEX_JOB, lookups
 from engram.families.records.schemas import IndexMode, LookupOp, Schema, SchemaService
-from engram.identity import Caller
-from engram.kernel import BaseService, Kernel
-from engram.ports import IndexDoc, Item, Write
-from engram.retry import ATTEMPTS, on_conflict
-from engram.scopes import can_see, tags_key
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import Conflict, InvalidInput, NotFound, embedding_errors
+from engram.kernel.ports import IndexDoc, Item, Write
+from engram.kernel.retry import ATTEMPTS, on_conflict
+from engram.kernel.scopes import can_see, tags_key
+from engram.kernel.services import BaseService, Kernel
+from engram.kernel.unit_of_work import UnitOfWork
 
 log = logging.getLogger("engram.records")
 KIND = "record"
@@ -285,7 +285,7 @@ class RecordService(BaseService):
 
     def _commit(self, ctx: str, writes: list[Write], data: dict[str, Any], now: Any, indexed: bool) -> Item:
         """The writes, with the index job that finishes them after a crash and the graph's job; then the index,
-        at once (`engram.unit_of_work`). A record that neither was nor becomes searchable (`indexMode` none) has
+        at once (`engram.kernel.unit_of_work`). A record that neither was nor becomes searchable (`indexMode` none) has
         no index work, and no job."""
         if not indexed:
             return self.records.transact(writes, now)[0]

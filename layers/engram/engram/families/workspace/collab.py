@@ -20,17 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.clock import iso, new_id
-from engram.errors import InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import DECISION_JOB
 from engram.families.workspace.files import NewFile, WorkspaceService
 from engram.families.workspace.shapes import clean_path
-from engram.identity import Caller
-from engram.kernel import BaseService, Kernel
-from engram.ports import IndexDoc, Item, Write, scan
-from engram.retry import on_conflict
-from engram.scopes import can_see
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso, new_id
+from engram.kernel.errors import InvalidInput, NotFound, embedding_errors
+from engram.kernel.ports import IndexDoc, Item, Write, scan
+from engram.kernel.retry import on_conflict
+from engram.kernel.scopes import can_see
+from engram.kernel.services import BaseService, Kernel
+from engram.kernel.unit_of_work import UnitOfWork
 
 SESSION, OP, CLOCK, SNAP, DECISION = "wsession", "wop", "wclock", "wsnap", "decision"
 SNAPSHOT_EVERY = 50

@@ -1,4 +1,4 @@
-"""The workspace family's eraser (`engram.erasure`): a subject's files — every version, the windows of each in
+"""The workspace family's eraser (`engram.trust.erasure`): a subject's files — every version, the windows of each in
 the index, the import edges of their workspace, and their content blobs (named by the file and the bytes' hash;
 a blob of the older kind, named by the hash alone, stays while another file refers to it) — its collaboration
 sessions with their operation logs, counters and snapshots, and its decisions (records and index documents).
@@ -7,25 +7,27 @@ Order, so that a rerun finds what is left: for each file (a unit) its index wind
 (found through its versions), then the file; each session's log, then the session; each batch of decisions, their
 index documents, then the decisions.
 
-Its reindexer (`reindex`, `engram.reindex`) names the jobs that index the family's objects again from the store."""
+Its reindexer (`reindex`, `engram.search.reindex`) names the jobs that index the family's objects
+again from the store."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
 
-from engram.erasure import Subject, Unit, batched, every, mine
 from engram.families.workspace import DECISION_JOB, INDEX_JOB
 from engram.families.workspace.collab import CLOCK, DECISION, OP, SESSION, SNAP
 from engram.families.workspace.shapes import DEP, FILE, SEP, context_wide
-from engram.kernel import BaseService
-from engram.ports import Item
-from engram.reindex import Keep, Reindex, batches, by_ids, object_key
+from engram.kernel.ports import Item
+from engram.kernel.scan import every
+from engram.kernel.services import BaseService
+from engram.search.reindex import Keep, Reindex, batches, by_ids, object_key
+from engram.trust.erasure import Subject, Unit, batched, mine
 
 
 class WorkspaceErasing(BaseService):
     def reindex(self, ctx: str, keep: Keep) -> Iterator[Reindex]:
-        """The kept files' windows and decisions indexed again (`engram.reindex`)."""
+        """The kept files' windows and decisions indexed again (`engram.search.reindex`)."""
         for batch in batches(self.records, ctx, FILE, keep):
             objects = {object_key(i): (i.version, tuple(f"{i.id}#{n}" for n in range(int(i.data.get("chunks") or 0))))
                        for i in batch}  # fmt: skip

@@ -24,8 +24,6 @@ from typing import Any, Literal
 
 import blake3
 
-from engram.clock import iso
-from engram.errors import Conflict, InvalidInput, NotFound, embedding_errors
 from engram.families.workspace import INDEX_JOB, code
 from engram.families.workspace.shapes import (
     CHUNK,
@@ -44,14 +42,16 @@ from engram.families.workspace.shapes import (
     slices,
     windows,
 )
-from engram.identity import Caller
-from engram.kernel import BaseService
-from engram.ports import Hit, IndexDoc, Item, SearchMode, SearchQuery, Vector, Write
-from engram.queue import past_hand_over
-from engram.retry import on_conflict
-from engram.scopes import can_see, tags_key
-from engram.search_rules import query_vector
-from engram.unit_of_work import UnitOfWork
+from engram.kernel.caller import Caller
+from engram.kernel.clock import iso
+from engram.kernel.errors import Conflict, InvalidInput, NotFound, embedding_errors
+from engram.kernel.ports import Hit, IndexDoc, Item, SearchMode, SearchQuery, Vector, Write
+from engram.kernel.queue import past_hand_over
+from engram.kernel.retry import on_conflict
+from engram.kernel.scopes import can_see, tags_key
+from engram.kernel.services import BaseService
+from engram.kernel.unit_of_work import UnitOfWork
+from engram.search.rules import query_vector
 
 log = logging.getLogger("engram.workspace")
 
@@ -241,7 +241,7 @@ class WorkspaceService(BaseService):
         reindex: Callable[[Item], None] | None = None,
     ) -> Item:
         """The file's write and as many edge entries as one transaction of the store takes, committed with its
-        safety net (`engram.unit_of_work`); a file with more edges gets the rest right after, carried by the
+        safety net (`engram.kernel.unit_of_work`); a file with more edges gets the rest right after, carried by the
         safety net, so that a crash in between leaves them to it. Then `reindex`. Returns the file's item."""
         room = self.records.max_writes - 1 - len(jobs)
         first, rest = writes[:room], writes[room:]

@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from engram.families.workspace import WorkspaceServices
 from engram.families.workspace.files import NewFile
 from engram.families.workspace.shapes import MAX_FILE_BYTES, MAX_PATH
-from engram.identity import ANY, WRITERS, Caller
-from engram.limits import Bounded
-from engram.operation import Operation, OpInput, Passthrough, Stamp, declare_all
-from engram.ports import Progress
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import Operation, OpInput, Passthrough, Stamp, declare_all
+from engram.kernel.ports import Progress
 
 PATH = Field(..., min_length=1, max_length=MAX_PATH, description="File path inside the workspace")
 WINDOW = Field("1h", max_length=8, pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import blake3
 
-from engram.errors import InvalidInput
-from engram.ports import IndexDoc, Item
+from engram.kernel.errors import InvalidInput
+from engram.kernel.ports import IndexDoc, Item
 
 FILE, DEP, CHUNK = "wfile", "wdep", "wchunk"
 SAFETY_NET = timedelta(seconds=30)

@@ -1,7 +1,7 @@
 """What Agrama's read tools answer, in its fields: `read_code`, `hybrid_search` (its dialect),
 `semantic_search`, `analyze_dependencies`, `get_context`, `query_history`, `get_performance_metrics` —
 composed from the workspace (`engram.families.workspace.files`), the collaboration log (`collab`) and Engram's
-own measurements (`engram.observability.calls`)."""
+own measurements (`engram.kernel.observability.calls`)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.clock import Clock, iso, parse_time
-from engram.errors import InvalidInput, NotFound
 from engram.families.workspace.collab import DECISION, CollabService
 from engram.families.workspace.files import WorkspaceService
 from engram.families.workspace.shapes import CHUNK, FILE, clean_path, parse_window
-from engram.observability import Call, calls
-from engram.ports import Item, SearchQuery, scan
-from engram.scopes import can_see
-from engram.terms import matching_terms
+from engram.kernel.clock import Clock, iso, parse_time
+from engram.kernel.errors import InvalidInput, NotFound
+from engram.kernel.observability import Call, calls
+from engram.kernel.ports import Item, SearchQuery, scan
+from engram.kernel.scopes import can_see
+from engram.search.terms import matching_terms
 
 BACKUP = re.compile(r"^(?P<path>.+)\.backup\.(?P<ts>\d{9,12})$")
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; Bedrock's model when configured says its own

@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from engram.limits import Bounded
-from engram.operation import (
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import (
     Metadata,
     OpInput,
     Passthrough,

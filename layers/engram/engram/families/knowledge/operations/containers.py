@@ -8,15 +8,15 @@ from pydantic import Field
 
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.operations.common import DocIdIn, Meta, Out
-from engram.identity import ANY, WRITERS, Caller
-from engram.operation import (
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.operation import (
     Operation,
     OpInput,
     Short,
     declare,
     declare_all,
 )
-from engram.ports import Progress
+from engram.kernel.ports import Progress
 
 # -- collections and folders ------------------------------------------------------------------
 

@@ -8,15 +8,15 @@ from pydantic import Field, model_validator
 
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.operations.common import MAX_TEXT, DocIdIn, Meta, Out, vectros_status
-from engram.identity import ANY, WRITERS, Caller
-from engram.operation import (
+from engram.kernel.caller import ANY, WRITERS, Caller
+from engram.kernel.operation import (
     Operation,
     OpInput,
     Scalar,
     Short,
     declare,
 )
-from engram.ports import Progress
+from engram.kernel.ports import Progress
 
 # -- read, change ------------------------------------------------------------------------------
 

@@ -9,20 +9,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engram.errors import Forbidden, InvalidInput
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.documents import MAX_DOCUMENT_BYTES, NewDocument
 from engram.families.knowledge.operations.common import MAX_TEXT, SENSITIVE, Meta, Out, Strategy, vectros_status
-from engram.identity import WRITERS, Caller
-from engram.limits import Bounded
-from engram.operation import (
+from engram.kernel.caller import WRITERS, Caller
+from engram.kernel.errors import Forbidden, InvalidInput
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import (
     Operation,
     OpInput,
     Selector,
     Short,
     declare,
 )
-from engram.ports import Progress
+from engram.kernel.ports import Progress
 
 # -- ingest ------------------------------------------------------------------------------------
 

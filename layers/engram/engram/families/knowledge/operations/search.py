@@ -6,14 +6,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from engram.clock import parse_time
-from engram.errors import InvalidInput
 from engram.families.knowledge import KnowledgeServices
 from engram.families.knowledge.operations.common import DocIdIn, MetaFilter, Out
 from engram.families.knowledge.search import Search
-from engram.identity import ANY, Caller
-from engram.limits import Bounded
-from engram.operation import (
+from engram.kernel.caller import ANY, Caller
+from engram.kernel.clock import parse_time
+from engram.kernel.errors import InvalidInput
+from engram.kernel.limits import Bounded
+from engram.kernel.operation import (
     Operation,
     OpInput,
     Selector,
@@ -23,8 +23,8 @@ from engram.operation import (
     declare,
     declare_all,
 )
-from engram.ports import Progress
-from engram.time_phrases import window_of
+from engram.kernel.ports import Progress
+from engram.search.time_phrases import window_of
 
 # -- search and answers -----------------------------------------------------------------------
 
