@@ -652,7 +652,7 @@ def test_a_job_that_finds_another_runner_looks_again_later_and_a_dead_runners_le
 
     held_until(e.clock.now() + timedelta(seconds=60))
     pending = [j.id for j in e.queue.pending()]  # type: ignore[attr-defined]
-    e.erasure._job({"context_id": "acme", "request_id": request_id})  # type: ignore[attr-defined]
+    e.erasure.erasure_job({"context_id": "acme", "request_id": request_id})  # type: ignore[attr-defined]
     again = [j for j in e.queue.pending() if j.id not in pending]  # type: ignore[attr-defined]
     assert [j.data["name"] for j in again] == [ERASURE_JOB]
     assert datetime.fromisoformat(again[0].data["due"]) > e.clock.now() + timedelta(seconds=50)

@@ -337,7 +337,7 @@ def test_an_index_job_out_of_time_queues_the_files_it_did_not_reach(
     counting.texts = 0
     token = HAND_OVER.set(0.0)  # no time to spare: one slice, then the rest handed over
     try:
-        e.workspace._index_jobs([{"context_id": "acme", "ids": ids}])  # type: ignore[attr-defined]
+        e.workspace.index_jobs([{"context_id": "acme", "ids": ids}])  # type: ignore[attr-defined]
     finally:
         HAND_OVER.reset(token)
     assert counting.texts == 10  # the first file's windows

@@ -97,11 +97,12 @@ def test_a_family_declares_the_kinds_it_owns(fam: Family) -> None:
 def test_a_family_jobs_lead_to_methods_of_its_services(fam: Family, tmp_path: Path) -> None:
     root = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
     services = root.services(fam.services)
-    for name, job in fam.jobs.items():
-        service = getattr(services, job.service)
-        assert callable(getattr(service, job.method, None)), f"job {name}: no {job.service}.{job.method}"
+    for name, job in fam.jobs.items():  # a bound method of one of the family's own services
+        handler = job.handler(services)
+        assert callable(handler), f"job {name}: {handler!r}"
+        assert any(handler.__self__ is getattr(services, s) for s in fam.service_names()), name
         if job.batch is not None:
-            assert callable(getattr(service, job.batch, None)), f"job {name}: no {job.service}.{job.batch}"
+            assert callable(job.batch(services)), f"job {name}: its batch"
     for name, job in fam.jobs.items():  # registered with the queue: a worker finds its handler by name
         root.queue.check(name, {})  # raises KeyError for a job nobody handles
         assert root.queue.batches(name) == (job.batch is not None)

@@ -26,8 +26,16 @@ LAYERS = (
 )
 ROOT_MODULES = {"__init__.py", "wiring.py", "settings.py"}
 # Types named for the type checker alone from a lower layer: the composition root (services are built over it),
-# and the two trust services the root hands the kernel (`engram.kernel.services.Kernel`).
-TYPE_ONLY_UP = {"engram.wiring", "engram.settings", "engram.trust.audit", "engram.trust.identity"}
+# the two trust services the root hands the kernel (`engram.kernel.services.Kernel`), and what a family's eraser
+# and reindexer yield (`engram.kernel.family.Eraser`, `Reindexer`).
+TYPE_ONLY_UP = {
+    "engram.wiring",
+    "engram.settings",
+    "engram.trust.audit",
+    "engram.trust.identity",
+    "engram.trust.erasure",
+    "engram.search.reindex",
+}
 
 
 def _module(path: Path) -> str:

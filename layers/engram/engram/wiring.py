@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from engram.families import all_families, family
 from engram.kernel.clock import Clock, SystemClock
-from engram.kernel.family import Family, Services
+from engram.kernel.family import AnyFamily, Family, Services
 from engram.kernel.kinds import Guarded, GuardedIndex
 from engram.kernel.metering import MeteredBlobs, MeteredEmbedder
 from engram.kernel.opaque import OpaqueIds
@@ -27,6 +27,7 @@ from engram.trust.identity import IdentityService
 from engram.trust.quotas import Quotas
 
 S = TypeVar("S", bound=Services)
+M = TypeVar("M")
 
 # Service names the composition root answers for its families (`engram.kernel.family`): `e.memory`, `e.documents`...
 # (scripts, benches and tests reach a service so; operations and jobs receive their family's Services).
@@ -109,18 +110,19 @@ class Engram:
             for name, job in fam.jobs.items():
                 self.queue.register(
                     name,
-                    self._runner(fam, job.service, job.method),
-                    batch=self._runner(fam, job.service, job.batch) if job.batch else None,
+                    self._runner(fam, job.handler),
+                    batch=self._runner(fam, job.batch) if job.batch else None,
                     passable=job.passable,
                 )
 
-    def _runner(self, fam: Family, service: str, method: str) -> Callable[[Any], None]:
-        return lambda payload: self.bound(fam, service, method)(payload)
+    def _runner(self, fam: Family[S], method: Callable[[S], Callable[[Any], None]]) -> Callable[[Any], None]:
+        """A job's handler as the queue calls it: the family's services made on its first payload."""
+        return lambda payload: self.bound(fam, method)(payload)
 
-    def bound(self, fam: Family, service: str, method: str) -> Any:
+    def bound(self, fam: Family[S], method: Callable[[S], M]) -> M:
         """A method of one of a family's services (a job's handler, its eraser, its reindexer), the family's
         services made on first use."""
-        return getattr(getattr(self.services(fam.services), service), method)
+        return method(self.services(fam.services))
 
     def _audit_chain(self) -> Chain:
         """The audit chain's key: the deployment's secret (`audit_key`), or one kept in the record store."""
@@ -150,12 +152,13 @@ class Engram:
                 made = self._services.setdefault(cls, cls(self))
         return cast(S, made)
 
-    def families(self) -> list[Family]:
+    def families(self) -> list[AnyFamily]:
         """Every registered family (for what spans them all: an erasure)."""
         return list(all_families())
 
     def family_services(self, name: str) -> Services:
-        return self.services(family(name).services)
+        made: Services = self.services(family(name).services)
+        return made
 
     def call(self, caller: Any, tool: str, arguments: dict[str, Any]) -> Any:
         """An operation run by its name as a client's call reaches it, its input checked

@@ -64,12 +64,15 @@ def build_services(name: str, engram: Any) -> None:
     jobs)."""
     from engram.families import NAMES, all_families, family
 
-    if name == "worker":
-        wanted = [(f, job.service) for f in all_families() for job in f.jobs.values()]
-    else:
-        wanted = [(family(name), s) for s in family(name).service_names()] if name in NAMES else []
-    for fam, service in wanted:
-        getattr(engram.services(fam.services), service)
+    if name == "worker":  # reaching each job's handler builds its service
+        for fam in all_families():
+            for job in fam.jobs.values():
+                engram.bound(fam, job.handler)
+        return
+    if name in NAMES:
+        fam = family(name)
+        for service in fam.service_names():
+            getattr(engram.services(fam.services), service)
 
 
 WARM = Principal("snapstart-warmup", "agent", ("snapstart-warmup",), ("org/snapstart-warmup",))

@@ -7,7 +7,7 @@ import importlib
 from functools import cache
 
 from engram.kernel.errors import InvalidInput
-from engram.kernel.family import Family
+from engram.kernel.family import AnyFamily
 from engram.kernel.kinds import declare_kinds
 from engram.kernel.operation import REGISTRY, AnyOperation
 
@@ -24,18 +24,18 @@ NAMES = (
 
 
 @cache
-def all_families() -> tuple[Family, ...]:
+def all_families() -> tuple[AnyFamily, ...]:
     """Every family, loaded: its kinds declared, its operations in the registry."""
     out = []
     for name in NAMES:
-        family: Family = importlib.import_module(f"engram.families.{name}").FAMILY
+        family: AnyFamily = importlib.import_module(f"engram.families.{name}").FAMILY
         declare_kinds(family.kinds)
         importlib.import_module(f"engram.families.{name}.operations")
         out.append(family)
     return tuple(out)
 
 
-def family(name: str) -> Family:
+def family(name: str) -> AnyFamily:
     found = next((f for f in all_families() if f.name == name), None)
     if found is None:
         raise KeyError(f"no family {name!r}")

@@ -84,7 +84,7 @@ def rebuild(
     still found changed: run it again once writes are quiet). `progress(family, objects so far)`."""
     root.index.ensure()
     reindexers: list[tuple[str, Reindexer]] = [
-        (fam.name, root.bound(fam, *fam.reindexer)) for fam in root.families() if fam.reindexer is not None
+        (fam.name, root.bound(fam, fam.reindexer)) for fam in root.families() if fam.reindexer is not None
     ]
     seen: dict[str, tuple[int, tuple[str, ...]]] = {}
 

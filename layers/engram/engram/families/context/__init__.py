@@ -28,5 +28,5 @@ FAMILY = Family(
     seeds=("cortex",),
     warm=("context_list", {}),
     clients=("dynamodb",),
-    eraser=("workctx", "erase"),
+    eraser=lambda s: s.workctx.erase,
 )

@@ -35,13 +35,13 @@ FAMILY = Family(
     "conversation",
     ConversationServices,
     function="ConversationFunction",
-    jobs={INDEX_JOB: Job("conversation", "_index_job")},
+    jobs={INDEX_JOB: Job(lambda s: s.conversation.index_job)},
     kinds={
         "thread": Kind("conversation", "scoped"),
         "message": Kind("conversation", "scoped", indexed=True),
     },
     seeds=("cortex",),
     warm=("conversation_search", {"query": "warm up"}),
-    eraser=("erasing", "erase"),
-    reindexer=("erasing", "reindex"),
+    eraser=lambda s: s.erasing.erase,
+    reindexer=lambda s: s.erasing.reindex,
 )

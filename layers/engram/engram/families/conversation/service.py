@@ -173,7 +173,7 @@ class ConversationService(BaseService):
         with embedding_errors():
             return list(self.embedder.embed(list(texts)))
 
-    def _index_job(self, payload: dict[str, Any]) -> None:
+    def index_job(self, payload: dict[str, Any]) -> None:
         """Messages indexed again from the store (the safety net of `append`, and a rebuild's `reindex`), with
         the vector the index has or one made as `append` made it: with the message before it in its thread."""
         ctx = payload["context_id"]

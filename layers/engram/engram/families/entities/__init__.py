@@ -42,7 +42,7 @@ FAMILY = Family(
     "entities",
     EntitiesServices,
     function="EntitiesFunction",
-    jobs={INDEX_JOB: Job("entities", "_index_job"), GRAPH_JOB: Job("graph", "_job", passable=True)},
+    jobs={INDEX_JOB: Job(lambda s: s.entities.index_job), GRAPH_JOB: Job(lambda s: s.graph.extract_job, passable=True)},
     kinds={
         "entity": Kind("entities", "scoped", indexed=True, shared=True),
         "relation": Kind("entities", "scoped", shared=True),
@@ -54,6 +54,6 @@ FAMILY = Family(
     seeds=("cortex",),
     warm=("entity_list", {}),
     clients=("dynamodb", "opensearch"),
-    eraser=("erasing", "erase"),
-    reindexer=("erasing", "reindex"),
+    eraser=lambda s: s.erasing.erase,
+    reindexer=lambda s: s.erasing.reindex,
 )

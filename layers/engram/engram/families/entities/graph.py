@@ -99,7 +99,7 @@ class GraphService(BaseService):
 
     # -- the job ----------------------------------------------------------------------------------------------
 
-    def _job(self, payload: dict[str, Any]) -> None:
+    def extract_job(self, payload: dict[str, Any]) -> None:
         self.extract(payload["context_id"], payload["source"])
 
     def extract(self, ctx: str, source: str, gone: bool = False) -> dict[str, int]:

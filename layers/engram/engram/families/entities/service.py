@@ -402,7 +402,7 @@ class EntityService(BaseService):
             vectors = self.embedder.embed([d.text for d in docs]) if self.embedder is not None else [None] * len(docs)
             self.index.upsert([d.with_vector(v) for d, v in zip(docs, vectors, strict=True)])
 
-    def _index_job(self, payload: dict[str, Any]) -> None:
+    def index_job(self, payload: dict[str, Any]) -> None:
         self._reindex(payload["context_id"], list(payload["ids"]))
 
 

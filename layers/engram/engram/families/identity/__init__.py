@@ -67,9 +67,9 @@ FAMILY = Family(
     IdentityServices,
     function="IdentityFunction",
     jobs={
-        ERASURE_JOB: Job("erasure", "_job"),
-        EXPORT_JOB: Job("transfers", "_export_job"),
-        IMPORT_JOB: Job("transfers", "_import_job"),
+        ERASURE_JOB: Job(lambda s: s.erasure.erasure_job),
+        EXPORT_JOB: Job(lambda s: s.transfers.export_job),
+        IMPORT_JOB: Job(lambda s: s.transfers.import_job),
     },
     kinds={
         "erasure": Kind("identity", "system"),  # an erasure request, its progress and its signed receipt

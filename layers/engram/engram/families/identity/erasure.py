@@ -133,7 +133,7 @@ class ErasureService(BaseService):
                 continue
             eraser: Eraser | None = None
             if fam.eraser is not None:
-                eraser = self.root.bound(fam, *fam.eraser)
+                eraser = self.root.bound(fam, fam.eraser)
             out.append((fam.name, eraser))
         return out
 
@@ -183,7 +183,7 @@ class ErasureService(BaseService):
                                                      jobs=[job])  # fmt: skip
         return dict(answer, preview=False, request_id=request_id, status="pending")
 
-    def _job(self, payload: dict[str, Any]) -> None:
+    def erasure_job(self, payload: dict[str, Any]) -> None:
         try:
             self.run(payload["context_id"], payload["request_id"])
         except Busy:  # another runner has it: look again once its lease would have run out (not a failed try)

@@ -93,7 +93,7 @@ class Transfers(BaseService):
         self.records.transact([Write(ctx, TRANSFER, transfer_id, {**item.data, **changes}, "worker", item.version)],
                               self.clock.now())  # fmt: skip
 
-    def _export_job(self, payload: dict[str, Any]) -> None:
+    def export_job(self, payload: dict[str, Any]) -> None:
         from engram.transfer.archive import export
 
         ctx, tid = payload["context_id"], payload["transfer_id"]
@@ -110,7 +110,7 @@ class Transfers(BaseService):
         kept = {k: v for k, v in counts.as_dict().items() if k in ("objects", "blobs", "docs", "audit")}
         self._save(ctx, tid, status="done", blob=key, bytes=len(data), finished_at=iso(self.clock.now()), counts=kept)
 
-    def _import_job(self, payload: dict[str, Any]) -> None:
+    def import_job(self, payload: dict[str, Any]) -> None:
         from engram.transfer.archive import load
 
         ctx, tid = payload["context_id"], payload["transfer_id"]

@@ -53,9 +53,9 @@ FAMILY = Family(
     KnowledgeServices,
     function="KnowledgeFunction",
     jobs={
-        BLOB_CREATED_JOB: Job("documents", "_blob_created_job"),
-        EMBED_JOB: Job("documents", "_embed_job", batch="_embed_jobs"),
-        STAGED_JOB: Job("documents", "_staged_job"),
+        BLOB_CREATED_JOB: Job(lambda s: s.documents.blob_created_job),
+        EMBED_JOB: Job(lambda s: s.documents.embed_job, batch=lambda s: s.documents.embed_jobs),
+        STAGED_JOB: Job(lambda s: s.documents.staged_job),
     },
     kinds={
         "document": Kind("knowledge", "scoped", blobs=True),
@@ -71,6 +71,6 @@ FAMILY = Family(
     seeds=("spectron", "cortex", "vectros", "agrama"),
     warm=("knowledge_collections", {"action": "list"}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
-    eraser=("erasing", "erase"),
-    reindexer=("erasing", "reindex"),
+    eraser=lambda s: s.erasing.erase,
+    reindexer=lambda s: s.erasing.reindex,
 )

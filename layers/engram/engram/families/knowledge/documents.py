@@ -305,7 +305,7 @@ class DocumentService(Embedding, Staging, Answers, Containers):
             "total_tokens": data["total_tokens"],
         }
 
-    def _blob_created_job(self, payload: dict[str, Any]) -> None:
+    def blob_created_job(self, payload: dict[str, Any]) -> None:
         key = str(payload.get("key", ""))
         if key.startswith(INBOX):
             self.ingest_inbox(key, str(payload.get("etag") or ""))

@@ -15,8 +15,8 @@ EMBED_SLICE = 256  # chunks embedded at a time: a run short of time (the Lambda 
 
 
 class Embedding(DocumentsBase):
-    def _embed_job(self, payload: dict[str, Any]) -> None:
-        self._embed_jobs([payload])
+    def embed_job(self, payload: dict[str, Any]) -> None:
+        self.embed_jobs([payload])
 
     def _embedding_failed(self, ctx: str, doc_id: str, version: int, exc: Exception) -> None:
         """The document stays findable by BM25; its status says why its vectors did not come."""
@@ -40,7 +40,7 @@ class Embedding(DocumentsBase):
         if retire.get("blob"):
             self.blobs.delete(retire["blob"])
 
-    def _embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
+    def embed_jobs(self, payloads: list[dict[str, Any]]) -> None:
         """Finish committed writes: the current version's chunks indexed with vectors (one embedding call
         for all the jobs' chunks: the model is much faster on batches), what they replaced retired, the
         status set. Reads are by key (consistent on every store), never through a query."""

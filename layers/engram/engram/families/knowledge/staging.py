@@ -33,7 +33,7 @@ class Staging(DocumentsBase):
         try:
             net = uow.ahead(now, (STAGED_JOB, payload), chunk_writes, STAGED_NET)
         except BaseException:
-            self._staged_job(payload)  # what was written before the failure
+            self.staged_job(payload)  # what was written before the failure
             raise
         return net
 
@@ -46,10 +46,10 @@ class Staging(DocumentsBase):
         """The commit failed: the staged chunks go (unless it came through after all: a commit whose answer
         was lost), then their net."""
         if net is not None:
-            self._staged_job(net.data["payload"])
+            self.staged_job(net.data["payload"])
             UnitOfWork(self.records, self.queue).withdraw(net)
 
-    def _staged_job(self, payload: dict[str, Any]) -> None:
+    def staged_job(self, payload: dict[str, Any]) -> None:
         """The net of staged chunks, due: they go unless a version of their document names them (then the
         write that replaces that version retires them, as any chunks)."""
         ctx, doc_id, prefix = payload["context_id"], payload["document_id"], payload["prefix"]

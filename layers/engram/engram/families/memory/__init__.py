@@ -34,7 +34,7 @@ FAMILY = Family(
     "memory",
     MemoryServices,
     function="MemoryFunction",
-    jobs={INDEX_JOB: Job("memory", "_index_job"), EXPIRE_JOB: Job("memory", "_expire_job")},
+    jobs={INDEX_JOB: Job(lambda s: s.memory.index_job), EXPIRE_JOB: Job(lambda s: s.memory.expire_job)},
     kinds={
         "turn": Kind("memory", "scoped", indexed=True),
         "attribute": Kind("memory", "scoped", indexed=True),
@@ -43,6 +43,6 @@ FAMILY = Family(
     },
     seeds=("spectron", "causantic"),
     warm=("memory_profile", {}),
-    eraser=("memory", "erase"),
-    reindexer=("memory", "reindex"),
+    eraser=lambda s: s.memory.erase,
+    reindexer=lambda s: s.memory.reindex,
 )

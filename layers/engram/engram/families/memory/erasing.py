@@ -68,7 +68,7 @@ class Erasing(MemoryBase):
             for key in [k for k in self._cache if k[0] == ctx]:
                 del self._cache[key]
 
-    def _expire_job(self, payload: dict[str, Any]) -> None:
+    def expire_job(self, payload: dict[str, Any]) -> None:
         """A memory whose time is up (stored with `ttl_seconds` / `expires_at`): its turn and the facts it gave leave
         the store and the index, its text leaves its session, and the sweep is written to the context's trail
         (`usage_report` counts it). Another fact's validity window is not touched."""

@@ -383,7 +383,7 @@ class MemoryService(Reading, Erasing):
 
     # -- the safety net -------------------------------------------------------------------
 
-    def _index_job(self, payload: dict[str, Any]) -> None:
+    def index_job(self, payload: dict[str, Any]) -> None:
         """Index committed turns and attributes again from the store (the safety net of `Plan.finish`, and a
         rebuild's `reindex`): each as its record says now, with the vector the index has or a new one — a turn's
         made as its write made it, with the turn before it in its session, when the payload names that turn

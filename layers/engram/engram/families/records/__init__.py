@@ -49,7 +49,7 @@ FAMILY = Family(
     "records",
     RecordsServices,
     function="RecordsFunction",
-    jobs={INDEX_JOB: Job("typed", "_index_job")},
+    jobs={INDEX_JOB: Job(lambda s: s.typed.index_job)},
     kinds={
         "schema": Kind("records", "context"),
         "record": Kind("records", "scoped", indexed=True),
@@ -58,6 +58,6 @@ FAMILY = Family(
     },
     seeds=("vectros",),
     warm=("list_schemas", {}),
-    eraser=("erasing", "erase"),
-    reindexer=("erasing", "reindex"),
+    eraser=lambda s: s.erasing.erase,
+    reindexer=lambda s: s.erasing.reindex,
 )

@@ -321,7 +321,7 @@ class RecordService(BaseService):
         if gone:
             self.index.delete(ctx, gone)
 
-    def _index_job(self, payload: dict[str, Any]) -> None:
+    def index_job(self, payload: dict[str, Any]) -> None:
         ctx = payload["context_id"]
         found = self.records.get_many(ctx, KIND, payload["ids"])
         self._reindex(ctx, list(found.values()))

@@ -49,7 +49,10 @@ FAMILY = Family(
     "workspace",
     WorkspaceServices,
     function="WorkspaceFunction",
-    jobs={INDEX_JOB: Job("workspace", "_index_job", "_index_jobs"), DECISION_JOB: Job("collab", "_decision_job")},
+    jobs={
+        INDEX_JOB: Job(lambda s: s.workspace.index_job, batch=lambda s: s.workspace.index_jobs),
+        DECISION_JOB: Job(lambda s: s.collab.decision_job),
+    },
     kinds={
         "wfile": Kind("workspace", "scoped", blobs=True),
         "wdep": Kind("workspace", "via", "wfile"),
@@ -63,6 +66,6 @@ FAMILY = Family(
     seeds=("agrama",),
     warm=("get_context", {"context_types": ["project"]}),
     clients=("dynamodb", "opensearch", "sqs", "s3"),
-    eraser=("erasing", "erase"),
-    reindexer=("erasing", "reindex"),
+    eraser=lambda s: s.erasing.erase,
+    reindexer=lambda s: s.erasing.reindex,
 )

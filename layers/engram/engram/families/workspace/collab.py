@@ -316,7 +316,7 @@ class CollabService(BaseService):
             "recorded_at": iso(now),
         }
 
-    def _decision_job(self, payload: dict[str, Any]) -> None:
+    def decision_job(self, payload: dict[str, Any]) -> None:
         ctx = payload["context_id"]
         found = self.records.get_many(ctx, DECISION, list(payload["ids"]))
         docs = [decision_doc(ctx, item.data) for item in found.values()]

@@ -442,10 +442,10 @@ class WorkspaceService(BaseService):
             if stale:
                 self.index.delete(ctx, stale)
 
-    def _index_job(self, payload: dict[str, Any]) -> None:
-        self._index_jobs([payload])
+    def index_job(self, payload: dict[str, Any]) -> None:
+        self.index_jobs([payload])
 
-    def _index_jobs(self, payloads: list[dict[str, Any]]) -> None:
+    def index_jobs(self, payloads: list[dict[str, Any]]) -> None:
         """Jobs waiting together: each file indexed once, from its latest version, however many of them
         asked for it (the edits of one document, embedded later). A run short of time (the Lambda worker)
         queues what it has not indexed as jobs of their own (an import's batch of files took longer to embed
