@@ -135,3 +135,46 @@ def test_the_fast_path_answers_as_the_sdk_does(
         ours = answer(http, live.url, body, headers)
     assert ours == theirs, label
     assert any(answered) is fast, label
+
+
+def _every_tool() -> list[str]:
+    from engram.families import select
+
+    return sorted({name for op in select() for name in op.names})
+
+
+@pytest.fixture(scope="module")
+def manager(live: Live) -> str:
+    key, _ = live.engram.identity.create_key(["acme"], "management", ["org/acme"])
+    return key
+
+
+@pytest.mark.parametrize("role", ["agent", "management"])
+@pytest.mark.parametrize("tool", _every_tool())
+def test_every_tool_answers_the_same_through_both_paths(
+    live: Live, without: str, agent: str, manager: str, monkeypatch: pytest.MonkeyPatch, tool: str, role: str
+) -> None:
+    """#55: the fast path is kept for its measured gain (#26), so every tool and seed alias runs through both —
+    a call with an argument no tool takes (refused before any work, in the tool's seed dialect: nothing is
+    written) by an agent and by a management key: the same status, the same message, and the fast path answered it
+    itself."""
+    answered: list[bool] = []
+    original = mcp_fast.FastCall.answer
+
+    async def spy(self: mcp_fast.FastCall, scope: Any, body: bytes, principal: Any, send: Any) -> bool:
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                answered.append(True)
+            await send(message)
+
+        return await original(self, scope, body, principal, sending)
+
+    monkeypatch.setattr(mcp_fast.FastCall, "answer", spy)
+    body = call(tool, {"no_tool_takes_this": 1})
+    key = agent if role == "agent" else manager
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        theirs = answer(http, without, body, V2025)
+        ours = answer(http, live.url, body, V2025)
+    assert ours == theirs, tool
+    assert answered == [True], tool
+    assert ours[0] == 200 and "no_tool_takes_this" in json.dumps(ours[1]), ours  # refused for the argument

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engram.api.mcp import build_server, compact, schema, tool_of
+from engram.api.mcp import build_server, tool_of
+from engram.api.schemas import compact, schema
 from engram.families import select
 from engram.settings import Settings
 from engram.wiring import build_local
@@ -87,7 +88,7 @@ def test_a_definition_used_once_is_written_in_place() -> None:
 
 
 def test_the_catalogue_writes_a_union_of_types_as_a_type_list_and_leaves_out_empty_defaults() -> None:
-    from engram.api.mcp import advertised
+    from engram.api.schemas import advertised
 
     scalar_or_list = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"},
                                 {"type": "array", "items": {"type": "string"}}]}  # fmt: skip

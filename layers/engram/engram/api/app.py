@@ -21,7 +21,7 @@ from engram.api.auth import WELL_KNOWN, base_url, principal_for, resource_path
 from engram.api.console import mount_console
 from engram.api.edge import Edge
 from engram.api.errors import send_error
-from engram.api.mcp import LOG_LEVELS, RESOURCES, build_server
+from engram.api.mcp import RESOURCES, LogLevels, build_server
 from engram.api.mcp_fast import FastCall
 from engram.api.rest import error_response, mount_rest
 from engram.families import families, find, select
@@ -86,7 +86,9 @@ class Guard:
     def __init__(self, endpoint: Endpoint, engram: Engram, forward: Forward | None = None) -> None:
         self.endpoint, self.engram, self.forward = endpoint, engram, forward
         self.fast = (
-            FastCall(endpoint.server, endpoint.security, endpoint.max_body) if engram.settings.mcp_fast_path else None
+            FastCall(endpoint.server, endpoint.security, endpoint.max_body, endpoint.levels)
+            if engram.settings.mcp_fast_path
+            else None
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -128,7 +130,7 @@ class Guard:
 
         # progress notifications, or log notifications the key asked for (logging/setLevel), need a stream
         principal = scope.get("state", {}).get(PRINCIPAL)
-        logs = isinstance(principal, Principal) and LOG_LEVELS.get(principal.key_id) is not None
+        logs = isinstance(principal, Principal) and self.endpoint.levels.get(principal.key_id) is not None
         asked = logs or b"io.modelcontextprotocol/logLevel" in body  # a 2026 request asks per request
         wants_stream = b"progressToken" in body or (asked and b'"tools/call"' in body)
         stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and wants_stream)
@@ -149,8 +151,8 @@ class Endpoint:
     can run only once, uvicorn enters the lifespan once per process, and Mangum (Lambda) once per invocation.
     """
 
-    def __init__(self, server: Any, security: TransportSecuritySettings, max_body: int) -> None:
-        self.server, self.security, self.max_body = server, security, max_body
+    def __init__(self, server: Any, security: TransportSecuritySettings, max_body: int, levels: LogLevels) -> None:
+        self.server, self.security, self.max_body, self.levels = server, security, max_body, levels
         self.json_app: ASGIApp | None = None
         self.sse_app: ASGIApp | None = None
 
@@ -211,12 +213,16 @@ def create_app(engram: Engram, forward: Forward | None = None) -> FastAPI:
         ],
     )
     endpoints: dict[str, Endpoint] = {}
+    levels = LogLevels()  # the log levels keys set, one table for every endpoint of this app
     for family in [None, *families()]:
         ops = select(tool_filter, family)
         if not ops:
             continue
-        server = build_server(engram, ops, _principal_of, name=f"engram-{family}" if family else "engram")
-        endpoints["/mcp" + (f"/{family}" if family else "")] = Endpoint(server, security, settings.max_request_bytes)
+        name = f"engram-{family}" if family else "engram"
+        server = build_server(engram, ops, _principal_of, name=name, log_levels=levels)
+        endpoints["/mcp" + (f"/{family}" if family else "")] = Endpoint(
+            server, security, settings.max_request_bytes, levels
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
-from engram.api.mcp import LOG_LEVELS
+from engram.api.mcp import LogLevels
 from engram.kernel.caller import Principal
 
 log = logging.getLogger("engram.mcp")
@@ -47,8 +47,10 @@ METHOD = "tools/call"
 class FastCall:
     """One endpoint's fast path: its server's `tools/call` handler behind the SDK's own checks."""
 
-    def __init__(self, server: Server[Any], security: TransportSecuritySettings, max_body: int) -> None:
-        self.server, self.max_body = server, max_body
+    def __init__(
+        self, server: Server[Any], security: TransportSecuritySettings, max_body: int, levels: LogLevels
+    ) -> None:
+        self.server, self.max_body, self.levels = server, max_body, levels
         self.security = TransportSecurityMiddleware(security)
 
     async def answer(self, scope: Scope, body: bytes, principal: Any, send: Send) -> bool:
@@ -97,7 +99,7 @@ class FastCall:
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None  # the 2026 entry
-        if not isinstance(principal, Principal) or LOG_LEVELS.get(principal.key_id) is not None:
+        if not isinstance(principal, Principal) or self.levels.get(principal.key_id) is not None:
             return None  # log notifications need the SDK's session
         if await self.security.validate_request(request, is_post=True) is not None:
             return None

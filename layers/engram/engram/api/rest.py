@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from engram.api import dispatch
 from engram.api.auth import metadata_url, principal_for
 from engram.api.errors import rendered
-from engram.api.mcp import schema
+from engram.api.schemas import schema
 from engram.kernel.caller import Principal, check_context
 from engram.kernel.errors import EngramError, InvalidInput, Unauthenticated
 from engram.kernel.limits import scrub
