@@ -512,7 +512,7 @@ def test_an_erasure_out_of_time_hands_its_rest_over_and_the_receipt_counts_every
     turns = [{"content": f"Note {n}: the okapi ate {n} leaves.", "session_id": "s1"} for n in range(7)]
     assert not call(stack, "memory_store_batch", {"turns": turns, "scopes": [[who]]}, stack.keys.agent).get("isError")
     stack.drain()
-    monkeypatch.setattr(engram.erasure, "BATCH", 2)  # units of two turns
+    monkeypatch.setattr(engram.trust.erasure, "BATCH", 2)  # units of two turns
     preview = call(stack, "erasure_request", {"scope": who, "preview": True}, stack.keys.management)
     found = preview["structuredContent"]["found"]
     assert found["memory"]["records"]["turn"] == 7

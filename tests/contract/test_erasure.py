@@ -518,7 +518,7 @@ def test_a_run_that_fails_half_way_through_a_family_keeps_what_it_erased_in_the_
         e.memory.store(alice, Turn(f"Note {n}: the okapi ate {n} leaves."), [[ALICE]])
     e.memory.store(alice, Turn("Note 2: the okapi ate 20 leaves."), [[ALICE]])
     e.queue.join()
-    monkeypatch.setattr(engram.erasure, "BATCH", 2)
+    monkeypatch.setattr(engram.trust.erasure, "BATCH", 2)
     subject = e.erasure.subject(admin, ALICE, None)
     preview = e.erasure.request(admin, subject, preview=True)["found"]
     assert preview["memory"]["records"]["turn"] == 8
@@ -601,7 +601,7 @@ def test_runners_of_one_erasure_at_once_erase_it_once_and_count_it_once(
         e.memory.store(alice, Turn(f"Note {n}: the okapi ate {n} leaves."), [[ALICE]])
     e.workctx.set(alice, "plan", {"step": 1}, None, None)
     e.queue.join()
-    monkeypatch.setattr(engram.erasure, "BATCH", 2)
+    monkeypatch.setattr(engram.trust.erasure, "BATCH", 2)
     subject = e.erasure.subject(admin, ALICE, None)
     planned = summed(e.erasure.request(admin, subject, preview=True)["found"])
     asked = e.erasure.request(admin, subject, preview=False)

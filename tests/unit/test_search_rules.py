@@ -371,7 +371,7 @@ def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
     """Issue #26: an adapter's candidate lists as `Ranked` (ids and scores, a hit made when read). Every rule
     set returns the same hits from them as from plain lists; the default makes only the k it returns (plus the
     first of each list where a rule set keeps what both put first)."""
-    from engram.kernel.ports import Ranked
+    from engram.kernel.ranked import Ranked
     from engram.search.rules import DEFAULT
 
     rng = np.random.default_rng(26)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
@@ -368,56 +368,6 @@ class Hit:
     def scored(self, score: float, lexical: float, semantic: float | None) -> Hit:
         """This hit with its scores (`dataclasses.replace` without its per-field walk)."""
         return Hit(self.id, self.kind, score, self.text, self.metadata, self.scopes, lexical, semantic, self.passages)
-
-
-class Ranked(Sequence[Hit]):
-    """A ranked list of hits, best first, each made when it is first read. A hybrid search fuses two lists of
-    ~150 candidates by their ids and scores and returns k of them: an adapter that holds its rows (the
-    embedded index) hands its lists over as this, and only the hits a search returns are ever made (issue #26:
-    300 hits a recall were a tenth of its search)."""
-
-    __slots__ = ("_made", "_make", "ids", "scores")
-
-    def __init__(self, ids: list[str], scores: list[float], make: Callable[[int], Hit]) -> None:
-        self.ids, self.scores, self._make = ids, scores, make
-        self._made: dict[int, Hit] = {}
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @overload
-    def __getitem__(self, j: int) -> Hit: ...
-    @overload
-    def __getitem__(self, j: slice) -> list[Hit]: ...
-    def __getitem__(self, j: int | slice) -> Hit | list[Hit]:
-        if isinstance(j, slice):
-            return [self[n] for n in range(*j.indices(len(self.ids)))]
-        n = j + len(self.ids) if j < 0 else j
-        if not 0 <= n < len(self.ids):
-            raise IndexError(j)
-        return self._at(n)
-
-    def __iter__(self) -> Iterator[Hit]:
-        return map(self._at, range(len(self.ids)))
-
-    def _at(self, n: int) -> Hit:
-        made = self._made.get(n)
-        if made is None:
-            made = self._made[n] = self._make(n)
-        return made
-
-    def pairs(self) -> list[tuple[str, float]]:
-        return list(zip(self.ids, self.scores, strict=True))
-
-
-def ranked_pairs(hits: Sequence[Hit]) -> list[tuple[str, float]]:
-    """(id, score) of each hit, in order, without making the hits of a `Ranked` list."""
-    return hits.pairs() if isinstance(hits, Ranked) else [(h.id, h.score) for h in hits]
-
-
-def ranked_ids(hits: Sequence[Hit]) -> list[str]:
-    """The ids of the hits, in order, without making the hits of a `Ranked` list."""
-    return hits.ids if isinstance(hits, Ranked) else [h.id for h in hits]
 
 
 class SearchIndex(Protocol):

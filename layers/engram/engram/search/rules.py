@@ -11,7 +11,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from engram.kernel.lazy import module
-from engram.kernel.ports import Embedder, Hit, SearchQuery, Vector, ranked_ids, ranked_pairs
+from engram.kernel.ports import Embedder, Hit, SearchQuery, Vector
+from engram.kernel.ranked import Finder, ranked_ids, ranked_pairs
 from engram.search.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
@@ -106,7 +107,7 @@ def merge_hits(
     """Hybrid results from the two ranked lists, fused by `combine` (and reranked, if asked). With
     `group_by`, one hit per group: the groups fused by their ranks in each list (a group ranks where its
     best hit does), each shown by the hit of its own that fuses best, with the rest as its `passages`."""
-    row = _finder(bm25, vector)
+    row = Finder(bm25, vector)
     fused = combine(ranked_pairs(bm25), ranked_pairs(vector), rules)
     passages: dict[str, tuple[str, ...]] = {}
     if group_by is not None:
@@ -123,25 +124,11 @@ def merge_hits(
     if rerank is not None:
         fused = rerank(fused)
     out = []
+    row.ahead(i for i, _ in fused[:k])  # the returned hits' rows read together
     for i, s in fused[:k]:
         h = row(i)
         out.append(Hit(i, h.kind, s, h.text, h.metadata, h.scopes, passages=passages.get(i, ())))
     return out
-
-
-def _finder(*lists: Sequence[Hit]) -> Callable[[str], Hit]:
-    """The hit of an id among `lists` (the last list's, when several have it: the same passage), made only
-    when asked for (`Ranked`)."""
-    where: dict[str, tuple[Sequence[Hit], int]] = {}
-    for hits in lists:
-        for n, i in enumerate(ranked_ids(hits)):
-            where[i] = (hits, n)
-
-    def find(i: str) -> Hit:
-        hits, n = where[i]
-        return hits[n]
-
-    return find
 
 
 BM25Search = Callable[[Mapping[str, float], int], Sequence[Hit]]
@@ -229,7 +216,7 @@ def smooth(
 
 def smooth_hits(hits: Sequence[Hit], vectors_of: VectorsOf) -> list[Hit]:
     """`hits` reordered and rescored by `smooth`."""
-    row = _finder(hits)
+    row = Finder(hits)
     return [row(i).scored(s, row(i).lexical, row(i).semantic) for i, s in smooth(ranked_pairs(hits), vectors_of)]
 
 

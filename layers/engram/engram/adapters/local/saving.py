@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.local import ann
+from engram.adapters.local.rows import Row
 from engram.adapters.local.segment import Array, Parts, Segment
-from engram.adapters.local.slots import Row, Slots
+from engram.adapters.local.slots import Slots
 from engram.kernel.clock import parse_time
 from engram.kernel.ports import IndexDoc, Vector
 

@@ -26,12 +26,14 @@ import numpy as np
 
 from engram.adapters.local import segment
 from engram.adapters.local.ann import Graph, add_in_background, build_in_background
+from engram.adapters.local.rows import Row
 from engram.adapters.local.saving import Lookups, opened, parse_row, parts_of
-from engram.adapters.local.slots import Row, Slots
+from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.adapters.local.take import hits, take
 from engram.kernel.clock import iso
-from engram.kernel.ports import Closing, Hit, IndexDoc, Ranked, SearchQuery, Vector
+from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
+from engram.kernel.ranked import Ranked
 from engram.search.rules import search as run_search
 
 _SCHEMA = """
@@ -447,14 +449,7 @@ class SqliteSearchIndex:
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         with self._open(context_id) as cache:
-            if cache.mat is None:
-                return {}
-            pos = cache.pos
-            known = [(i, s) for i in ids if (s := pos.get(i)) is not None]
-            slots = np.fromiter((s for _, s in known), dtype=np.int64, count=len(known))
-            has = cache.has_vec[slots]
-            rows = cache.vecs(slots[has])  # one copy
-            return dict(zip((i for (i, _), h in zip(known, has.tolist(), strict=True) if h), rows, strict=True))
+            return cache.vectors_of(ids)
 
     def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
         return self._lookups.documents(context_id, after, limit)
@@ -467,7 +462,10 @@ class SqliteSearchIndex:
         """The stems of `stems` each indexed document holds, from the postings (no text tokenised again)."""
         with self._open(context_id) as cache:
             pos = cache.pos
-            return {i: {t for t in stems if cache.holds(slot, t)} for i in ids if (slot := pos.get(i)) is not None}
+            known = {i: slot for i in ids if (slot := pos.get(i)) is not None}
+            slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
+            held = {t: cache.holding(slots, t).tolist() for t in stems}
+            return {i: {t for t in stems if held[t][n]} for n, i in enumerate(known)}
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its

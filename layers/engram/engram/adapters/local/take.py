@@ -7,8 +7,10 @@ from datetime import datetime
 
 import numpy as np
 
-from engram.adapters.local.slots import Mask, Row, Slots
-from engram.kernel.ports import Hit, Ranked, SearchQuery, Vector
+from engram.adapters.local.rows import Mask, Row
+from engram.adapters.local.slots import Slots
+from engram.kernel.ports import Hit, SearchQuery, Vector
+from engram.kernel.ranked import Ranked
 from engram.search.filters import visible
 
 
@@ -92,19 +94,28 @@ def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranke
         scores.append(score)
         ids.append(row.id if row is not None else base.ids[slot] if base is not None else "")
 
-    def make(n: int) -> Hit:
+    def made(n: int) -> Hit:
         row = rows[n]
-        if row is None:
-            wanted = [i for i in range(n, min(len(rows), n + READ_AHEAD)) if rows[i] is None]
-            for i, found in zip(wanted, cache.row_list([slots[i] for i in wanted]), strict=True):
-                rows[i] = found
-            row = rows[n]
         if row is None:
             assert base is not None
             return Hit(ids[n], base.kind(slots[n]), scores[n], "", {}, base.tag_sets[int(base.tags[slots[n]])])
         return Hit(row.id, row.kind, scores[n], row.text, row.metadata, row.scopes)
 
-    return Ranked(ids, scores, make)
+    def read(ns: list[int]) -> None:
+        wanted = [n for n in ns if rows[n] is None]
+        for n, found in zip(wanted, cache.row_list([slots[n] for n in wanted]), strict=True):
+            rows[n] = found
+
+    def make(n: int) -> Hit:
+        if rows[n] is None:
+            read(list(range(n, min(len(rows), n + READ_AHEAD))))
+        return made(n)
+
+    def make_many(ns: list[int]) -> list[Hit]:
+        read(ns)
+        return [made(n) for n in ns]
+
+    return Ranked(ids, scores, make, make_many)
 
 
-READ_AHEAD = 16  # a segment's rows read together when a hit is made
+READ_AHEAD = 4  # a segment's rows read together when one hit is made alone (`make_many`: the ones a search returns)
