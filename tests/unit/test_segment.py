@@ -294,3 +294,60 @@ def test_a_segment_s_rows_are_read_when_hits_are_made_and_one_removed_meanwhile_
     assert first.kind == doc(int(first.id[1:])).kind and list(first.scopes) == list(doc(int(first.id[1:])).scopes)
     assert fifth.text == ""
     assert second.text == doc(int(second.id[1:])).text and second.metadata == doc(int(second.id[1:])).metadata
+
+
+def test_a_large_context_makes_both_lists_at_once_and_answers_exactly_as_one_after_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#54: in a context of `PARALLEL` documents a hybrid round's vector list is made by a second thread while the
+    caller makes the BM25 list, under one hold of the copy's lock. The answers are the very ones made in turn (every
+    hit, every score, to the bit), opened from a segment and with changes on top; and searches beside writers and
+    saves, in both ways at once, fail nothing and lose nothing."""
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    fill(reopened, range(N - 40, N + 60), version=1)  # changed and new documents beside the segment's
+    hybrid = [q for q in queries() if q.mode == "hybrid"]
+    made: list[str] = []
+    original = reopened._vector_in
+
+    def watched(*args: object) -> object:
+        made.append(threading.current_thread().name)
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reopened, "_vector_in", watched)
+    monkeypatch.setattr(sqlite_search, "PARALLEL", 10**9)
+    in_turn = [[(h.id, h.score) for h in reopened.search(q, NOW)] for q in hybrid]
+    assert made and all(not name.startswith("engram-lists") for name in made)
+    made.clear()
+    monkeypatch.setattr(sqlite_search, "PARALLEL", 0)
+    at_once = [[(h.id, h.score) for h in reopened.search(q, NOW)] for q in hybrid]
+    assert made and all(name.startswith("engram-lists") for name in made)  # the helper made every vector list
+    assert at_once == in_turn and any(at_once)
+    errors: list[BaseException] = []
+
+    def searcher(s: int) -> None:
+        try:
+            for j in range(20):
+                assert reopened.search(hybrid[(s + j) % len(hybrid)], NOW) is not None
+        except BaseException as e:
+            errors.append(e)
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(5000 + w * 100, 5000 + w * 100 + 100, 10):
+                reopened.upsert([doc(j) for j in range(i, i + 10)])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=searcher, args=(s,)) for s in range(6)]
+    threads += [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    settle(reopened)
+    assert not errors
+    assert reopened.count("c") == N + 60 + 400

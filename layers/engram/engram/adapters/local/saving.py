@@ -17,6 +17,21 @@ from engram.adapters.local.slots import Slots
 from engram.kernel.clock import parse_time
 from engram.kernel.ports import IndexDoc, Vector
 
+# The SQLite file of the local index (`SqliteSearchIndex`): its documents, the change log copies catch up
+# from, and the token its segments carry
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (
+  rowid INTEGER PRIMARY KEY, context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
+  text TEXT NOT NULL, scopes TEXT NOT NULL, valid_from TEXT, valid_until TEXT, metadata TEXT NOT NULL,
+  vector BLOB, UNIQUE (context_id, id));
+CREATE TABLE IF NOT EXISTS changes (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
+CREATE TABLE IF NOT EXISTS identity (one INTEGER PRIMARY KEY CHECK (one = 1), token TEXT NOT NULL);
+INSERT OR IGNORE INTO identity VALUES (1, lower(hex(randomblob(16))));
+"""
+COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
+
 
 def opened(seg: Segment) -> Slots:
     """A copy whose slots start as the segment's (the changes logged after it are applied by the caller)."""

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import ctypes
 import hashlib
 import json
 import mmap
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -63,8 +65,9 @@ class Segment:
     masks: dict[tuple[str, frozenset[Any]], Any] = field(default_factory=dict)  # metadata masks (rows never change)
     # the memory maps of the vectors and postings (`release`); the arrays above are plain views of the files: a
     # numpy memmap's indexing runs in Python (~20 us a read: 7 ms of a recall at 1M)
-    maps: list[Any] = field(default_factory=list)
+    maps: list[Any] = field(default_factory=list)  # kept open while the views are used
     searches: int = 0
+    releasing: threading.Thread | None = None
 
     @property
     def n(self) -> int:
@@ -109,18 +112,54 @@ class Segment:
     def release(self) -> None:
         """Every RELEASE searches, unmap the file pages they touched (they stay in the page cache): random reads of
         vectors and postings would otherwise map, a few pages at a time, the whole files into the process (its RSS).
-        Not after each one: the call walks the whole mapping (~0.5 ms at 1M)."""
+        In a thread of its own, through libc (ctypes lets go of the interpreter's lock: the call walks the whole
+        mapping, ~5 ms at 1M, and no search waits for it)."""
         self.searches += 1
-        if self.searches % RELEASE:
+        if self.searches % RELEASE or _MADVISE is None or (self.releasing is not None and self.releasing.is_alive()):
             return
-        for handle in self.maps:
-            with contextlib.suppress(OSError, ValueError):
-                handle.madvise(mmap.MADV_DONTNEED)
+        regions = [(arr.ctypes.data, arr.nbytes) for arr in (self.vectors, self.post_slots, self.post_tfs)
+                   if arr is not None and arr.nbytes]  # fmt: skip
+        self.releasing = threading.Thread(target=_unmap, args=(regions, self.maps), daemon=True)
+        self.releasing.start()
+
+    def product(self, start: int, end: int, qv: Any) -> Any:
+        """Cosines of vectors [start, end) with `qv`, BLOCK rows at a time, each block's pages unmapped after it: a
+        product over every vector (a query the graph cannot answer) would otherwise map the whole file at once."""
+        assert self.vectors is not None
+        out = np.empty(end - start, dtype=np.float32)
+        for at in range(start, end, BLOCK):
+            block = self.vectors[at : min(end, at + BLOCK)]
+            out[at - start : at - start + block.shape[0]] = block @ qv
+            if _MADVISE is not None:
+                _unmap([(block.ctypes.data, block.nbytes)], self.maps)
+        return out
 
     def kind(self, slot: int) -> str:
         """The kind of the page holding `slot`."""
         starts = [start for start, _, _ in self.pages]
         return self.pages[bisect.bisect_right(starts, slot) - 1][2]
+
+
+def _libc_madvise() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.madvise
+    except (OSError, AttributeError):  # no libc with madvise (Windows): pages stay mapped
+        return None
+    call.argtypes, call.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    return call
+
+
+_MADVISE = _libc_madvise()
+_PAGE = mmap.PAGESIZE
+
+
+def _unmap(regions: list[tuple[int, int]], maps: list[Any]) -> None:
+    """MADV_DONTNEED over each region (widened to whole pages) of the read-only file maps `maps` keeps open."""
+    assert maps is not None and _MADVISE is not None
+    for address, size in regions:
+        start = address - address % _PAGE
+        _MADVISE(start, address + size - start, mmap.MADV_DONTNEED)
 
 
 _EMPTY_SLOTS = np.zeros(0, dtype=np.int32)

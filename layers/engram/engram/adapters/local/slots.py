@@ -39,6 +39,7 @@ class Slots:
     has_vec: Vector = field(default_factory=lambda: np.zeros(16, dtype=bool))
     postings: dict[str, dict[int, int]] = field(default_factory=dict)
     arrays: dict[str, tuple[Vector, Vector]] = field(default_factory=dict)
+    held: int = 0  # the entries `arrays` holds (at most HELD before it starts again)
     total_length: float = 0.0
     seq: int = 0  # the last change (table `changes`) this copy includes
     # slot masks of the kind and metadata filters queries use (`matching`), until the next write
@@ -234,6 +235,7 @@ class Slots:
             self._touched(i)
             self.lengths[i], self.has_vec[i], self.tags[i] = 0, False, -1
             self.arrays.clear()
+            self.held = 0
             return
         for t in self.terms[i]:
             posting = self.postings.get(t)
@@ -263,12 +265,23 @@ class Slots:
                 slots, tfs = self.base.posting(term)
                 live = self.tags[slots] >= 0
                 found = (np.concatenate([slots[live], found[0]]), np.concatenate([tfs[live], found[1]]))
+            self.held += found[0].shape[0]
+            if self.held > HELD:  # a segment's postings are copied for the live slots: keep a bounded few
+                self.arrays.clear()
+                self.held = found[0].shape[0]
             self.arrays[term] = found
         return found
 
     def df(self, term: str) -> int:
         """How many documents hold `term`."""
         return int(self._posting(term)[0].shape[0])
+
+    def stems_held(self, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
+        """The stems of `stems` each indexed document of `ids` holds, from the postings (no text tokenised again)."""
+        known = {i: slot for i in ids if (slot := self.pos.get(i)) is not None}
+        slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
+        held = {t: self.holding(slots, t).tolist() for t in stems}
+        return {i: {t for t in stems if held[t][n]} for n, i in enumerate(known)}
 
     def holding(self, slots: Array, term: str) -> Mask:
         """Which of `slots` hold `term` (a segment's posting searched once for all of them)."""
@@ -327,10 +340,10 @@ class Slots:
         """Cosines of slots [start, end) with `qv`; -inf where a slot has no vector."""
         assert self.mat is not None
         n = self.base_n
-        vectors = None if self.base is None else self.base.vectors
-        if vectors is None or start >= n:
+        base = self.base
+        if base is None or base.vectors is None or start >= n:
             return np.where(self.has_vec[start:end], self.mat[start:end] @ qv, -np.inf)
-        parts = [vectors[start : min(end, n)] @ qv]
+        parts = [base.product(start, min(end, n), qv)]
         if end > n:
             parts.append(self.mat[n:end] @ qv)
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
@@ -475,5 +488,6 @@ class Slots:
 
 _NEVER = 0
 PAGE, MAX_PAGE = 64, 4096
+HELD = 4_000_000  # posting entries kept as arrays (12 bytes each: ~48 MB); past that, made again when asked
 SELECTIVE = 32  # a mask keeping under 1/32 of the slots (a thread among many): multiply its rows alone
 _EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max

@@ -6,8 +6,7 @@ or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's
 in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so
 a query is a few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
 other contexts hold. A context of `SEGMENT_MIN` documents is saved beside the file as a segment and opened from it on
-the next start (`engram.adapters.local.segment`): seconds for a million documents, rows read only when returned.
-"""
+the next start (`engram.adapters.local.segment`): seconds for a million documents, rows read only when returned."""
 
 from __future__ import annotations
 
@@ -18,40 +17,32 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
 from engram.adapters.local import segment
 from engram.adapters.local.ann import Graph, add_in_background, build_in_background
 from engram.adapters.local.rows import Row
-from engram.adapters.local.saving import Lookups, opened, parse_row, parts_of
+from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, opened, parse_row, parts_of
 from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
-from engram.adapters.local.take import hits, take
+from engram.adapters.local.take import bm25_list, hits, take
 from engram.kernel.clock import iso
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
 from engram.search.rules import search as run_search
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS docs (
-  rowid INTEGER PRIMARY KEY, context_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
-  text TEXT NOT NULL, scopes TEXT NOT NULL, valid_from TEXT, valid_until TEXT, metadata TEXT NOT NULL,
-  vector BLOB, UNIQUE (context_id, id));
-CREATE TABLE IF NOT EXISTS changes (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
-CREATE TABLE IF NOT EXISTS identity (one INTEGER PRIMARY KEY CHECK (one = 1), token TEXT NOT NULL);
-INSERT OR IGNORE INTO identity VALUES (1, lower(hex(randomblob(16))));
-"""
+T = TypeVar("T")
+PARALLEL = 100_000  # a context this large makes a hybrid search's two lists at once (`_both`)
 LARGE = 50_000  # a context loaded with the cyclic collector paused, then frozen (`_load`)
 KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that loads its context again
 SEGMENT_MIN = 50_000  # a context this large is saved as a segment (`engram.adapters.local.segment`) and opened from it
 SAVE_EVERY, SAVE_SHARE = 20_000, 0.05  # saved again after this many changes, or this share of it if more
-_COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
 
 
 class SqliteSearchIndex:
@@ -66,7 +57,7 @@ class SqliteSearchIndex:
         self._lock = threading.RLock()  # the connection and which copies are loaded
         self._locks: dict[str, threading.RLock] = {}  # each loaded copy's: searches of one context run alone
         self._searching = threading.local()  # `checked`: this thread's search has looked for others' commits
-        self._conn.executescript(_SCHEMA)
+        self._conn.executescript(SCHEMA)
         self._contexts: dict[str, Slots] = {}
         self._data_version = self._pragma_data_version()
         self._stale: set[str] = set()
@@ -84,7 +75,8 @@ class SqliteSearchIndex:
         self._publish = threading.Lock()  # a segment's publication, and the removal of all of them
         self.saves: list[threading.Thread] = []
         self._closing = False  # the process is ending: graph additions stop (`close`)
-        self._lookups = Lookups(self._conn, self._lock, _COLUMNS)
+        self._lookups = Lookups(self._conn, self._lock, COLUMNS)
+        self._helper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-lists")  # `_both`'s vector lists
         atexit.register(_flush_at_exit, weakref.ref(self))
 
     # -- writes ---------------------------------------------------------------------------
@@ -333,7 +325,7 @@ class SqliteSearchIndex:
         cache.seq = self._last_seq(context_id)
         count = int(self._conn.execute("SELECT count(*) FROM docs WHERE context_id=?", (context_id,)).fetchone()[0])
         cache.reserve(count)
-        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=?", (context_id,))  # in id order
+        rows = self._conn.execute(f"SELECT {COLUMNS} FROM docs WHERE context_id=?", (context_id,))  # in id order
         collecting = gc.isenabled() and count >= LARGE
         if collecting:
             gc.disable()
@@ -355,7 +347,7 @@ class SqliteSearchIndex:
             "SELECT seq, id FROM changes WHERE context_id=? AND seq>? ORDER BY seq", (context_id, cache.seq)
         ).fetchall()
         for id_ in dict.fromkeys(i for _, i in changed):
-            row = self._conn.execute(f"SELECT {_COLUMNS} FROM docs WHERE context_id=? AND id=?", (context_id, id_))
+            row = self._conn.execute(f"SELECT {COLUMNS} FROM docs WHERE context_id=? AND id=?", (context_id, id_))
             found = row.fetchone()
             if found is None:
                 cache.remove(id_)
@@ -402,29 +394,28 @@ class SqliteSearchIndex:
         return cache
 
     def _bm25(self, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
-        with self._open(q.context_id) as cache:
-            scores, found = cache.bm25(weights, q.match_all)
-            if not q.ranges:
-                return hits(take(cache, scores, cache.matching(q), q, now, limit, found), cache)
-            dense = np.full(scores.shape[0], -np.inf, dtype=np.float32)  # `take` walks every slot in score order
-            dense[found] = scores[found]
-            return hits(take(cache, dense, cache.matching(q), q, now, limit), cache)
+        return self._with_copy(q.context_id, bm25_list, q, now, weights, limit)
 
-    def _vector(self, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
+    def _with_copy(self, context_id: str, read: Callable[..., T], *args: Any) -> T:
+        with self._open(context_id) as cache:
+            return read(cache, *args)
+
+    def _vector_in(self, cache: Slots, q: SearchQuery, now: datetime, vector: Vector, limit: int) -> Ranked:
         """The graph's candidates when the context has one (`ann`) and at least `limit` of them pass the query's
-        filters; every vector otherwise."""
+        filters; every vector otherwise. Call with the copy's lock held (by this thread or the one it works for)."""
         qv = np.asarray(vector, dtype=np.float32)
-        with self._open(q.context_id) as cache:
-            self._maybe_add(q.context_id)
-            keep = cache.matching(q)
-            near = cache.nearest(qv, limit, q.kinds, keep)
-            if near is not None:
-                found = hits(take(cache, near[0], keep, q, now, limit, near[1]), cache)
-                if len(found.ids) >= limit:
-                    return found
-            if cache.wants_graph():
-                self._build_graph(q.context_id, cache)
-            return hits(take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit), cache)
+        self._maybe_add(q.context_id)
+        keep = cache.matching(q)
+        for wider in (1, 8):  # too few candidates passed the filters: ask the graph for 8x before every vector
+            near = cache.nearest(qv, limit * wider, q.kinds, keep)
+            if near is None:
+                break
+            found = hits(take(cache, near[0], keep, q, now, limit, near[1]), cache)
+            if len(found.ids) >= limit:
+                return found
+        if cache.wants_graph():
+            self._build_graph(q.context_id, cache)
+        return hits(take(cache, cache.cosine(qv, q.kinds, keep), keep, q, now, limit), cache)
 
     def _maybe_add(self, context_id: str) -> None:
         """Add the vectors changed since the context's graph was built to it, in the background."""
@@ -448,24 +439,16 @@ class SqliteSearchIndex:
         self._maybe_save(context_id, now=True)  # saved with it
 
     def vectors(self, context_id: str, ids: Sequence[str]) -> dict[str, Vector]:
-        with self._open(context_id) as cache:
-            return cache.vectors_of(ids)
+        return self._with_copy(context_id, Slots.vectors_of, ids)
 
     def documents(self, context_id: str, after: str | None, limit: int) -> list[IndexDoc]:
         return self._lookups.documents(context_id, after, limit)
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
-        with self._open(context_id) as cache:
-            return cache.live, {t: cache.df(t) for t in stems}
+        return self._with_copy(context_id, lambda cache: (cache.live, {t: cache.df(t) for t in stems}))
 
     def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
-        """The stems of `stems` each indexed document holds, from the postings (no text tokenised again)."""
-        with self._open(context_id) as cache:
-            pos = cache.pos
-            known = {i: slot for i in ids if (slot := pos.get(i)) is not None}
-            slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
-            held = {t: cache.holding(slots, t).tolist() for t in stems}
-            return {i: {t for t in stems if held[t][n]} for n, i in enumerate(known)}
+        return self._with_copy(context_id, Slots.stems_held, ids, stems)
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its
@@ -484,11 +467,28 @@ class SqliteSearchIndex:
         return run_search(
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
-            lambda vector, n: self._vector(query, now, vector, n),
+            lambda vector, n: self._with_copy(query.context_id, self._vector_in, query, now, vector, n),
             lambda ids: self.vectors(query.context_id, ids),
             self.term_counts,
+            both=partial(self._both, query, now),
             terms_in=lambda ids, stems: self.terms_in(query.context_id, ids, stems),
         )
+
+    def _both(
+        self, q: SearchQuery, now: datetime, weights: Mapping[str, float], vector: Vector | None, limit: int
+    ) -> tuple[Sequence[Hit], Sequence[Hit]]:
+        """Both lists of a hybrid round under one hold of the copy's lock; in a large context a second thread makes the
+        vector list meanwhile (its graph search and products let go of the interpreter's lock), in a small one not."""
+        with self._open(q.context_id) as cache:
+            if not weights or vector is None or cache.live < PARALLEL:
+                bm = bm25_list(cache, q, now, weights, limit) if weights else []
+                return bm, (self._vector_in(cache, q, now, vector, limit) if vector is not None else [])
+            later = self._helper.submit(self._vector_in, cache, q, now, vector, limit)
+            try:
+                bm = bm25_list(cache, q, now, weights, limit)
+            finally:
+                vec = later.result()  # (the lock is held until the helper is done with the copy)
+            return bm, vec
 
 
 def _flush_at_exit(ref: weakref.ref[SqliteSearchIndex]) -> None:

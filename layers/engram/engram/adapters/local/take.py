@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 import numpy as np
@@ -78,6 +78,17 @@ def take(
                 if found >= limit:
                     return
         start, window = end, window * 4
+
+
+def bm25_list(cache: Slots, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
+    """The BM25 list of `q` in a context's copy (its lock held): its matching slots are the candidates; with range
+    filters, every slot in score order."""
+    scores, found = cache.bm25(weights, q.match_all)
+    if not q.ranges:
+        return hits(take(cache, scores, cache.matching(q), q, now, limit, found), cache)
+    dense = np.full(scores.shape[0], -np.inf, dtype=np.float32)  # `take` walks every slot in score order
+    dense[found] = scores[found]
+    return hits(take(cache, dense, cache.matching(q), q, now, limit), cache)
 
 
 def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranked:
