@@ -3,13 +3,18 @@ real, embedded memories in each conversation's context and scopes (`make bench B
 
 Each conversation is stored as `bench.locomo` stores it (the shipped model and extractor); its questions are asked;
 then `OTHERS` memories join its context through `memory_store_batch` by the same key (so the same scopes): other
-conversations' turns and cranfield's and CISI's sentences, then pairs of them (`bench.scale`'s corpus and cached
-vectors, read by the rules) — never a turn of that conversation itself — and the questions are asked again.
+conversations' turns and cranfield's and CISI's sentences, then pairs of them ("A B") — never a turn of that
+conversation itself — each embedded by the shipped model (`bench.scale`'s cached vectors for the sentences; the pairs'
+own vectors embedded once and cached beside them: `PAIRS` pairs drawn with one seed for every conversation, those
+holding one of its turns passed over), read by the rules; and the questions are asked again. Until 2026-12-06 a pair's
+vector was the normalised sum of its two sentences' (the scale bench's shortcut): not an embedded memory, and nearer
+every query than a real one (a mean lies towards the centre), so it crowded the vector list more than real memories do.
 
 `python -m bench.needle [others]`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import tempfile
@@ -20,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from bench.locomo import DATA, Stored, recall, store_all
-from bench.scale import Cached, Corpus, corpus
+from bench.scale import CACHE, Cached, Corpus, corpus
 from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 from engram.families import find
 from engram.settings import Settings
@@ -28,6 +33,7 @@ from engram.wiring import Engram, build_local
 
 OTHERS = 100_000
 K = 10
+PAIRS = 80_000  # drawn once for every conversation; each uses those holding none of its own turns
 
 
 def scores(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -47,21 +53,42 @@ def scores(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[
     return {"recall@10": out, "ms_per_query": round((time.perf_counter() - t0) * 1000 / max(n, 1), 1)}
 
 
-def others_for(c: Corpus, own: set[str], n: int) -> list[tuple[str, Any]]:
+def pairs(c: Corpus, n: int = PAIRS) -> tuple[list[tuple[int, int]], np.ndarray[Any, Any]]:
+    """`n` pairs of the corpus's sentences (one seed), and each pair's text embedded by the shipped model (cached)."""
+    rng = np.random.default_rng(54)
+    drawn = [(int(a), int(b)) for a, b in rng.integers(0, len(c.texts), (n, 2))]
+    texts = [f"{c.texts[a]} {c.texts[b]}" for a, b in drawn]
+    model = OnnxMiniLMEmbedder()
+    digest = hashlib.sha256(("\n".join(texts) + model.model_id).encode()).hexdigest()[:16]
+    path = CACHE / f"needle-pairs-{digest}.npy"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        parts = [model.embed(texts[i : i + 512]) for i in range(0, len(texts), 512)]
+        np.save(path, np.concatenate(parts).astype(np.float32))
+        print(f"  embedded {len(texts)} pairs in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return drawn, np.load(path)
+
+
+def others_for(
+    c: Corpus, own: set[str], n: int, drawn: list[tuple[int, int]], vectors: np.ndarray[Any, Any]
+) -> list[tuple[str, Any]]:
     """`n` memories from the corpus without the conversation's own turns: single sentences, then pairs."""
     pool = [i for i, t in enumerate(c.texts) if t not in own]
     out = [(c.texts[i], c.vectors[i]) for i in pool[:n]]
-    rng = np.random.default_rng(len(own))
-    while len(out) < n:
-        a, b = (pool[int(x)] for x in rng.integers(0, len(pool), 2))
-        v = c.vectors[a] + c.vectors[b]
-        out.append((f"{c.texts[a]} {c.texts[b]}", (v / np.linalg.norm(v)).astype(np.float32)))
+    for (a, b), v in zip(drawn, vectors, strict=True):
+        if len(out) >= n:
+            break
+        if c.texts[a] not in own and c.texts[b] not in own:
+            out.append((f"{c.texts[a]} {c.texts[b]}", v))
+    assert len(out) == n, "more pairs needed (PAIRS)"
     return out
 
 
 def run(others: int = OTHERS) -> dict[str, Any]:
     convs = json.loads(DATA.read_text())
     c = corpus()
+    drawn, pair_vectors = pairs(c)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         engram = build_local(Settings(data_dir=data, recall_cache_size=0))
@@ -78,7 +105,7 @@ def run(others: int = OTHERS) -> dict[str, Any]:
             own = {t["text"].strip() for k, v in conv["conversation"].items() if k.startswith("session_")
                    and isinstance(v, list) for t in v}  # fmt: skip
             caller = filler.identity.enter(stored.principal, ctx, store.principals, store.name)
-            items = others_for(c, own, others)
+            items = others_for(c, own, others, drawn, pair_vectors)
             for i in range(0, others, 100):
                 batch = items[i : i + 100]
                 cached.known.update(batch)

@@ -78,7 +78,8 @@ def audit_part() -> dict[str, Any]:
         objects = [new_id("turn"), "Person:jane smith"]  # one id Engram made, one kept as a keyed hash
 
         def append() -> None:
-            auditor.record("bench", "key_0123456789ab", "agent", "memory_recall", "http", objects, "ok",
+            auditor.record("bench", key_id="key_0123456789ab", principal="agent", tool="memory_recall",
+                           transport="http", objects_=objects, outcome="ok",
                            cost={"server_ms": 1.2, "store_reads": 3})  # fmt: skip
 
         for _ in range(200):

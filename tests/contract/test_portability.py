@@ -72,7 +72,8 @@ def test_import_twice_changes_nothing_and_a_stopped_import_resumes(
 ) -> None:
     source = build_local(Settings(data_dir=tmp_path / "a", queue_worker=False))
     fill(source)
-    source.audit.record("acme", "key-1", "org/acme/user/alice", "memory_store", "mcp", ["turn:1"], "ok")
+    source.audit.record("acme", key_id="key-1", principal="org/acme/user/alice", tool="memory_store", transport="mcp",
+                        objects_=["turn:1"], outcome="ok")  # fmt: skip
     first = dump(source, tmp_path / "a.jsonl.gz", audit=True)
     kinds = {k for k, _ in first["object"]}
     assert {"turn", "attribute", "entity", "relation", "document", "record", "schema", "wfile", "scope"} <= kinds

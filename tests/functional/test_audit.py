@@ -95,7 +95,8 @@ def test_rest_pages_with_a_cursor_and_verifies(live: Live) -> None:
 def test_the_cli_verifies_and_finds_a_tampered_entry(tmp_path: Path) -> None:
     engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False), SystemClock())
     for i in range(10):
-        engram.audit.record("acme", "k1", "agent", f"tool{i}", "http", [f"obj{i}"], "ok")
+        engram.audit.record("acme", key_id="k1", principal="agent", tool=f"tool{i}", transport="http",
+                            objects_=[f"obj{i}"], outcome="ok")  # fmt: skip
     assert '"ok": true' in cli("audit", "verify", "--context", "acme", data_dir=tmp_path)
     lines = cli("audit", "query", "--context", "acme", "--tool", "tool3", data_dir=tmp_path).splitlines()
     assert len(lines) == 1 and '"obj3"' not in lines[0] and '"h:' in lines[0]  # an id no Engram made: hashed

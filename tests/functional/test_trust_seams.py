@@ -242,7 +242,8 @@ def test_the_cli_finds_an_emptied_or_deleted_audit_log(tmp_path: Path) -> None:
     data = tmp_path / "data"
     engram = build_local(Settings(data_dir=data, embedder="none", queue_worker=False), SystemClock())
     for i in range(5):
-        engram.audit.record("acme", "k1", "agent", f"tool{i}", "http", [f"obj{i}"], "ok")
+        engram.audit.record("acme", key_id="k1", principal="agent", tool=f"tool{i}", transport="http",
+                            objects_=[f"obj{i}"], outcome="ok")  # fmt: skip
     assert '"ok": true' in cli("audit", "verify", "--context", "acme", data_dir=data)
     with sqlite3.connect(data / "audit.db") as conn:
         conn.execute("DELETE FROM audit")

@@ -33,73 +33,100 @@ async def run(
 ) -> Any:
     """Run `op` for `principal`: admitted by its quotas, metered into `cost` (what the caller is told it
     cost). Returns a dict shaped by `op.output`, or text. Raises EngramError."""
+    call = Call(engram, op, principal, args, transport, cost if cost is not None else Cost())
+    try:
+        result = await anyio.to_thread.run_sync(call.work, progress)
+    except EngramError as exc:
+        call.logged(False, exc.code)
+        raise
+    except Exception as exc:  # a fault of ours, or a store's: log it whole, tell the caller little
+        call.logged(False, "internal")
+        log.exception("operation %s failed (trace %s)", op.name, call.trace)
+        if storage_fault(exc):
+            raise Unavailable(f"storage failed (trace {call.trace}); try again", code="storage_error") from exc
+        raise EngramError(f"internal error (trace {call.trace})") from exc
+    call.logged(True)
+    return call.shaped(result)
 
-    entered: list[Caller] = []
-    cost = cost if cost is not None else Cost()
-    started = time.perf_counter()
 
-    def work() -> Any:
+class Call:
+    """One run of an operation: who entered which context, what it cost, and its trail (audit entry, call log,
+    metrics) whatever its outcome."""
+
+    def __init__(
+        self, engram: Engram, op: AnyOperation, principal: Principal, args: OpInput, transport: str, cost: Cost
+    ) -> None:
+        self.engram, self.op, self.principal, self.args, self.transport, self.cost = (
+            engram, op, principal, args, transport, cost,
+        )  # fmt: skip
+        self.caller: Caller | None = None  # once the principal has entered the call's context
+        self.started = time.perf_counter()
+        self.trace = uuid.uuid4().hex
+
+    def work(self, progress: Progress) -> Any:
+        """Enter, admit, run (in a worker thread); every call, reads and refusals included, audited."""
+        engram, op, args = self.engram, self.op, self.args
         outcome, code, result = "error", "internal", None
         try:
-            with metering(cost):
-                caller = engram.identity.enter(principal, args.context_id, op.principals, op.name, transport)
-                entered.append(caller)
-                engram.audit.prime(caller.context_id)  # a cold instance reads the chain's head while the call runs
-                ticket = engram.quotas.admit(caller.context_id, principal.key_id, op.writes(args), lambda: _size(args))
+            with metering(self.cost):
+                self.caller = engram.identity.enter(self.principal, args.context_id, op.principals, op.name,
+                                                    self.transport)  # fmt: skip
+                engram.audit.prime(self.caller.context_id)  # a cold instance reads the chain's head meanwhile
+                ticket = engram.quotas.admit(
+                    self.caller.context_id, self.principal.key_id, op.writes(args), lambda: _size(args)
+                )
                 try:
-                    result = op.run(engram.family_services(op.family), caller, args, progress)
+                    result = op.run(engram.family_services(op.family), self.caller, args, progress)
                 except BaseException:
                     ticket.failed()
                     raise
-                ticket.done(cost.embeddings)
+                ticket.done(self.cost.embeddings)
             outcome, code = "ok", ""
             return result
         except EngramError as exc:
             code = exc.code
             raise
-        finally:  # every call, reads and refusals included, in its context's audit trail (ids, never a payload)
-            cost.server_ms = (time.perf_counter() - started) * 1000
-            cost.tokens_in, cost.tokens_out = tokens(args.model_dump(mode="json", exclude_none=True)), tokens(result)
-            where = entered[0].context_id if entered else args.context_id
-            if where is None and len(principal.contexts) == 1:
-                where = principal.contexts[0]
-            if where in principal.contexts:  # never in the log of a context the key is not for
-                engram.audit.record(
-                    where,
-                    principal.key_id,
-                    principal.role,
-                    op.name,
-                    transport,
-                    objects(id_arguments(args), result),
-                    outcome,
-                    code,
-                    cost.figures(),
-                )
+        finally:
+            self.audited(outcome, code, result)
 
-    def record(ok: bool, code: str = "") -> None:  # in the call log of the caller's context, if it entered one
-        where = (entered[0].context_id, principal.grant) if entered else (None, ())
-        calls.record(op.name, (time.perf_counter() - started) * 1000, ok, code, *where)
+    def audited(self, outcome: str, code: str, result: Any) -> None:
+        """The call in its context's audit trail (ids, never a payload) — never in a context the key is not for."""
+        cost, args, principal = self.cost, self.args, self.principal
+        cost.server_ms = (time.perf_counter() - self.started) * 1000
+        cost.tokens_in, cost.tokens_out = tokens(args.model_dump(mode="json", exclude_none=True)), tokens(result)
+        where = self.caller.context_id if self.caller is not None else args.context_id
+        if where is None and len(principal.contexts) == 1:
+            where = principal.contexts[0]
+        if where in principal.contexts:
+            self.engram.audit.record(
+                where,
+                key_id=principal.key_id,
+                principal=principal.role,
+                tool=self.op.name,
+                transport=self.transport,
+                objects_=objects(id_arguments(args), result),
+                outcome=outcome,
+                code=code,
+                cost=cost.figures(),
+            )
+
+    def logged(self, ok: bool, code: str = "") -> None:
+        """In the call log of the caller's context (if it entered one), and the metrics."""
+        op, cost = self.op, self.cost
+        where = (self.caller.context_id, self.principal.grant) if self.caller is not None else (None, ())
+        calls.record(op.name, (time.perf_counter() - self.started) * 1000, ok, code, *where)
         metrics.call(op.family, op.name, cost.server_ms, ok, cost.embeddings)
+        if ok:
+            cost.server_ms = (time.perf_counter() - self.started) * 1000
 
-    trace = uuid.uuid4().hex
-    try:
-        result = await anyio.to_thread.run_sync(work)
-    except EngramError as exc:
-        record(False, exc.code)
-        raise
-    except Exception as exc:  # a fault of ours, or a store's: log it whole, tell the caller little
-        record(False, "internal")
-        log.exception("operation %s failed (trace %s)", op.name, trace)
-        if storage_fault(exc):
-            raise Unavailable(f"storage failed (trace {trace}); try again", code="storage_error") from exc
-        raise EngramError(f"internal error (trace {trace})") from exc
-    record(True)
-    cost.server_ms = (time.perf_counter() - started) * 1000
-    if op.output is None:
-        return result
-    if "traceId" in op.output.model_fields:
-        result = dict(result, traceId=trace)
-    return op.output.model_validate(result).model_dump(mode="json", by_alias=True)
+    def shaped(self, result: Any) -> Any:
+        """The result as the operation's output model says (with this call's trace id where it has one), or text."""
+        output = self.op.output
+        if output is None:
+            return result
+        if "traceId" in output.model_fields:
+            result = dict(result, traceId=self.trace)
+        return output.model_validate(result).model_dump(mode="json", by_alias=True)
 
 
 def _size(args: OpInput) -> int:

@@ -338,8 +338,8 @@ def load(
     if not same_model and rebuild_index and counts.docs:
         rebuild(root, context_id)
         counts.reindexed = True
-    root.audit.record(context_id, "system", "system", "context_import", "cli", [], "ok",
-                      cost={"objects": float(counts.written)})  # fmt: skip
+    root.audit.record(context_id, key_id="system", principal="system", tool="context_import", transport="cli",
+                      objects_=[], outcome="ok", cost={"objects": float(counts.written)})  # fmt: skip
     if state is not None:
         state.unlink(missing_ok=True)
     counts.seconds = time.perf_counter() - started

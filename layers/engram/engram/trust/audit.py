@@ -216,6 +216,7 @@ class Auditor:
     def record(
         self,
         context_id: str,
+        *,
         key_id: str,
         principal: str,
         tool: str,

@@ -83,5 +83,5 @@ class Erasing(MemoryBase):
         gone = self.records.purge_many(ctx, "turn", [turn_id]) + self.records.purge_many(ctx, "attribute", facts)
         self.index.delete(ctx, [turn_id, *facts])
         if self.audit is not None:
-            self.audit.record(ctx, "system", "system", "memory_expire", "job", [turn_id, *facts], "ok",
-                              cost={"expired": float(gone)})  # fmt: skip
+            self.audit.record(ctx, key_id="system", principal="system", tool="memory_expire", transport="job",
+                              objects_=[turn_id, *facts], outcome="ok", cost={"expired": float(gone)})  # fmt: skip
