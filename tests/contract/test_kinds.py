@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engram.kernel.clock import SystemClock
-from engram.kernel.kinds import KINDS, UndeclaredKind
+from engram.kernel.kinds import KERNEL_KINDS, Kind, Kinds, UndeclaredKind
 from engram.kernel.ports import IndexDoc, Write
 from engram.wiring import Engram
 
@@ -34,4 +34,17 @@ def test_undeclared_kinds_and_scoped_kinds_without_scopes_are_refused(both: Engr
                         Write("acme", "document", "d1", {"scopes": ["org/acme"]}, "t")], now)  # fmt: skip
     assert e.records.get("acme", "document", "d1") is not None
     e.index.upsert([IndexDoc("acme", "chunk", "c1", "text", None, ["org/acme"])])
-    assert {"entity", "gmention", "grelev", "gsource", "wchunk"} <= set(KINDS)
+    assert {"entity", "gmention", "grelev", "gsource", "wchunk"} <= set(e.kinds)
+    assert set(KERNEL_KINDS) <= set(e.kinds)
+
+
+def test_the_catalogue_of_kinds_is_made_once_and_refuses_one_declared_twice_otherwise() -> None:
+    """#55: no module-level table the families write into as they load — the composition root makes a `Kinds` from
+    the kernel's and the families' declarations; a kind two of them declare differently is refused there."""
+    a, b = Kind("memory", "scoped", indexed=True), Kind("knowledge", "scoped")
+    assert Kinds({"note": a}, {"note": a})["note"] is a  # the same declaration twice: one kind
+    with pytest.raises(ValueError, match="declared twice"):
+        Kinds({"note": a}, {"note": b})
+    with pytest.raises(ValueError, match="declared twice"):
+        Kinds({"key": b})  # the kernel's own
+    assert "note" not in Kinds() and set(Kinds()) == set(KERNEL_KINDS)

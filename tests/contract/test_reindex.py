@@ -18,7 +18,7 @@ from engram.families.knowledge.base import NewDocument
 from engram.families.memory.base import Turn
 from engram.kernel.caller import Caller
 from engram.kernel.family import Family
-from engram.kernel.kinds import KINDS
+from engram.kernel.kinds import Kinds
 from engram.kernel.ports import SearchMode, SearchQuery
 from engram.search.reindex import rebuild
 from engram.settings import Settings
@@ -102,7 +102,7 @@ def test_every_family_that_indexes_declares_a_reindexer() -> None:
     from engram.families import all_families
 
     families: list[Family] = list(all_families())
-    indexing = {k.family for k in KINDS.values() if k.indexed}
+    indexing = {k.family for k in Kinds(*(f.kinds for f in families)).values() if k.indexed}
     assert indexing <= {f.name for f in families if f.reindexer is not None}, indexing
 
 

@@ -285,16 +285,14 @@ def test_workspace_files_sessions_and_decisions(world: dict[str, Any]) -> None:
 
 def test_every_write_is_of_a_declared_kind_and_scoped_kinds_carry_scopes(both: Engram) -> None:
     """A store that checks each write the services make while a user does everything above."""
-    from engram.kernel.kinds import KINDS, scoped
-
     e = both
     original = e.records.transact
     seen: set[str] = set()
 
     def checked(writes: Any, now: Any) -> Any:
         for w in writes:
-            assert w.kind in KINDS, f"kind {w.kind!r} is not declared in engram.kernel.kinds"
-            if scoped(w.kind):
+            assert w.kind in e.kinds, f"kind {w.kind!r} is not declared in engram.kernel.kinds"
+            if e.kinds[w.kind].access == "scoped":
                 assert w.data.get("scopes"), f"a {w.kind} written without scopes: {w.data}"
             seen.add(w.kind)
         return original(writes, now)

@@ -56,7 +56,7 @@ def test_an_export_is_what_an_erasure_would_take_and_nothing_else(both: Engram) 
     got = everything(e, admin, 500, scope=ALICE, external_id=None)
     names = sorted(f"{o['kind']}:{o['id']}" for o in got)
     families = [f.name for f in e.families()]
-    assert names == owned_objects(e.records, "acme", e.erasure.subject(admin, ALICE, None), families)
+    assert names == owned_objects(e.records, e.kinds, "acme", e.erasure.subject(admin, ALICE, None), families)
     assert {o["kind"] for o in got} >= {"ctxkey", "turn", "document", "thread", "message"}
     assert all(ALICE in o["data"]["scopes"] for o in got)
     text = json.dumps(got)

@@ -16,7 +16,7 @@ import pytest
 
 from engram.families import NAMES, all_families, select
 from engram.kernel.family import Family
-from engram.kernel.kinds import KINDS
+from engram.kernel.kinds import Kinds
 from engram.settings import Settings
 from engram.wiring import build_local
 from tests.aws_lambda.apigw import ROOT, routes, template
@@ -24,6 +24,7 @@ from tests.seeds import coverage
 
 PACKAGE = ROOT / "layers" / "engram" / "engram"
 FAMILIES = all_families()
+KINDS = Kinds(*(f.kinds for f in FAMILIES))  # the catalogue the composition root makes
 # The composition root and the entry points sit above every family; the API layer above them too.
 ABOVE = {"engram.wiring"} | {f"engram.cli.{p.stem}" for p in (PACKAGE / "cli").glob("*.py")} | {"engram.cli"}
 
@@ -83,7 +84,7 @@ def test_a_family_declares_the_kinds_it_owns(fam: Family) -> None:
         assert fam.kinds, f"family {fam.name} writes records but declares no kind"
     for name, kind in fam.kinds.items():
         assert kind.family == fam.name, f"{name} is declared by {fam.name} for {kind.family}"
-        assert KINDS[name] is kind  # loaded into the table the adapters' guard reads
+        assert KINDS[name] is kind  # in the catalogue the adapters' guards read
         if kind.access == "via":
             assert kind.via in KINDS, f"{name} is seen via {kind.via}, which nobody declares"
         if kind.indexed:  # an index document carries its object's scopes: the object must have some

@@ -13,7 +13,7 @@ from typing import Any, TypeVar, cast
 from engram.families import all_families, family
 from engram.kernel.clock import Clock, SystemClock
 from engram.kernel.family import AnyFamily, Family, Services
-from engram.kernel.kinds import Guarded, GuardedIndex
+from engram.kernel.kinds import Guarded, GuardedIndex, Kinds
 from engram.kernel.metering import MeteredBlobs, MeteredEmbedder
 from engram.kernel.opaque import OpaqueIds
 from engram.kernel.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
@@ -72,12 +72,13 @@ class Engram:
     first_reads: Callable[[Quotas, str, str], None] | None = None
 
     def __post_init__(self) -> None:
+        self.kinds = Kinds(*(fam.kinds for fam in all_families()))  # every declared kind, made once here
         # Every store behind the kinds' guard, whichever adapter was chosen: an undeclared kind, or a scoped
         # kind without scopes, is refused at run time (engram.kernel.kinds).
         if not isinstance(self.records, Guarded):
-            self.records = cast(RecordStore, Guarded(self.records))
+            self.records = cast(RecordStore, Guarded(self.records, self.kinds))
         if not isinstance(self.index, GuardedIndex):
-            self.index = cast(SearchIndex, GuardedIndex(self.index))
+            self.index = cast(SearchIndex, GuardedIndex(self.index, self.kinds))
         # what a call's blobs and embeddings cost, in its cost (engram.kernel.metering)
         if not isinstance(self.blobs, MeteredBlobs):
             self.blobs = cast(BlobStore, MeteredBlobs(self.blobs))
@@ -98,7 +99,7 @@ class Engram:
         self.share = FairShare(self.settings.call_slots or 2 * len(os.sched_getaffinity(0)))
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
-            self.generator, learned=self.settings.extractor == "learned", audit=self.audit,
+            self.generator, learned=self.settings.extractor == "learned", audit=self.audit, kinds=self.kinds,
         )  # fmt: skip
         self._services: dict[type[Services], Services] = {}
 

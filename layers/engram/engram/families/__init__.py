@@ -8,7 +8,6 @@ from functools import cache
 
 from engram.kernel.errors import InvalidInput
 from engram.kernel.family import AnyFamily
-from engram.kernel.kinds import declare_kinds
 from engram.kernel.operation import REGISTRY, AnyOperation
 
 NAMES = (
@@ -25,11 +24,10 @@ NAMES = (
 
 @cache
 def all_families() -> tuple[AnyFamily, ...]:
-    """Every family, loaded: its kinds declared, its operations in the registry."""
+    """Every family, loaded: its operations in the registry (its kinds go to the root's catalogue: `Kinds`)."""
     out = []
     for name in NAMES:
         family: AnyFamily = importlib.import_module(f"engram.families.{name}").FAMILY
-        declare_kinds(family.kinds)
         importlib.import_module(f"engram.families.{name}.operations")
         out.append(family)
     return tuple(out)

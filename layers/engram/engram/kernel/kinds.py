@@ -16,9 +16,10 @@ document without scopes — on both adapter sets. A new family declares its kind
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from engram.kernel.metering import charge
@@ -34,41 +35,54 @@ class Kind:
     shared: bool = False  # several scopes feed it, part by part (`engram.kernel.parts`): read, exported, erased so
 
 
-# The kernel's own kinds; every family declares its own with its package (`engram.kernel.family`), added here when the
-# families load (`declare_kinds`).
-KINDS: dict[str, Kind] = {
-    "key": Kind("identity", "system"),
-    "scope": Kind("identity", "system"),
-    "issuer": Kind("identity", "system"),  # OAuth issuers trusted per context (engram.trust.oauth)
-    "quota": Kind("identity", "system"),  # quotas per context and per key (engram.trust.quotas)
-    "idkey": Kind("identity", "system"),  # the context's key of ids made from words (engram.kernel.opaque)
-    "job": Kind("queue", "system"),
-}
+# The kernel's own kinds; every family declares its own with its package (`engram.kernel.family`), and the
+# composition root makes the catalogue of all of them once (`Kinds`).
+KERNEL_KINDS: Mapping[str, Kind] = MappingProxyType(
+    {
+        "key": Kind("identity", "system"),
+        "scope": Kind("identity", "system"),
+        "issuer": Kind("identity", "system"),  # OAuth issuers trusted per context (engram.trust.oauth)
+        "quota": Kind("identity", "system"),  # quotas per context and per key (engram.trust.quotas)
+        "idkey": Kind("identity", "system"),  # the context's key of ids made from words (engram.kernel.opaque)
+        "job": Kind("queue", "system"),
+    }
+)
 
 
-def declare_kinds(kinds: Mapping[str, Kind]) -> None:
-    for name, kind in kinds.items():
-        if name in KINDS and KINDS[name] != kind:
-            raise ValueError(f"kind {name!r} declared twice, differently")
-        KINDS[name] = kind
+class Kinds(Mapping[str, Kind]):
+    """Every declared kind — the kernel's and each family's — made once by the composition root and handed to what
+    reads it (the stores' guards, erasure, export); no module-level registry. A kind declared twice, differently, is
+    refused."""
 
+    def __init__(self, *declared: Mapping[str, Kind]) -> None:
+        kinds = dict(KERNEL_KINDS)
+        for more in declared:
+            for name, kind in more.items():
+                if name in kinds and kinds[name] != kind:
+                    raise ValueError(f"kind {name!r} declared twice, differently")
+                kinds[name] = kind
+        self._kinds = kinds
 
-def scoped(kind: str) -> bool:
-    """Whether a record of `kind` must carry scopes. An undeclared kind is an error: declare it first."""
-    return KINDS[kind].access == "scoped"
+    def __getitem__(self, name: str) -> Kind:
+        return self._kinds[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def check(self, kind: str, data: dict[str, Any] | None, index: bool = False) -> None:
+        """Refuse what no write may be: an undeclared kind, a scoped kind (or an index document) without scopes."""
+        declared = self._kinds.get(kind)
+        if declared is None or (index and not declared.indexed):
+            raise UndeclaredKind(f"kind {kind!r} is not declared (engram.kernel.kinds)")
+        if data is not None and (declared.access == "scoped" or index) and not data.get("scopes"):
+            raise UndeclaredKind(f"a {kind!r} is written without scopes: every write of a scoped kind carries them")
 
 
 class UndeclaredKind(ValueError):
     """A write of a kind nobody declared, or of a scoped kind without its scopes: a bug, refused."""
-
-
-def check(kind: str, data: dict[str, Any] | None, index: bool = False) -> None:
-    """Refuse what no write may be: an undeclared kind, a scoped kind (or an index document) without scopes."""
-    declared = KINDS.get(kind)
-    if declared is None or (index and not declared.indexed):
-        raise UndeclaredKind(f"kind {kind!r} is not declared in engram.kernel.kinds")
-    if data is not None and (declared.access == "scoped" or index) and not data.get("scopes"):
-        raise UndeclaredKind(f"a {kind!r} is written without scopes: every write of a scoped kind carries them")
 
 
 _READS = frozenset({"get", "get_many", "history", "history_page", "query", "count", "ids", "version_counts"})
@@ -86,19 +100,19 @@ class Guarded:
     """A record store that refuses a write `check` refuses (everything else passes through); its reads and
     writes charge the running call's cost (`engram.kernel.metering`)."""
 
-    def __init__(self, store: Any) -> None:
-        self._store = store
+    def __init__(self, store: Any, kinds: Kinds) -> None:
+        self._store, self.kinds = store, kinds
         self.max_writes = store.max_writes
 
     def transact(self, writes: Sequence[Any], now: datetime) -> Any:
         for w in writes:
-            check(w.kind, None if (w.remove or w.check) else w.data)
+            self.kinds.check(w.kind, None if (w.remove or w.check) else w.data)
         charge("store_writes", len(writes))
         return self._store.transact(writes, now)
 
     def restore(self, context_id: str, objects: Sequence[Sequence[Any]]) -> int:
         for versions in objects:
-            check(versions[-1].kind, versions[-1].data)
+            self.kinds.check(versions[-1].kind, versions[-1].data)
         charge("store_writes", sum(len(v) for v in objects))
         return int(self._store.restore(context_id, objects))
 
@@ -110,12 +124,12 @@ class Guarded:
 class GuardedIndex:
     """A search index that refuses a document `check` refuses (everything else passes through)."""
 
-    def __init__(self, index: Any) -> None:
-        self._index = index
+    def __init__(self, index: Any, kinds: Kinds) -> None:
+        self._index, self.kinds = index, kinds
 
     def upsert(self, docs: Sequence[Any], closing: Sequence[Any] = ()) -> Any:
         for d in docs:
-            check(d.kind, {"scopes": d.scopes}, index=True)
+            self.kinds.check(d.kind, {"scopes": d.scopes}, index=True)
         charge("index_calls")
         return self._index.upsert(docs, closing)
 

@@ -5,10 +5,11 @@ what it adds (another service it uses, a setting)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engram.kernel.clock import Clock
+from engram.kernel.kinds import Kinds
 from engram.kernel.opaque import OpaqueIds
 from engram.kernel.ports import BlobStore, Embedder, Generator, RecordStore, SearchIndex
 from engram.kernel.queue import Queue
@@ -31,6 +32,7 @@ class Kernel:
     generator: Generator | None = None  # a model (Bedrock) where one is configured; else the rules
     learned: bool = True  # memory's writes read names with the learned extractor too (settings.extractor)
     audit: Auditor | None = None  # what background work did, in the context's trail (memory's expiry sweeps)
+    kinds: Kinds = field(default_factory=Kinds)  # every declared kind (the root's catalogue: `engram.kernel.kinds`)
 
 
 class BaseService:
@@ -53,4 +55,5 @@ class BaseService:
         self.ids = kernel.ids
         self.audit = kernel.audit
         self.learned = kernel.learned
+        self.kinds = kernel.kinds
         self.sleep = time.sleep  # the pause between conflicting writes' retries (a test may make it instant)

@@ -43,6 +43,7 @@ import numpy as np
 
 from engram.kernel.clock import iso, parse_time
 from engram.kernel.errors import InvalidInput, NotFound
+from engram.kernel.kinds import Kinds
 from engram.kernel.ports import IndexDoc, Item
 from engram.kernel.scan import every
 
@@ -90,8 +91,6 @@ def lines(
     root: Engram, context_id: str, audit: bool = False, progress: Progress | None = None
 ) -> Iterator[dict[str, Any]]:
     """The export of a context, line by line (`FORMAT`)."""
-    from engram.kernel.kinds import KINDS
-
     model, dim = _model(root)
     yield {"t": "header", "format": FORMAT, "version": VERSION, "context": context_id,
            "exported_at": iso(root.clock.now()), "model": model, "dim": dim, "audit": audit}  # fmt: skip
@@ -102,7 +101,7 @@ def lines(
         if progress is not None and n[what] % 500 == 0:
             progress(what, n[what])
 
-    for kind in sorted(k for k in KINDS if k not in SKIPPED_KINDS):
+    for kind in sorted(k for k in root.kinds if k not in SKIPPED_KINDS):
         for latest in every(root.records, context_id, kind):
             versions = root.records.history(context_id, kind, latest.id) or [latest]
             yield {
@@ -177,13 +176,11 @@ def _moved(versions: list[Item], source: str, target: str) -> list[Item]:
     return versions
 
 
-def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
+def _item(kinds: Kinds, context_id: str, line: dict[str, Any]) -> list[Item]:
     """An object line's versions as items, checked: a declared kind, an id, versions in increasing order, data."""
-    from engram.kernel.kinds import KINDS
-
     kind, id_, versions = line["kind"], line["id"], line["versions"]
     created = parse_time(line["created_at"])
-    if kind not in KINDS or kind in SKIPPED_KINDS:
+    if kind not in kinds or kind in SKIPPED_KINDS:
         raise InvalidInput(f"an export holds no {str(kind)[:40]!r} objects")
     if not isinstance(id_, str) or not 0 < len(id_) <= 1024:
         raise ValueError("id")
@@ -194,19 +191,17 @@ def _item(context_id: str, line: dict[str, Any]) -> list[Item]:
         at, number = parse_time(v["at"]), v["v"]
         if at is None or type(number) is not int or number <= (out[-1].version if out else 0):
             raise ValueError("version")
-        if not isinstance(v["data"], dict) or (KINDS[kind].access == "scoped" and not v["data"].get("scopes")):
+        if not isinstance(v["data"], dict) or (kinds[kind].access == "scoped" and not v["data"].get("scopes")):
             raise ValueError("data")
         expires = parse_time(line.get("expires_at")) if n == len(versions) else None
         out.append(Item(context_id, kind, id_, number, dict(v["data"]), str(v["actor"]), created, at, expires))
     return out
 
 
-def _doc(context_id: str, line: dict[str, Any]) -> IndexDoc:
+def _doc(kinds: Kinds, context_id: str, line: dict[str, Any]) -> IndexDoc:
     """An index document line, checked: a kind that is indexed, text, scopes, scalar metadata."""
-    from engram.kernel.kinds import KINDS
-
     kind, id_, text, scopes, meta = line["kind"], line["id"], line["text"], line["scopes"], line.get("metadata") or {}
-    if kind not in KINDS or not KINDS[kind].indexed or not isinstance(id_, str) or not isinstance(text, str):
+    if kind not in kinds or not kinds[kind].indexed or not isinstance(id_, str) or not isinstance(text, str):
         raise ValueError("doc")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(x, str) for x in scopes):
         raise ValueError("scopes")
@@ -310,7 +305,7 @@ def load(
                 counts.skipped[str(line["kind"])] = counts.skipped.get(str(line["kind"]), 0) + 1
                 continue
             if t == "object":
-                objects.append(_moved(_item(context_id, line), source, context_id))
+                objects.append(_moved(_item(root.kinds, context_id, line), source, context_id))
                 counts.objects += 1
             elif t == "blob":
                 key = _blob(str(line["key"]), source, context_id)
@@ -320,7 +315,7 @@ def load(
             elif t == "doc":
                 counts.docs += 1
                 if same_model:
-                    docs.append(_doc(context_id, line))
+                    docs.append(_doc(root.kinds, context_id, line))
             elif t == "audit":
                 counts.audit += 1
             else:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.kernel.errors import InvalidInput
-from engram.kernel.kinds import KINDS
+from engram.kernel.kinds import Kinds
 from engram.kernel.ports import Item, RecordStore
 from engram.kernel.scan import every
 from engram.kernel.scopes import check_path, covers
@@ -159,22 +159,24 @@ def batched(
         yield Unit(counts, step)
 
 
-def found(records: RecordStore, context_id: str, subject: Subject, family: str) -> Counts:
+def found(records: RecordStore, kinds: Kinds, context_id: str, subject: Subject, family: str) -> Counts:
     """What a family's scoped kinds hold of the subject (latest items), by reading them: for a family that has
     no eraser, and for checking one."""
     counts: Counts = {}
-    for object_ in owned_objects(records, context_id, subject, [family]):
+    for object_ in owned_objects(records, kinds, context_id, subject, [family]):
         name = object_.partition(":")[0]
         counts.setdefault("records", {})[name] = counts.get("records", {}).get(name, 0) + 1
     return counts
 
 
-def owned_objects(records: RecordStore, context_id: str, subject: Subject, families: Iterable[str]) -> list[str]:
+def owned_objects(
+    records: RecordStore, kinds: Kinds, context_id: str, subject: Subject, families: Iterable[str]
+) -> list[str]:
     """`kind:id` of every object of the subject (the families' scoped kinds; their parts follow them)."""
     wanted = set(families)
     return sorted(
         f"{name}:{item.id}"
-        for name, kind in KINDS.items()
+        for name, kind in kinds.items()
         if kind.family in wanted and kind.access == "scoped"
         for item in every(records, context_id, name)
         if subject.takes(item)

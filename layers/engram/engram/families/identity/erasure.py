@@ -28,7 +28,7 @@ from engram.families.identity import ERASURE_JOB as JOB
 from engram.kernel.caller import Caller
 from engram.kernel.clock import iso, new_id, parse_time
 from engram.kernel.errors import Conflict, Forbidden, InvalidInput, NotFound
-from engram.kernel.kinds import KINDS
+from engram.kernel.kinds import Kinds
 from engram.kernel.ports import Item, SearchMode, SearchQuery, Write
 from engram.kernel.queue import alive, past_hand_over, this_process
 from engram.kernel.retry import on_conflict
@@ -106,7 +106,9 @@ class ErasureService(BaseService):
             subject = Subject(ids=tuple(dict.fromkeys(ids)), region=tuple(caller.principal.grant))
             grant = [[g] for g in caller.principal.grant]
             seen = set()
-            for object_ in owned_objects(self.records, caller.context_id, subject, [n for n, _ in self.erasers()]):
+            for object_ in owned_objects(
+                self.records, self.kinds, caller.context_id, subject, [n for n, _ in self.erasers()]
+            ):
                 kind, _, id_ = object_.partition(":")
                 item = self.records.get(caller.context_id, kind, id_)
                 if item is not None and can_see(item.data.get("scopes"), grant):
@@ -143,7 +145,9 @@ class ErasureService(BaseService):
         unsupported: list[str] = []
         for name, eraser in self.erasers():
             counts = (
-                apply(eraser(ctx, subject), True) if eraser is not None else found(self.records, ctx, subject, name)
+                apply(eraser(ctx, subject), True)
+                if eraser is not None
+                else found(self.records, self.kinds, ctx, subject, name)
             )
             if total(counts):
                 by_family[name] = counts
@@ -235,14 +239,16 @@ class ErasureService(BaseService):
         item = self._save(ctx, data, item.version)  # the claim: a runner that read the same version conflicts
         subject = Subject.of(data["subject"])
         data.setdefault("started_at", iso(self.clock.now()))
-        blocked = [n for n, e in self.erasers() if e is None and total(found(self.records, ctx, subject, n))]
+        blocked = [
+            n for n, e in self.erasers() if e is None and total(found(self.records, self.kinds, ctx, subject, n))
+        ]
         if blocked:  # objects arrived, since the request, where no eraser reaches: erase nothing, say so
             data.update(status="refused", refused_because={"families": blocked}, finished_at=iso(self.clock.now()))
             data.pop("runner")
             self._save(ctx, data, item.version)
             return data
         erasers = [(name, eraser) for name, eraser in self.erasers() if eraser is not None]
-        objects = owned_objects(self.records, ctx, subject, [name for name, _ in erasers])
+        objects = owned_objects(self.records, self.kinds, ctx, subject, [name for name, _ in erasers])
         # the words a search for a trace asks, from the content itself: held here, never stored (a run that
         # follows another reads what is left: each run looks for the traces of what it erased)
         words = distinctive_words(self.records, ctx, objects, lambda stems: self.index.term_counts(ctx, stems)[1])
@@ -307,7 +313,7 @@ class ErasureService(BaseService):
         """The blobs every version of each of the subject's objects refers to (documents, files), to look for
         after: object -> its blob keys."""
         keys: dict[str, list[str]] = {}
-        holding = _blob_kinds()
+        holding = _blob_kinds(self.kinds)
         for object_ in objects:
             kind, _, id_ = object_.partition(":")
             for version in self.records.history(ctx, kind, id_) if kind in holding else ():
@@ -343,7 +349,7 @@ class ErasureService(BaseService):
         left = [k for k in keys if self.blobs.exists(k)]
         shared: set[str] = set()
         if left:
-            for kind in _blob_kinds():
+            for kind in _blob_kinds(self.kinds):
                 for item in every(self.records, ctx, kind):
                     shared |= {str(v.data.get("blob_key")) for v in self.records.history(ctx, kind, item.id)}
         return {"checked": len(keys), "left": sum(1 for k in left if k not in shared),
@@ -416,9 +422,9 @@ class ErasureService(BaseService):
         return result
 
 
-def _blob_kinds() -> list[str]:
+def _blob_kinds(kinds: Kinds) -> list[str]:
     """The kinds whose versions name blobs (documents, files)."""
-    return sorted(name for name, kind in KINDS.items() if kind.blobs)
+    return sorted(name for name, kind in kinds.items() if kind.blobs)
 
 
 class Busy(RuntimeError):

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from engram.kernel.caller import Caller
 from engram.kernel.clock import iso
 from engram.kernel.errors import InvalidInput
-from engram.kernel.kinds import KINDS
 from engram.kernel.parts import part_of
 from engram.kernel.ports import Item
 from engram.kernel.scan import EPOCH
@@ -50,13 +49,13 @@ class SubjectAccess(BaseService):
         super().__init__(root.kernel)
         self.root = root
 
-    def kinds(self) -> list[tuple[str, str]]:
+    def scoped_kinds(self) -> list[tuple[str, str]]:
         """(kind, family) of every scoped kind, in the families' registry order."""
         families = self.root.families()
         return [(name, fam.name) for fam in families for name, k in fam.kinds.items() if k.access == "scoped"]
 
     def export(self, caller: Caller, subject: Subject, cursor: str | None, limit: int) -> dict[str, Any]:
-        kinds = self.kinds()
+        kinds = self.scoped_kinds()
         at, after, below = _position(cursor, [k for k, _ in kinds])
         ctx, grant = caller.context_id, [[g] for g in caller.principal.grant]
         objects: list[dict[str, Any]] = []
@@ -83,7 +82,7 @@ class SubjectAccess(BaseService):
                     objects.append(self._object(kind, family, item, subject, grant))
                     size += len(json.dumps(objects[-1], default=str))
                     if (
-                        item.version > 1 and not KINDS[kind].shared
+                        item.version > 1 and not self.kinds[kind].shared
                     ):  # what it said before: the versions still stored, as far as the page holds
                         earlier, below = self._earlier(ctx, kind, item.id, item.version, subject, grant,
                                                        PAGE_BYTES - size)  # fmt: skip
@@ -100,7 +99,7 @@ class SubjectAccess(BaseService):
 
     def _object(self, kind: str, family: str, item: Item, subject: Subject, grant: list[list[str]]) -> dict[str, Any]:
         data = item.data
-        if KINDS[kind].shared:  # several scopes' object: the subject's parts of it, no versions (they hold all)
+        if self.kinds[kind].shared:  # several scopes' object: the subject's parts of it, no versions (they hold all)
             data = part_of(data, lambda tags: subject.owns_part(tags) and can_see(tags, grant))
         out: dict[str, Any] = {
             "kind": kind,
