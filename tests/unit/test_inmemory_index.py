@@ -177,7 +177,7 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
                 metadata=rng.choice([{}, {"thread": "x"}, {"thread": ["x", "y"]}, {"thread": "z"}]),
             )  # fmt: skip
             now = t0 + timedelta(days=rng.randrange(-6, 6), microseconds=rng.randrange(-1, 4))
-            got = [(h.id, h.score) for h in index._vector(q, now, qv, q.k)]
+            got = [(h.id, h.score) for h in index._with_copy(q.context_id, index._vector_in, q, now, qv, q.k)]
             slot = index._contexts["c"].pos
             want = sorted(
                 (
@@ -209,7 +209,7 @@ def test_a_kept_visibility_mask_changes_exactly_at_each_validity_bound(tmp_path)
     for order in (instants, instants[::-1], instants[::2] + instants[1::2]):
         for t in order:
             q = SearchQuery("c", vector=vec, mode="vector", k=10, visibility=[["p"]], as_of=t)
-            got = sorted(h.id for h in index._vector(q, t, vec, 10))
+            got = sorted(h.id for h in index._with_copy(q.context_id, index._vector_in, q, t, vec, 10))
             want = sorted(i for i, (s, u) in spans.items() if (s is None or s <= t) and (u is None or t < u))
             assert got == want, t
 

@@ -1,4 +1,4 @@
-"""Every family, and the registry of their operations. Adding a family: its package under `engram/families/`
+"""Every family, and the catalogue of their operations. Adding a family: its package under `engram/families/`
 (see `engram.kernel.family`), one line in NAMES, then `make template-routes` (its REST routes in template.yaml)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from functools import cache
 
 from engram.kernel.errors import InvalidInput
 from engram.kernel.family import AnyFamily
-from engram.kernel.operation import REGISTRY, AnyOperation
+from engram.kernel.operation import AnyOperation, Operations
 
 NAMES = (
     "memory",
@@ -24,13 +24,25 @@ NAMES = (
 
 @cache
 def all_families() -> tuple[AnyFamily, ...]:
-    """Every family, loaded: its operations in the registry (its kinds go to the root's catalogue: `Kinds`)."""
-    out = []
+    """Every family, loaded (its package: its declaration, kinds and services)."""
+    return tuple(importlib.import_module(f"engram.families.{name}").FAMILY for name in NAMES)
+
+
+@cache
+def catalogue() -> dict[str, AnyOperation]:
+    """Every operation by each of its names (tool, seed aliases), in the families' order: made once from each
+    family's operations module (`OPERATIONS`); a name two operations take is refused."""
+    found: dict[str, AnyOperation] = {}
     for name in NAMES:
-        family: AnyFamily = importlib.import_module(f"engram.families.{name}").FAMILY
-        importlib.import_module(f"engram.families.{name}.operations")
-        out.append(family)
-    return tuple(out)
+        declared: Operations = importlib.import_module(f"engram.families.{name}.operations").OPERATIONS
+        for op in declared:
+            if op.family != name:
+                raise ValueError(f"operation {op.name!r} of {op.family!r} is declared by family {name!r}")
+            for n in op.names:
+                if n in found:
+                    raise ValueError(f"operation {n!r} declared twice")
+                found[n] = op
+    return found
 
 
 def family(name: str) -> AnyFamily:
@@ -41,23 +53,22 @@ def family(name: str) -> AnyFamily:
 
 
 def find(name: str) -> AnyOperation | None:
-    all_families()
-    return REGISTRY.get(name)
+    return catalogue().get(name)
 
 
 def select(tool_filter: set[str] | None = None, family: str | None = None) -> list[AnyOperation]:
     """Distinct operations, declaration order, narrowed by a filter of names or families. A filter that
     names a tool nobody declared is refused (Vectros: "unknown tool names fail fast at startup")."""
-    all_families()
+    ops = catalogue()
     if tool_filter is not None:
-        unknown = sorted(tool_filter - set(REGISTRY) - set(NAMES))
+        unknown = sorted(tool_filter - set(ops) - set(NAMES))
         if unknown:
             raise InvalidInput(
                 f"ENGRAM_MCP_TOOLS names unknown tools: {', '.join(unknown)} (tool or family names)",
                 code="unknown_tool",
             )
     seen: dict[str, AnyOperation] = {}
-    for op in REGISTRY.values():
+    for op in ops.values():
         if family is not None and op.family != family:
             continue
         if tool_filter is not None and op.family not in tool_filter and not set(op.names) & tool_filter:
@@ -68,5 +79,4 @@ def select(tool_filter: set[str] | None = None, family: str | None = None) -> li
 
 def families() -> list[str]:
     """The names of the families that declare operations."""
-    all_families()
-    return sorted({op.family for op in REGISTRY.values()})
+    return sorted({op.family for op in catalogue().values()})

@@ -10,7 +10,7 @@ its family's `Services` (`engram.kernel.family`) and I its input model.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -145,22 +145,31 @@ def validation_message(exc: ValidationError) -> str:
 
 
 AnyOperation = Operation[Any, Any]
-REGISTRY: dict[str, AnyOperation] = {}
 
 
-def declare(op: Operation[S, I]) -> Operation[S, I]:
-    for name in op.names:
-        if name in REGISTRY:
-            raise ValueError(f"operation {name!r} declared twice")
-        REGISTRY[name] = op
-    return op
+class Operations:
+    """One module's operations, in declaration order: a family's operations module declares into its own, and the
+    catalogue (`engram.families.catalogue`) is made from every family's — no table in the kernel that importing a
+    family writes into."""
+
+    def __init__(self) -> None:
+        self._ops: list[AnyOperation] = []
+
+    def declare(self, op: Operation[S, I]) -> Operation[S, I]:
+        self._ops.append(op)
+        return op
+
+    def declare_all(self, *ops: AnyOperation) -> None:
+        """Several operations at once (each typed where it is made: its runner takes its input model)."""
+        self._ops.extend(ops)
+
+    def extend(self, other: Operations) -> None:
+        """Another module's, after these (a family whose operations live in several modules)."""
+        self._ops.extend(other)
+
+    def __iter__(self) -> Iterator[AnyOperation]:
+        return iter(list(self._ops))
 
 
 def all_names(ops: Iterable[AnyOperation]) -> list[str]:
     return [n for op in ops for n in op.names]
-
-
-def declare_all(*ops: AnyOperation) -> None:
-    """Several operations at once (each typed where it is made: its runner takes its input model)."""
-    for op in ops:
-        declare(op)

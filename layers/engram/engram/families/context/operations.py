@@ -10,8 +10,10 @@ from engram.families.context import ContextServices
 from engram.families.context.service import MAX_KEY, MAX_RUN, MAX_TTL
 from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.limits import Bounded
-from engram.kernel.operation import Operation, OpInput, declare
+from engram.kernel.operation import Operation, Operations, OpInput
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 JSON_TYPES: list[JsonValue] = ["object", "array", "string", "number", "boolean", "null"]
 KEY = Field(..., min_length=1, max_length=MAX_KEY)
@@ -37,7 +39,7 @@ def _get(services: ContextServices, caller: Caller, args: GetIn, progress: Progr
     return services.workctx.get(caller, args.key, args.run_id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_get",
         family="context",
@@ -71,7 +73,7 @@ def _set(services: ContextServices, caller: Caller, args: SetIn, progress: Progr
     return services.workctx.set(caller, args.key, args.value, args.ttl_seconds, args.run_id, args.expected_version)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_set",
         family="context",
@@ -104,7 +106,7 @@ def _merge(services: ContextServices, caller: Caller, args: MergeIn, progress: P
     return services.workctx.merge(caller, args.key, args.value, args.strategy, args.run_id, args.expected_version)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_merge",
         family="context",
@@ -140,7 +142,7 @@ def _list(services: ContextServices, caller: Caller, args: ListIn, progress: Pro
     return services.workctx.keys(caller, args.prefix, args.run_id, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_list",
         family="context",
@@ -178,7 +180,7 @@ def _history(services: ContextServices, caller: Caller, args: HistoryIn, progres
     return services.workctx.history(caller, args.key, args.run_id, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_history",
         family="context",

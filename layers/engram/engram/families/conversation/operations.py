@@ -9,9 +9,11 @@ from pydantic import BaseModel, Field
 from engram.families.conversation import ConversationServices
 from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.clock import parse_time
-from engram.kernel.operation import Metadata, Operation, OpInput, When, declare
+from engram.kernel.operation import Metadata, Operation, Operations, OpInput, When
 from engram.kernel.ports import Progress
 from engram.search.time_phrases import window_of
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 THREAD = Field(..., min_length=1, max_length=256)
 NAMESPACE = Field(None, min_length=1, max_length=256, description="a scope path inside the key's grant")
@@ -38,7 +40,7 @@ def _append(services: ConversationServices, caller: Caller, args: AppendIn, prog
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="conversation_append",
         family="conversation",
@@ -83,7 +85,7 @@ def _history(services: ConversationServices, caller: Caller, args: HistoryIn, pr
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="conversation_history",
         family="conversation",
@@ -136,7 +138,7 @@ def _search(services: ConversationServices, caller: Caller, args: SearchIn, prog
     return found if window is None else dict(found, time=window.said())
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="conversation_search",
         family="conversation",
@@ -169,7 +171,7 @@ def _summarize(services: ConversationServices, caller: Caller, args: SummarizeIn
     return services.conversation.summarize(caller, args.thread_id, args.keep_recent, args.namespace)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="conversation_summarize",
         family="conversation",

@@ -8,8 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.families.entities import EntitiesServices
 from engram.kernel.caller import ANY, WRITERS, Caller
-from engram.kernel.operation import Metadata, Operation, OpInput, declare
+from engram.kernel.operation import Metadata, Operation, Operations, OpInput
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 ID = Field(..., min_length=1, max_length=300)
 TYPE = Field(None, min_length=1, max_length=64)
@@ -48,7 +50,7 @@ def _query(services: EntitiesServices, caller: Caller, args: QueryIn, progress: 
     return services.entities.query(caller, args.name, args.type)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_query",
         family="entities",
@@ -87,7 +89,7 @@ def _search(services: EntitiesServices, caller: Caller, args: SearchIn, progress
     return services.entities.search(caller, args.query, args.type, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_search",
         family="entities",
@@ -135,7 +137,7 @@ def _relationships(
     return services.entities.relationships(caller, args.entity_id, args.direction, args.type)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_relationships",
         family="entities",
@@ -167,7 +169,7 @@ def _update(services: EntitiesServices, caller: Caller, args: UpdateIn, progress
     return services.entities.update(caller, args.entity_id, args.name, args.description, args.metadata)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_update",
         family="entities",
@@ -198,7 +200,7 @@ def _merge(services: EntitiesServices, caller: Caller, args: MergeIn, progress: 
     return services.entities.merge(caller, args.keep_id, args.remove_id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_merge",
         family="entities",
@@ -237,7 +239,7 @@ def _list(services: EntitiesServices, caller: Caller, args: ListIn, progress: Pr
     return services.entities.list(caller, args.type, args.sort, args.limit, args.offset)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_list",
         family="entities",
@@ -276,7 +278,7 @@ def _graph(services: EntitiesServices, caller: Caller, args: GraphIn, progress: 
     return services.entities.graph(caller, args.type, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="entity_graph",
         family="entities",

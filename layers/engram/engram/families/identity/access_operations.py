@@ -11,9 +11,11 @@ from engram.families.identity import IdentityServices
 from engram.kernel.caller import MANAGEMENT, Caller
 from engram.kernel.clock import iso, parse_time
 from engram.kernel.errors import InvalidInput
-from engram.kernel.operation import Operation, OpInput, Stamp, declare
+from engram.kernel.operation import Operation, Operations, OpInput, Stamp
 from engram.kernel.ports import Progress
 from engram.trust.quotas import QuotaLimits
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 
 class TrustIn(OpInput):
@@ -61,7 +63,7 @@ def _distrust(services: IdentityServices, caller: Caller, args: DistrustIn, prog
     return _issuers(services, caller, args, progress)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="oauth_trust",
         family="identity",
@@ -74,7 +76,7 @@ declare(
         run=_trust,
     )
 )
-declare(
+OPERATIONS.declare(
     Operation(
         name="oauth_issuers",
         family="identity",
@@ -88,7 +90,7 @@ declare(
         read_only=True,
     )
 )
-declare(
+OPERATIONS.declare(
     Operation(
         name="oauth_distrust",
         family="identity",
@@ -182,7 +184,7 @@ class QuotaGetIn(OpInput):
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="quota_set",
         family="identity",
@@ -195,7 +197,7 @@ declare(
         run=lambda s, c, a, p: _quota_set(s, c, a),
     )
 )
-declare(
+OPERATIONS.declare(
     Operation(
         name="quota_get",
         family="identity",
@@ -248,7 +250,7 @@ def _usage(services: IdentityServices, caller: Caller, args: UsageIn, progress: 
     return {"context_id": caller.context_id, "since": iso(since), "until": iso(until), "rows": rows, "quotas": quotas}
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="usage_report",
         family="identity",
@@ -305,7 +307,7 @@ def _transfer_status(
     return services.transfers.status(caller, args.transfer_id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_export",
         family="identity",
@@ -318,7 +320,7 @@ declare(
         run=_context_export,
     )
 )
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_import",
         family="identity",
@@ -331,7 +333,7 @@ declare(
         run=_context_import,
     )
 )
-declare(
+OPERATIONS.declare(
     Operation(
         name="context_transfer_status",
         family="identity",

@@ -8,8 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.families.identity import IdentityServices
 from engram.kernel.caller import ANY, MANAGEMENT, Caller
-from engram.kernel.operation import Operation, OpInput, Scalar, Stamp, declare
+from engram.kernel.operation import Operation, Operations, OpInput, Scalar, Stamp
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 
 class ScopesIn(OpInput):
@@ -24,7 +26,7 @@ def _scopes(services: IdentityServices, caller: Caller, args: ScopesIn, progress
     return {"registered": services.identity.register_scopes(caller.context_id, args.paths, caller.actor, caller=caller)}
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="scopes_create",
         family="identity",
@@ -60,7 +62,7 @@ def _whoami(services: IdentityServices, caller: Caller, args: OpInput, progress:
     }
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="current_identity",
         family="identity",
@@ -104,7 +106,7 @@ def _principal(services: IdentityServices, caller: Caller, args: PrincipalIn, pr
     return services.principals.lookup(caller, args.externalId, args.type, args.field, args.value)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="lookup_principal",
         family="identity",
@@ -169,7 +171,7 @@ def _audit(services: IdentityServices, caller: Caller, args: AuditIn, progress: 
     return page
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="audit_query",
         family="identity",
@@ -206,7 +208,7 @@ def _verify(services: IdentityServices, caller: Caller, args: OpInput, progress:
     return report
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="audit_verify",
         family="identity",
@@ -247,7 +249,7 @@ def _erase(services: IdentityServices, caller: Caller, args: ErasureIn, progress
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="erasure_request",
         family="identity",
@@ -279,7 +281,7 @@ def _export(services: IdentityServices, caller: Caller, args: ExportIn, progress
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="subject_export",
         family="identity",
@@ -316,7 +318,7 @@ def _erasure_status(
     return services.erasure.status(caller, args.request_id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="erasure_status",
         family="identity",
@@ -347,7 +349,7 @@ def _erasure_verify(
     return services.erasure.verify(caller, args.request_id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="erasure_verify",
         family="identity",
@@ -363,4 +365,6 @@ declare(
 )
 
 
-from engram.families.identity import access_operations  # noqa: E402, F401  (OAuth issuers, quotas, usage)
+from engram.families.identity import access_operations  # noqa: E402  (OAuth issuers, quotas, usage)
+
+OPERATIONS.extend(access_operations.OPERATIONS)

@@ -14,8 +14,10 @@ from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.clock import parse_time
 from engram.kernel.errors import InvalidInput
 from engram.kernel.limits import Bounded
-from engram.kernel.operation import Operation, OpInput, Scalar, Selector, Stamp, When, declare, declare_all
+from engram.kernel.operation import Operation, Operations, OpInput, Scalar, Selector, Stamp, When
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 MAX_CONTENT = 32_000
 MAX_QUERY = 4_000
@@ -77,7 +79,7 @@ def _store(services: MemoryServices, caller: Caller, args: StoreIn, progress: Pr
     return services.memory.store(caller, _turn(args, services.memory.clock.now()), args.scopes)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_store",
         family="memory",
@@ -121,7 +123,7 @@ def _batch(services: MemoryServices, caller: Caller, args: BatchIn, progress: Pr
     }
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_store_batch",
         family="memory",
@@ -189,7 +191,7 @@ def _recall(services: MemoryServices, caller: Caller, args: RecallIn, progress: 
     )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_recall",
         family="memory",
@@ -222,7 +224,7 @@ def _reflect(services: MemoryServices, caller: Caller, args: ReflectIn, progress
     return services.memory.reflect(caller, validate_query(args.query), args.persist, args.lens, progress)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_reflect",
         family="memory",
@@ -268,7 +270,7 @@ def _timeline(services: MemoryServices, caller: Caller, args: TimelineIn, progre
     return services.memory.timeline(caller, args.subject, args.key, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_timeline",
         family="memory",
@@ -284,7 +286,7 @@ declare(
 )
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_profile",
         family="memory",
@@ -315,7 +317,7 @@ def _forget(services: MemoryServices, caller: Caller, args: ForgetIn, progress: 
     return services.memory.forget(caller, validate_query(args.query), args.scopes)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="memory_forget",
         family="memory",
@@ -404,7 +406,7 @@ def _reconstruct(services: MemoryServices, caller: Caller, args: ReconstructIn, 
     )
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="recall",
         family="memory",

@@ -11,8 +11,10 @@ from engram.families.records import RecordsServices
 from engram.families.records.schemas import IndexMode, LookupOp, PrincipalType, Surface
 from engram.kernel.caller import ANY, MANAGEMENT, WRITERS, Caller
 from engram.kernel.limits import Bounded
-from engram.kernel.operation import Operation, OpInput, Passthrough, Scalar, Selector, declare, declare_all
+from engram.kernel.operation import Operation, Operations, OpInput, Passthrough, Scalar, Selector
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 TYPE = Field(..., min_length=1, max_length=64, description="A schema's type name (list_schemas)")
 RECORD_ID = Field(..., min_length=1, max_length=64)
@@ -81,7 +83,7 @@ def _list_schemas(services: RecordsServices, caller: Caller, args: SchemasIn, pr
     return services.schemas.catalog(caller, args.surface, args.type)
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="schemas_create",
         family="records",
@@ -213,7 +215,7 @@ def _query(services: RecordsServices, caller: Caller, args: QueryIn, progress: P
     )
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="record_create",
         family="records",
@@ -293,7 +295,7 @@ def _history(services: RecordsServices, caller: Caller, args: HistoryIn, progres
     return services.history.versions(caller, args.id, args.limit, args.pageToken)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="version_history",
         family="records",

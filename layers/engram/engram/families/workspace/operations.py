@@ -14,8 +14,10 @@ from engram.families.workspace.files import NewFile
 from engram.families.workspace.shapes import MAX_FILE_BYTES, MAX_PATH
 from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.limits import Bounded
-from engram.kernel.operation import Operation, OpInput, Passthrough, Stamp, declare_all
+from engram.kernel.operation import Operation, Operations, OpInput, Passthrough, Stamp
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 PATH = Field(..., min_length=1, max_length=MAX_PATH, description="File path inside the workspace")
 WINDOW = Field("1h", max_length=8, pattern=r"^\d{1,6}[smhdw]$", description="e.g. 1h, 24h, 7d")
@@ -226,7 +228,7 @@ def _metrics(services: WorkspaceServices, caller: Caller, args: MetricsIn, progr
     )
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="read_code",
         family="workspace",

@@ -11,12 +11,13 @@ from engram.families.knowledge.operations.common import DocIdIn, Meta, Out
 from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.operation import (
     Operation,
+    Operations,
     OpInput,
     Short,
-    declare,
-    declare_all,
 )
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 # -- collections and folders ------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ def _collections(
     return services.documents.collections(caller, args.action, args.name, args.description, args.force)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="knowledge_collections",
         family="knowledge",
@@ -110,7 +111,7 @@ def _folder_query(
     }
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="folder_create",
         family="knowledge",

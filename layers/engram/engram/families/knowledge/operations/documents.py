@@ -11,12 +11,14 @@ from engram.families.knowledge.operations.common import MAX_TEXT, DocIdIn, Meta,
 from engram.kernel.caller import ANY, WRITERS, Caller
 from engram.kernel.operation import (
     Operation,
+    Operations,
     OpInput,
     Scalar,
     Short,
-    declare,
 )
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 # -- read, change ------------------------------------------------------------------------------
 
@@ -31,7 +33,7 @@ def _doc_get(services: KnowledgeServices, caller: Caller, args: DocGetIn, progre
     return dict(out, indexStatus=vectros_status(out["status"]))
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_get",
         family="knowledge",
@@ -56,7 +58,7 @@ def _chunks(services: KnowledgeServices, caller: Caller, args: ChunksIn, progres
     return services.documents.chunks(caller, args.id, args.cursor, args.limit)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_chunks",
         family="knowledge",
@@ -94,7 +96,7 @@ def _doc_update(services: KnowledgeServices, caller: Caller, args: DocUpdateIn, 
     return services.documents.update(caller, args.id, changes, args.expectedVersion)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_update",
         family="knowledge",
@@ -113,7 +115,7 @@ def _doc_delete(services: KnowledgeServices, caller: Caller, args: DocIdIn, prog
     return services.documents.delete(caller, args.id)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_delete",
         family="knowledge",
@@ -219,7 +221,7 @@ def _doc_query(services: KnowledgeServices, caller: Caller, args: DocQueryIn, pr
     return {"items": page, "total": len(docs), "nextOffset": args.offset + args.limit if more else None}
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_query",
         family="knowledge",

@@ -17,12 +17,14 @@ from engram.kernel.errors import Forbidden, InvalidInput
 from engram.kernel.limits import Bounded
 from engram.kernel.operation import (
     Operation,
+    Operations,
     OpInput,
     Selector,
     Short,
-    declare,
 )
 from engram.kernel.ports import Progress
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 # -- ingest ------------------------------------------------------------------------------------
 
@@ -73,7 +75,7 @@ def _upload(services: KnowledgeServices, caller: Caller, args: UploadIn, progres
     return services.documents.ingest(caller, new)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_upload",
         family="knowledge",
@@ -131,7 +133,7 @@ def _ingest(services: KnowledgeServices, caller: Caller, args: IngestIn, progres
     return services.documents.ingest(caller, _new_text(args, args.collection, args.scopes, args))
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="knowledge_ingest",
         family="knowledge",
@@ -172,7 +174,7 @@ def _bulk(services: KnowledgeServices, caller: Caller, args: BulkIn, progress: P
     return {"collection": args.collection, **services.documents.bulk_ingest(caller, docs, progress)}
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="knowledge_bulk_ingest",
         family="knowledge",
@@ -253,7 +255,7 @@ def _doc_ingest(services: KnowledgeServices, caller: Caller, args: DocIngestIn, 
     return dict(out, indexStatus=vectros_status(out["status"]))
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_ingest",
         family="knowledge",

@@ -15,16 +15,17 @@ from engram.kernel.errors import InvalidInput
 from engram.kernel.limits import Bounded
 from engram.kernel.operation import (
     Operation,
+    Operations,
     OpInput,
     Selector,
     Short,
     Stamp,
     When,
-    declare,
-    declare_all,
 )
 from engram.kernel.ports import Progress
 from engram.search.time_phrases import window_of
+
+OPERATIONS = Operations()  # this module's operations, in declaration order (`engram.families.catalogue`)
 
 # -- search and answers -----------------------------------------------------------------------
 
@@ -98,7 +99,7 @@ def _search(services: KnowledgeServices, caller: Caller, args: SearchIn, progres
     return out
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="knowledge_search",
         family="knowledge",
@@ -212,7 +213,7 @@ def _rag(services: KnowledgeServices, caller: Caller, args: RagIn, progress: Pro
     return services.documents.ask(caller, args.question, q, args.instructions, args.temperature, progress)
 
 
-declare_all(
+OPERATIONS.declare_all(
     Operation(
         name="hybrid_search",
         family="knowledge",
@@ -255,7 +256,7 @@ def _doc_ask(services: KnowledgeServices, caller: Caller, args: DocAskIn, progre
     return services.documents.ask(caller, args.question, q, args.instructions, args.temperature, progress)
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="document_ask",
         family="knowledge",
@@ -295,7 +296,7 @@ def _get(services: KnowledgeServices, caller: Caller, args: GetIn, progress: Pro
     return {"kind": "document", **services.documents.get(caller, args.id)}
 
 
-declare(
+OPERATIONS.declare(
     Operation(
         name="knowledge_get",
         family="knowledge",
