@@ -137,7 +137,18 @@ class WorkingContext(BaseService):
             rid, scopes, item = self._current(caller, key, run_id)
             now = self.clock.now()
             expires = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
-            written = self._write(caller, rid, scopes, key, run_id, value, item, expires, expected_version, now)
+            written = self._write(
+                caller,
+                rid,
+                scopes=scopes,
+                key=key,
+                run_id=run_id,
+                value=value,
+                item=item,
+                expires=expires,
+                expected_version=expected_version,
+                now=now,
+            )
             return {"key": key, "version": written.version, "expires_at": iso(expires) if expires else None}
 
         # concurrent sets: the last one wins, each gets its own version (unless the caller named one)
@@ -165,7 +176,18 @@ class WorkingContext(BaseService):
             self._encoded(combined)
             now = self.clock.now()
             expires = item.expires_at if item is not None else None
-            written = self._write(caller, rid, scopes, key, run_id, combined, item, expires, expected_version, now)
+            written = self._write(
+                caller,
+                rid,
+                scopes=scopes,
+                key=key,
+                run_id=run_id,
+                value=combined,
+                item=item,
+                expires=expires,
+                expected_version=expected_version,
+                now=now,
+            )
             return {"key": key, "version": written.version, "merged_keys": merged}
 
         return on_conflict(attempt, 1 if expected_version is not None else ATTEMPTS, self.sleep)
@@ -174,6 +196,7 @@ class WorkingContext(BaseService):
         self,
         caller: Caller,
         rid: str,
+        *,
         scopes: list[str],
         key: str,
         run_id: str | None,

@@ -158,10 +158,24 @@ class GraphService(BaseService):
             if moved or eid not in mentions:
                 touched.add(self._unmention(ctx, eid, source, old.get("scopes") or []))
         for eid, (etype, spelling, sentence) in mentions.items():
-            touched.add(self._mention(ctx, eid, etype, spelling, sentence, shown, scopes, guard))
+            touched.add(
+                self._mention(
+                    ctx, eid, etype=etype, spelling=spelling, sentence=sentence, shown=shown, scopes=scopes, guard=guard
+                )
+            )
         for rid, (head, rtype, tail, sentence) in edges.items():
             ends = ([typed[head], self._name(ctx, head, spelled)], [typed[tail], self._name(ctx, tail, spelled)])
-            self._relate(ctx, rid, ends, (head, tail), rtype, shown, scopes, sentence, guard)
+            self._relate(
+                ctx,
+                rid,
+                ends=ends,
+                ids=(head, tail),
+                rtype=rtype,
+                shown=shown,
+                scopes=scopes,
+                sentence=sentence,
+                guard=guard,
+            )
         now = self.clock.now()
         if found is None:
             if before is not None:
@@ -217,6 +231,7 @@ class GraphService(BaseService):
         self,
         ctx: str,
         eid: str,
+        *,
         etype: str,
         spelling: str,
         sentence: str,
@@ -330,6 +345,7 @@ class GraphService(BaseService):
         self,
         ctx: str,
         rid: str,
+        *,
         ends: tuple[list[str], list[str]],
         ids: tuple[str, str],
         rtype: str,

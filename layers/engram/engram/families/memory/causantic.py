@@ -177,6 +177,7 @@ class CausanticService:
         self,
         caller: Caller,
         project: str,
+        *,
         session_id: str | None = None,
         start: str | None = None,
         end: str | None = None,

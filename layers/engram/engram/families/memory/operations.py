@@ -181,13 +181,13 @@ def _recall(services: MemoryServices, caller: Caller, args: RecallIn, progress: 
     return services.memory.recall_said(
         caller,
         validate_query(args.query),
-        args.k,
-        args.lens,
-        parse_time(args.as_of),
-        args.mode,
-        parse_time(args.since),
-        parse_time(args.until),
-        args.timezone,
+        k=args.k,
+        lens=args.lens,
+        as_of=parse_time(args.as_of),
+        mode=args.mode,
+        since=parse_time(args.since),
+        until=parse_time(args.until),
+        timezone=args.timezone,
     )
 
 
@@ -396,13 +396,13 @@ def _reconstruct(services: MemoryServices, caller: Caller, args: ReconstructIn, 
     return services.causantic.reconstruct(
         caller,
         args.project,
-        args.session_id,
-        args.from_,
-        args.to,
-        args.days_back,
-        args.previous_session,
-        args.current_session_id,
-        args.keep_newest,
+        session_id=args.session_id,
+        start=args.from_,
+        end=args.to,
+        days_back=args.days_back,
+        previous_session=args.previous_session,
+        current_session_id=args.current_session_id,
+        keep_newest=args.keep_newest,
     )
 
 

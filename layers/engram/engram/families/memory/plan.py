@@ -183,7 +183,7 @@ def attribute_text(subject: str, key: str, value: str) -> str:
 
 
 def touch_session(
-    plan: Plan, session_id: str, tags: list[str], said: datetime, content: str, text: str, turn_id: str = ""
+    plan: Plan, session_id: str, *, tags: list[str], said: datetime, content: str, text: str, turn_id: str = ""
 ) -> None:
     current = plan.get("session", session_key(session_id, tags))
     data = (

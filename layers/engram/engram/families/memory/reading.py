@@ -139,6 +139,7 @@ class Reading(MemoryBase):
         self,
         caller: Caller,
         query: str,
+        *,
         k: int,
         lens: list[list[str]] | None,
         as_of: datetime | None,

@@ -106,7 +106,7 @@ class MemoryService(Reading, Erasing):
                 embed(early.texts())
             writer.acquire()
         try:
-            return self._store_in_turn(caller, turns, tags, now, read, extracted, embed)
+            return self._store_in_turn(caller, turns, tags=tags, now=now, read=read, extracted=extracted, embed=embed)
         finally:
             writer.release()
 
@@ -114,6 +114,7 @@ class MemoryService(Reading, Erasing):
         self,
         caller: Caller,
         turns: list[Turn],
+        *,
         tags: list[str],
         now: datetime,
         read: Callable[[Sequence[tuple[str, int]]], list[tagger.Found]],
@@ -198,11 +199,21 @@ class MemoryService(Reading, Erasing):
             turn_data = plan.get("turn", turn_id)
             assert turn_data is not None
             plan.index(index_doc(ctx, "turn", turn_id, turn_data), embed_text)
-            touch_session(plan, session_id, tags, said, turn.content, text, turn_id)
+            touch_session(plan, session_id, tags=tags, said=said, content=turn.content, text=text, turn_id=turn_id)
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = extracted[turn.content] if turn.content in extracted else self._extract(turn.content)
             extracted[turn.content] = ex  # planned again (in turn, after a conflict): the model is not asked twice
-            out = self._reconcile(plan, ex, subject, tags, said, turn_id, turn.content, reading, turn.expires_at)
+            out = self._reconcile(
+                plan,
+                ex,
+                subject=subject,
+                tags=tags,
+                said=said,
+                turn_id=turn_id,
+                content=turn.content,
+                reading=reading,
+                expires=turn.expires_at,
+            )
             out |= {"turn_id": turn_id, "session_id": session_id}
             if turn.expires_at is not None:  # swept when it is up, with the facts it gave
                 facts = [
@@ -221,6 +232,7 @@ class MemoryService(Reading, Erasing):
         self,
         plan: Plan,
         ex: Extraction,
+        *,
         subject: str,
         tags: list[str],
         said: datetime,
@@ -239,7 +251,17 @@ class MemoryService(Reading, Erasing):
         touched = False
         facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
-            action, old = self._set_attribute(plan, fact, subject, entity_key, subject_id, tags, said, turn_id, expires)
+            action, old = self._set_attribute(
+                plan,
+                fact,
+                subject=subject,
+                entity_key=entity_key,
+                subject_id=subject_id,
+                tags=tags,
+                said=said,
+                turn_id=turn_id,
+                expires=expires,
+            )
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
@@ -327,6 +349,7 @@ class MemoryService(Reading, Erasing):
         self,
         plan: Plan,
         fact: Fact,
+        *,
         subject: str,
         entity_key: str,
         subject_id: str,
@@ -450,7 +473,14 @@ class MemoryService(Reading, Erasing):
             for term, n in patterns:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
                 self._set_attribute(
-                    plan, fact, "memory", "Topic:reflection", "Topic:reflection", tags, now, "reflection"
+                    plan,
+                    fact,
+                    subject="memory",
+                    entity_key="Topic:reflection",
+                    subject_id="Topic:reflection",
+                    tags=tags,
+                    said=now,
+                    turn_id="reflection",
                 )
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
             plan.finish(self.index, self.embed, self.queue)

@@ -150,7 +150,20 @@ class WorkspaceService(BaseService):
                 else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
             )
             deps = deps[:MAX_GRAPH_ENTRIES]
-            data = self._data(caller, path, new.content, blob_key, digest, specs, deps, external, scopes, old, now, new)
+            data = self._data(
+                caller,
+                path,
+                text=new.content,
+                blob_key=blob_key,
+                digest=digest,
+                specs=specs,
+                deps=deps,
+                external=external,
+                scopes=scopes,
+                old=old,
+                now=now,
+                new=new,
+            )
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
             # a large file is keyword-searchable at once and gets its vectors from a job due now
@@ -197,6 +210,7 @@ class WorkspaceService(BaseService):
     def _data(
         caller: Caller,
         path: str,
+        *,
         text: str,
         blob_key: str,
         digest: str,
@@ -313,7 +327,9 @@ class WorkspaceService(BaseService):
                 previous: dict[str, int] = {}
                 for path, text in part:
                     try:
-                        item, chunks_before = self._import_one(caller, prefix, path, text, known, reason, agent_id)
+                        item, chunks_before = self._import_one(
+                            caller, prefix, path=path, text=text, known=known, reason=reason, agent_id=agent_id
+                        )
                     except InvalidInput as exc:
                         failed += 1
                         errors.append({"path": path, "error": exc.message})
@@ -335,7 +351,7 @@ class WorkspaceService(BaseService):
         return {"imported": done, "failed": failed, "errors": errors[:50]}
 
     def _import_one(
-        self, caller: Caller, prefix: str, path: str, text: str, known: set[str], reason: str, agent_id: str | None
+        self, caller: Caller, prefix: str, *, path: str, text: str, known: set[str], reason: str, agent_id: str | None
     ) -> tuple[Item, int]:
         """The file written, and how many index windows its version before had."""
         raw = text.encode()
@@ -354,7 +370,20 @@ class WorkspaceService(BaseService):
             blob_key = self._stored(caller.context_id, prefix + path, raw, digest)
             now = self.clock.now()
             new = NewFile(path, text, reason, agent_id)
-            data = self._data(caller, path, text, blob_key, digest, specs, deps, external, scopes, old, now, new)
+            data = self._data(
+                caller,
+                path,
+                text=text,
+                blob_key=blob_key,
+                digest=digest,
+                specs=specs,
+                deps=deps,
+                external=external,
+                scopes=scopes,
+                old=old,
+                now=now,
+                new=new,
+            )
             data["syntax_valid"] = valid
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
