@@ -1,8 +1,8 @@
-"""What a family is, for the composition root and the registry (the kernel's part: no family imports here).
+"""What a family is, for the composition root and the catalogue (the kernel's part: no family imports here).
 
-A family is a package under `engram/families/<name>/` holding its operations (`operations.py`: declared with
-`engram.kernel.operation.declare` when the package loads), its services, models and job handlers, and, in its
-`__init__.py`, one `Family` that says:
+A family is a package under `engram/families/<name>/` holding its operations (`operations.py`: declared into its
+`OPERATIONS`, an `engram.kernel.operation.Operations`, gathered by `engram.families.catalogue`), its services,
+models and job handlers, and, in its `__init__.py`, one `Family` that says:
 
 - `services`: its `Services` class — typed, one cached property per service, built over the composition root
   the first time an operation or a job of the family needs it (a family's Lambda builds only its own);
