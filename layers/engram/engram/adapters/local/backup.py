@@ -47,7 +47,10 @@ def backup(data_dir: Path, to: Path) -> dict[str, Any]:
     to.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     files: dict[str, dict[str, Any]] = {}
-    for db in sorted(data_dir.glob("*.db")):
+    # the search index first: it is made from the records, so a copy of it older than theirs indexes nothing the
+    # records' copy lacks (a write between the two copies is in the records' copy alone: the restore's rebuild
+    # indexes it); copied after them, it held writes the records' copy missed, and no rebuild removes those
+    for db in sorted(data_dir.glob("*.db"), key=lambda d: (d.name != "search.db", d.name)):
         source = sqlite3.connect(db)
         source.execute("PRAGMA busy_timeout=10000")
         target = sqlite3.connect(to / db.name)

@@ -203,17 +203,8 @@ class MemoryService(Reading, Erasing):
             turn_data["seq"] = (plan.get("session", session_key(session_id, tags)) or {})["seq"]
             ex = extracted[turn.content] if turn.content in extracted else self._extract(turn.content)
             extracted[turn.content] = ex  # planned again (in turn, after a conflict): the model is not asked twice
-            out = self._reconcile(
-                plan,
-                ex,
-                subject=subject,
-                tags=tags,
-                said=said,
-                turn_id=turn_id,
-                content=turn.content,
-                reading=reading,
-                expires=turn.expires_at,
-            )
+            out = self._reconcile(plan, ex, subject=subject, tags=tags, said=said, turn_id=turn_id,
+                                  content=turn.content, reading=reading, expires=turn.expires_at)  # fmt: skip
             out |= {"turn_id": turn_id, "session_id": session_id}
             if turn.expires_at is not None:  # swept when it is up, with the facts it gave
                 facts = [
@@ -251,17 +242,9 @@ class MemoryService(Reading, Erasing):
         touched = False
         facts = list(ex.facts) + [Fact(f"instruction:{i.label}", i.description, "instruction") for i in ex.instructions]
         for fact in facts:
-            action, old = self._set_attribute(
-                plan,
-                fact,
-                subject=subject,
-                entity_key=entity_key,
-                subject_id=subject_id,
-                tags=tags,
-                said=said,
-                turn_id=turn_id,
-                expires=expires,
-            )
+            action, old = self._set_attribute(plan, fact, subject=subject, entity_key=entity_key,
+                                              subject_id=subject_id, tags=tags, said=said, turn_id=turn_id,
+                                              expires=expires)  # fmt: skip
             touched |= action != "unchanged"
             if fact.category == "instruction":
                 instructions.append({"label": fact.key.split(":", 1)[1], "description": fact.value, "action": action})
@@ -472,16 +455,9 @@ class MemoryService(Reading, Erasing):
             plan = Plan(self.records, caller.context_id, caller.actor, now, self.ids)
             for term, n in patterns:
                 fact = Fact(f"pattern_{_slug(term)}", f"{term} recurs in {n} memories about: {query}", "experiential")
-                self._set_attribute(
-                    plan,
-                    fact,
-                    subject="memory",
-                    entity_key="Topic:reflection",
-                    subject_id="Topic:reflection",
-                    tags=tags,
-                    said=now,
-                    turn_id="reflection",
-                )
+                self._set_attribute(plan, fact, subject="memory", entity_key="Topic:reflection",
+                                    subject_id="Topic:reflection", tags=tags, said=now,
+                                    turn_id="reflection")  # fmt: skip
                 persisted.append({"key": fact.key, "value": fact.value, "category": "experiential"})
             plan.finish(self.index, self.embed, self.queue)
         progress(3, 3, "done")

@@ -150,20 +150,8 @@ class WorkspaceService(BaseService):
                 else (list(old.data.get("deps", [])) if old else [], list(old.data.get("externals", [])) if old else [])
             )
             deps = deps[:MAX_GRAPH_ENTRIES]
-            data = self._data(
-                caller,
-                path,
-                text=new.content,
-                blob_key=blob_key,
-                digest=digest,
-                specs=specs,
-                deps=deps,
-                external=external,
-                scopes=scopes,
-                old=old,
-                now=now,
-                new=new,
-            )
+            data = self._data(caller, path, text=new.content, blob_key=blob_key, digest=digest, specs=specs,
+                              deps=deps, external=external, scopes=scopes, old=old, now=now, new=new)  # fmt: skip
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, at)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
             # a large file is keyword-searchable at once and gets its vectors from a job due now
@@ -206,22 +194,10 @@ class WorkspaceService(BaseService):
             self.blobs.put(key, raw, "text/plain; charset=utf-8")
         return key
 
+    # fmt: off
     @staticmethod
-    def _data(
-        caller: Caller,
-        path: str,
-        *,
-        text: str,
-        blob_key: str,
-        digest: str,
-        specs: list[str],
-        deps: list[str],
-        external: list[str],
-        scopes: list[str],
-        old: Item | None,
-        now: datetime,
-        new: NewFile,
-    ) -> dict[str, Any]:
+    def _data(caller: Caller, path: str, *, text: str, blob_key: str, digest: str, specs: list[str], deps: list[str],
+              external: list[str], scopes: list[str], old: Item | None, now: datetime, new: NewFile) -> dict[str, Any]:
         return {
             "path": path,
             "language": code.language(path),
@@ -244,6 +220,7 @@ class WorkspaceService(BaseService):
                 "contributors": list(new.contributors),
             },
         }
+    # fmt: on
 
     def _commit(
         self,
@@ -327,9 +304,8 @@ class WorkspaceService(BaseService):
                 previous: dict[str, int] = {}
                 for path, text in part:
                     try:
-                        item, chunks_before = self._import_one(
-                            caller, prefix, path=path, text=text, known=known, reason=reason, agent_id=agent_id
-                        )
+                        item, chunks_before = self._import_one(caller, prefix, path=path, text=text, known=known,
+                                                               reason=reason, agent_id=agent_id)  # fmt: skip
                     except InvalidInput as exc:
                         failed += 1
                         errors.append({"path": path, "error": exc.message})
@@ -370,20 +346,8 @@ class WorkspaceService(BaseService):
             blob_key = self._stored(caller.context_id, prefix + path, raw, digest)
             now = self.clock.now()
             new = NewFile(path, text, reason, agent_id)
-            data = self._data(
-                caller,
-                path,
-                text=text,
-                blob_key=blob_key,
-                digest=digest,
-                specs=specs,
-                deps=deps,
-                external=external,
-                scopes=scopes,
-                old=old,
-                now=now,
-                new=new,
-            )
+            data = self._data(caller, path, text=text, blob_key=blob_key, digest=digest, specs=specs, deps=deps,
+                              external=external, scopes=scopes, old=old, now=now, new=new)  # fmt: skip
             data["syntax_valid"] = valid
             writes = [Write(caller.context_id, FILE, prefix + path, data, caller.actor, old.version if old else 0)]
             writes += self._edges(caller, prefix, path, set(old.data.get("deps", [])) if old else set(), deps)
