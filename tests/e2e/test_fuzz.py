@@ -10,7 +10,8 @@ patterns. Each call goes both ways, as a raw JSON-RPC `tools/call` on /mcp and a
 
 Throughout:
 - no answer is a 5xx, a JSON-RPC -32603, or an error whose status is 5xx;
-- a health call answers within a second (a thread polls /healthz every 100 ms);
+- a health call answers within a second (a process of its own polls /healthz every 100 ms: the test process's own
+  pauses — its collector, the fuzzers holding its interpreter — are not the server's);
 - nothing the fuzzer sends makes the server open a file or a connection (a loopback listener counts requests);
 and afterwards every object written before the fuzzing (another scope's, one of each kind) reads back as it was.
 """
@@ -18,11 +19,13 @@ and afterwards every object written before the fuzzing (another scope's, one of 
 from __future__ import annotations
 
 import base64
+import json
 import os
-import threading
-import time
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,8 +56,20 @@ class Target:
     reached: list[str]
     written: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)
-    health: list[float] = field(default_factory=list)
-    health_failures: list[str] = field(default_factory=list)
+    health_log: Path | None = None  # the poller's record: one JSON line a poll, [seconds, failure or null]
+
+    @property
+    def polls(self) -> list[tuple[float, str | None]]:
+        lines = self.health_log.read_text().splitlines() if self.health_log and self.health_log.exists() else []
+        return [(float(s), why) for s, why in (json.loads(line) for line in lines if line.endswith("]"))]
+
+    @property
+    def health(self) -> list[float]:
+        return [s for s, _ in self.polls]
+
+    @property
+    def health_failures(self) -> list[str]:
+        return [why for _, why in self.polls if why is not None]
 
 
 def _mcp(target: Target, key: str, tool: str, arguments: Any) -> httpx.Response:
@@ -124,32 +139,36 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     with loopback_listener() as (listener, reached):
         proc, url = start(data)
         t = Target(url, keys[0], keys[1], listener, reached)
-        stop_polling = threading.Event()
-
-        def poll() -> None:
-            with httpx.Client(timeout=5) as client:
-                while not stop_polling.is_set():
-                    began = time.perf_counter()
-                    try:
-                        ok = client.get(url + "/healthz").status_code == 200
-                    except httpx.HTTPError as exc:
-                        ok, why = False, repr(exc)
-                    else:
-                        why = "not 200"
-                    t.health.append(time.perf_counter() - began)
-                    if not ok:
-                        t.health_failures.append(why)
-                    stop_polling.wait(0.1)
-
-        poller = threading.Thread(target=poll, daemon=True)
+        t.health_log = data / "health.jsonl"
+        stop_file = data / "health.stop"
+        poller = subprocess.Popen([sys.executable, "-c", POLLER, url, str(t.health_log), str(stop_file)])
         try:
             _write_before(t)
-            poller.start()
             yield t
         finally:
-            stop_polling.set()
-            poller.join(10)
+            stop_file.touch()
+            try:
+                poller.wait(10)
+            except subprocess.TimeoutExpired:
+                poller.kill()
             stop(proc)
+
+
+# Polls /healthz every 100 ms until the stop file exists, each poll's seconds (and failure) a line.
+POLLER = """
+import json, sys, time, pathlib, httpx
+url, log, stop = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+with httpx.Client(timeout=5) as client, log.open("a") as out:
+    while not stop.exists():
+        began = time.perf_counter()
+        try:
+            why = None if client.get(url + "/healthz").status_code == 200 else "not 200"
+        except httpx.HTTPError as exc:
+            why = repr(exc)
+        out.write(json.dumps([time.perf_counter() - began, why]) + "\\n")
+        out.flush()
+        time.sleep(0.1)
+"""
 
 
 # -- sending and judging ---------------------------------------------------------------------------------------
