@@ -14,7 +14,6 @@ every query than a real one (a mean lies towards the centre), so it crowded the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.locomo import DATA, Stored, recall, store_all
-from bench.scale import CACHE, Cached, Corpus, corpus
+from bench.scale import Cached, Corpus, cached_vectors, corpus
 from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder
 from engram.families import find
 from engram.settings import Settings
@@ -64,16 +63,8 @@ def pairs(c: Corpus) -> tuple[list[tuple[int, int]], np.ndarray[Any, Any]]:
         rng = np.random.default_rng(seed)
         block = [(int(a), int(b)) for a, b in rng.integers(0, len(c.texts), (n, 2))]
         texts = [f"{c.texts[a]} {c.texts[b]}" for a, b in block]
-        digest = hashlib.sha256(("\n".join(texts) + model.model_id).encode()).hexdigest()[:16]
-        path = CACHE / f"needle-pairs-{digest}.npy"
-        if not path.exists():
-            CACHE.mkdir(parents=True, exist_ok=True)
-            t0 = time.perf_counter()
-            parts = [model.embed(texts[i : i + 512]) for i in range(0, len(texts), 512)]
-            np.save(path, np.concatenate(parts).astype(np.float32))
-            print(f"  embedded {len(texts)} pairs in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        vectors.append(cached_vectors(texts, model, prefix="needle-pairs-", batch=512))
         drawn += block
-        vectors.append(np.load(path))
     return drawn, np.concatenate(vectors)
 
 

@@ -75,18 +75,22 @@ class Corpus:
         return f"{self.texts[a]} {self.texts[b]}", (v / np.linalg.norm(v)).astype(np.float32)
 
 
-def corpus() -> Corpus:
-    texts = sentences()
-    embedder = OnnxEmbedder()
-    digest = hashlib.sha256(("\n".join(texts) + embedder.model_id).encode()).hexdigest()[:16]
-    path = CACHE / f"{digest}.npy"
+def cached_vectors(texts: list[str], model: OnnxEmbedder, prefix: str = "", batch: int = 256) -> np.ndarray[Any, Any]:
+    """`texts` embedded by the shipped model once, then read from `CACHE` (keyed by the texts and the model)."""
+    digest = hashlib.sha256(("\n".join(texts) + model.model_id).encode()).hexdigest()[:16]
+    path = CACHE / f"{prefix}{digest}.npy"
     if not path.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        parts = [embedder.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)]
+        parts = [model.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
         np.save(path, np.concatenate(parts).astype(np.float32))
         print(f"  embedded {len(texts)} texts in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    return Corpus(texts, np.load(path))
+    return np.load(path)
+
+
+def corpus() -> Corpus:
+    texts = sentences()
+    return Corpus(texts, cached_vectors(texts, OnnxEmbedder()))
 
 
 class Cached:
