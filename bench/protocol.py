@@ -106,15 +106,17 @@ CANDIDATES = (
 
 
 @contextmanager
-def applied(setting: Setting) -> Iterator[None]:
-    saved = search_rules.DEFAULT, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT
-    search_rules.DEFAULT = setting.rules
+def applied(engram: Engram, setting: Setting) -> Iterator[None]:
+    """`setting` meanwhile: its rules on the engine's index, its query-vector and grouping choices (two
+    module constants the product never changes)."""
+    saved = engram.index.rules, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT
+    engram.index.rules = setting.rules
     search_rules.SENTENCE_MEAN = setting.sentences
     knowledge_search.PER_DOCUMENT = setting.per_document
     try:
         yield
     finally:
-        search_rules.DEFAULT, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT = saved
+        engram.index.rules, search_rules.SENTENCE_MEAN, knowledge_search.PER_DOCUMENT = saved
 
 
 # -- the collections ------------------------------------------------------------------------------------
@@ -230,7 +232,7 @@ def score_setting(
 
     def floors(sentences: bool) -> dict[str, Any]:
         if sentences not in floors_of:
-            with applied(Setting(PLAIN, sentences=sentences)):
+            with applied(engram, Setting(PLAIN, sentences=sentences)):
                 out: dict[str, Any] = {}
                 for name, d in docs.items():
                     bm = knowledge_run(engram, principal, d, "bm25", CLIENT_K)
@@ -244,7 +246,7 @@ def score_setting(
     def score(setting: Setting) -> tuple[Scores, dict[str, Any]]:
         floor = floors(setting.sentences)
         t0 = time.perf_counter()
-        with applied(setting):
+        with applied(engram, setting):
             scores: Scores = {}
             for name, d in docs.items():
                 ranked = knowledge_run(engram, principal, d, "hybrid", CLIENT_K)

@@ -9,7 +9,7 @@ from opensearchpy import OpenSearch
 
 from engram.adapters.aws.opensearch_index import OpenSearchIndex
 from engram.adapters.aws.opensearch_queries import bm25_body
-from engram.search.rules import Rules, using
+from engram.search.rules import Rules
 from tests.contract.suites import SearchIndexContract
 
 pytestmark = pytest.mark.opensearch
@@ -108,10 +108,10 @@ def test_an_index_made_before_the_compact_vectors_still_serves_them(opensearch: 
     assert client.indices.get_mapping(index=name)[name]["mappings"]["properties"][COMPACT] == COMPACT_MAPPING[COMPACT]
     got = index.vectors("c", ["old", "new"])
     assert np.allclose(got["old"], old_vector) and np.allclose(got["new"], [0.6, 0.8, 0, 0], atol=1e-3)
-    with using(Rules("feedback", feedback=True)):
-        hits = index.search(
-            SearchQuery("c", "flutter", np.array([1, 0, 0, 0], dtype=np.float32), "hybrid", 5), datetime.now(UTC)
-        )
+    index.rules = Rules("feedback", feedback=True)
+    hits = index.search(
+        SearchQuery("c", "flutter", np.array([1, 0, 0, 0], dtype=np.float32), "hybrid", 5), datetime.now(UTC)
+    )
     assert {h.id for h in hits} == {"old", "new"}
 
 

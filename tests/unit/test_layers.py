@@ -35,6 +35,7 @@ TYPE_ONLY_UP = {
     "engram.trust.identity",
     "engram.trust.erasure",
     "engram.search.reindex",
+    "engram.search.rules",
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from engram.adapters.aws.opensearch_index import COMPACT, OpenSearchIndex, pack
 from engram.kernel.ports import SearchQuery
-from engram.search.rules import Rules, using
+from engram.search.rules import Rules
 
 
 class Counting:
@@ -57,8 +57,8 @@ def test_a_hybrid_round_is_one_request_and_vectors_come_with_the_hits() -> None:
     assert all(0 <= h.score <= 1 for h in plain)
     client.requests.clear()
     q = SearchQuery("c", "text", np.array([1.0, 0.0], dtype=np.float32), "hybrid", 3)
-    with using(Rules("feedback", feedback=True, smooth_bm25=True, smooth_fused=True)):
-        assert len(index.search(q, now)) == 3
+    index.rules = Rules("feedback", feedback=True, smooth_bm25=True, smooth_fused=True)
+    assert len(index.search(q, now)) == 3
     assert client.requests == ["msearch", "msearch"]  # two rounds; feedback and smoothing ask nothing more
     client.requests.clear()
     index.search(SearchQuery("c", "text", mode="bm25", k=3), now)

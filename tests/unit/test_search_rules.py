@@ -1,8 +1,10 @@
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
 from engram.kernel.ports import Hit, SearchQuery
-from engram.search.rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth, using
+from engram.search.rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth
 from engram.search.terms import query_terms
 
 # The designs the bench measures beside the default (bench/protocol.py): every refinement, and all but feedback
@@ -80,15 +82,13 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
         return {i: np.array([0.0, 1.0], dtype=np.float32) for i in ids}
 
     q = np.array([1.0, 0.0], dtype=np.float32)
-    with using(SMOOTHED):
-        plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
+    plain = hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of, rules=SMOOTHED)
     assert len(plain) == 3 and [c[0] for c in calls] == ["bm25", "vector"]
     # the BM25 list's vectors, then the fused list's, for smoothing
     assert [sorted(a) for a in asked] == [sorted(docs), sorted(docs)]
     calls.clear()
     asked.clear()
-    with using(FULL):
-        hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of)
+    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3), bm25, vector, vectors_of, rules=FULL)
     assert [c[0] for c in calls] == ["bm25", "vector", "bm25", "vector"]
     assert asked[0] == ["d0", "d1", "d2"][:FEEDBACK_DOCS]
     assert sorted(asked[1]) == sorted(asked[2]) == sorted(docs)  # then the BM25 and fused lists', for smoothing
@@ -97,8 +97,7 @@ def test_hybrid_feedback_runs_a_second_round_from_the_first_rounds_best() -> Non
     moved = calls[3][1]
     assert isinstance(moved, np.ndarray) and moved[1] > 0  # the query vector moved towards the feedback
     calls.clear()
-    with using(FULL):
-        hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, match_all=True), bm25, vector, vectors_of)
+    hybrid(SearchQuery("c", "flutter", q, "hybrid", 3, match_all=True), bm25, vector, vectors_of, rules=FULL)
     assert len(calls) == 2  # keyword precision: no expansion
 
 
@@ -164,10 +163,9 @@ def test_hybrid_breaks_a_tie_towards_the_best_passages_neighbour() -> None:
     assert [h.id for h in merge_hits(ranked, mirrored, RRF20, 3)] == ["best", "far", "near"]
     for rules in (FULL, SMOOTHED):  # a tie of ranks: the rank fusions
         q = SearchQuery("c", "blade flutter", _unit(1, 1, 0), "hybrid", 3)
-        with using(rules):
-            hits = hybrid(
-                q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids}
-            )
+        hits = hybrid(
+            q, lambda w, n: ranked[:n], lambda v, n: mirrored[:n], lambda ids: {i: vectors[i] for i in ids}, rules=rules
+        )
         assert [h.id for h in hits] == ["best", "near", "far"], rules.name
 
 
@@ -183,14 +181,14 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     assert smoothed[1].text == "text of twin" and smoothed[1].score > 5.9  # the hit kept, the score raised
     vec = [_hit("v", 0.9), _hit("odd", 0.5), _hit("twin", 0.5), _hit("best", 0.4)]
     q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
-    with using(SMOOTHED):
-        got = hybrid(
-            q,
-            lambda w, n: [],
-            lambda v, n: [],
-            lambda ids: {i: vectors[i] for i in ids if i in vectors},
-            lambda w, v, n: (bm, vec),
-        )
+    got = hybrid(
+        q,
+        lambda w, n: [],
+        lambda v, n: [],
+        lambda ids: {i: vectors[i] for i in ids if i in vectors},
+        lambda w, v, n: (bm, vec),
+        rules=SMOOTHED,
+    )
     assert [h.id for h in got].index("twin") < [h.id for h in got].index("odd")
     plain = merge_hits(bm, vec, RRF20, 4)
     assert [h.id for h in plain].index("twin") > [h.id for h in plain].index("odd")  # the case is real
@@ -204,8 +202,7 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     for rules, times in ((SMOOTHED, 2), (Rules("convex+smooth", vector_weight=0.35, smooth_fused=True), 1)):
         asked.clear()
         q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
-        with using(rules):
-            hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec))
+        hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec), rules=rules)
         assert len(asked) == times, rules.name
 
 
@@ -225,8 +222,7 @@ def test_a_small_collection_gets_no_feedback_round() -> None:
 
     unit = np.ones(4, dtype=np.float32) / 2
     q = SearchQuery("c", "hotel 250 dollars", unit, "hybrid", k=3)
-    with using(FULL):
-        got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {i: unit for i in ids}, lists)
+    got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {i: unit for i in ids}, lists, rules=FULL)
     assert got[0].id == "policy" and len(calls) == 1
 
 
@@ -247,10 +243,14 @@ def test_smoothing_never_ranks_below_another_what_both_lists_put_first() -> None
     assert smoothed[0][0] != "outlier"  # smoothing alone would demote it: the case is real
     q = SearchQuery("c", "q", vectors["outlier"], "hybrid", k=5)
     for rules in (SMOOTHED, Rules("convex+smooth+agree", vector_weight=0.35, smooth_fused=True, agree=True)):
-        with using(rules):
-            got = hybrid(
-                q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
-            )
+        got = hybrid(
+            q,
+            lambda w, n: [],
+            lambda v, n: [],
+            lambda got: {i: vectors[i] for i in got},
+            lambda w, v, n: (bm, vec),
+            rules=rules,
+        )
         assert got[0].id == "outlier" and got[0].score >= got[1].score and len(got) == 5, rules.name
 
 
@@ -328,8 +328,7 @@ def test_one_hit_per_document_fuses_documents_not_chunks() -> None:
     assert docs[1].passages == () and docs[2].passages == ()
     q = SearchQuery("c", "q", _unit(1, 0), "hybrid", k=10, group_by="document_id")
     for rules in (RRF20, Rules("convex", vector_weight=0.35), FULL):
-        with using(rules):
-            got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {}, lambda w, v, n: (bm, vec))
+        got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {}, lambda w, v, n: (bm, vec), rules=rules)
         assert [h.metadata["document_id"] for h in got] == ["A", "B", "C"], rules.name
 
 
@@ -390,18 +389,23 @@ def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
 
     q = SearchQuery("c", "q", _unit(*rng.normal(size=6)), "hybrid", k=10)
     for rules in (DEFAULT, RRF20, SMOOTHED, FULL):
-        with using(rules):
-            plain = hybrid(
-                q, lambda w, n: [], lambda v, n: [], lambda got: {i: vectors[i] for i in got}, lambda w, v, n: (bm, vec)
-            )
-            made.clear()
-            lazy = hybrid(
-                q,
-                lambda w, n: [],
-                lambda v, n: [],
-                lambda got: {i: vectors[i] for i in got},
-                lambda w, v, n: (ranked(bm), ranked(vec)),
-            )
+        plain = hybrid(
+            q,
+            lambda w, n: [],
+            lambda v, n: [],
+            lambda got: {i: vectors[i] for i in got},
+            lambda w, v, n: (bm, vec),
+            rules=rules,
+        )
+        made.clear()
+        lazy = hybrid(
+            q,
+            lambda w, n: [],
+            lambda v, n: [],
+            lambda got: {i: vectors[i] for i in got},
+            lambda w, v, n: (ranked(bm), ranked(vec)),
+            rules=rules,
+        )
         assert [(h.id, h.score, h.text) for h in lazy] == [(h.id, h.score, h.text) for h in plain], rules.name
         if rules is DEFAULT:
             assert sorted(made) == sorted(h.id for h in lazy)  # ten of 300 candidates
@@ -411,3 +415,33 @@ def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
     assert lazy_list[2] is lazy_list[2] and made == [bm[-1].id, bm[2].id, bm[3].id]  # each made once
     with pytest.raises(IndexError):
         lazy_list[150]
+
+
+def test_each_index_fuses_by_its_own_rules(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The rules live on the index, not in a module default: set through the engine's guarded index (as the
+    protocol bench does), they reach that index's hybrid searches and no other index's."""
+    from engram.adapters.local.sqlite_search import SqliteSearchIndex
+    from engram.kernel.kinds import KERNEL_KINDS, GuardedIndex, Kinds
+    from engram.kernel.ports import IndexDoc
+    from engram.search import rules as search_rules
+
+    now = datetime.now(UTC)
+    docs = [IndexDoc("c", "chunk", f"d{i}", f"blade flutter {i}", _unit(1, i, 0), ["org"]) for i in range(4)]
+    mine, other = SqliteSearchIndex(tmp_path / "a.db"), SqliteSearchIndex(tmp_path / "b.db")
+    for index in (mine, other):
+        index.upsert(docs)
+    guarded = GuardedIndex(mine, Kinds(KERNEL_KINDS))
+    assert guarded.rules is mine.rules is other.rules is search_rules.DEFAULT
+    asked: list[Rules] = []
+    real = search_rules.hybrid
+
+    def spy(*args: object, rules: Rules, **kw: object) -> list[Hit]:
+        asked.append(rules)
+        return real(*args, rules=rules, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search_rules, "hybrid", spy)
+    guarded.rules = FULL
+    q = SearchQuery("c", "flutter", _unit(1, 0, 0), "hybrid", 3)
+    assert len(mine.search(q, now)) == 3 and len(other.search(q, now)) == 3
+    assert mine.rules is FULL and asked == [FULL, search_rules.DEFAULT]
+    assert other.rules is search_rules.DEFAULT is not FULL

@@ -127,6 +127,15 @@ class GuardedIndex:
     def __init__(self, index: Any, kinds: Kinds) -> None:
         self._index, self.kinds = index, kinds
 
+    @property
+    def rules(self) -> Any:
+        """The index's hybrid rules (`SearchIndex.rules`): read and set on the index itself."""
+        return self._index.rules
+
+    @rules.setter
+    def rules(self, value: Any) -> None:
+        self._index.rules = value
+
     def upsert(self, docs: Sequence[Any], closing: Sequence[Any] = ()) -> Any:
         for d in docs:
             self.kinds.check(d.kind, {"scopes": d.scopes}, index=True)

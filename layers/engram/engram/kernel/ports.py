@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from engram.search.rules import Rules
     import numpy.typing as npt
 
     Vector: TypeAlias = npt.NDArray[np.float32]
@@ -376,13 +378,15 @@ class SearchIndex(Protocol):
     Score and ordering rules (every adapter):
     - bm25: higher is better (BM25 with English stemming); only documents sharing a term match.
     - vector: cosine similarity of unit vectors, in [-1, 1]; documents without a vector never match.
-    - hybrid: `engram.search.rules.hybrid` — the top candidates of both lists fused by the one rule set
-      (`search_rules.DEFAULT`, chosen by measurement: bench/protocol.py); with `group_by`, one hit per
-      group. Ties break by id so results are deterministic.
+    - hybrid: `engram.search.rules.hybrid` — the top candidates of both lists fused by the index's `rules`
+      (`engram.search.rules.DEFAULT` unless told otherwise, chosen by measurement: bench/protocol.py); with
+      `group_by`, one hit per group. Ties break by id so results are deterministic.
     - Results are sorted by descending score, at most `k`, after every filter has been applied.
     - What a result's `score` says is the same in every adapter and mode: `engram.search.rules.scored`
       (in [0, 1]; the raw scores above only rank).
     """
+
+    rules: Rules  # how a hybrid search fuses its two lists (the benches set another to measure it)
 
     def upsert(self, docs: Sequence[IndexDoc], closing: Sequence[Closing] = ()) -> None:
         """Index `docs` (replacing same ids) and set each `closing` document's valid_until, in one request

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -250,19 +249,9 @@ class Rules:
 # The rules of every hybrid search (documents, memory, conversations, records), chosen by the protocol of
 # issue #25 (bench/protocol.py, bench/RESULTS.md): each candidate design chosen on two dev collections
 # (cranfield, CISI, LoCoMo) and checked on the third, all three ways; this one was chosen in every fold and
-# held on every held-out collection. The benches swap it to measure the others.
+# held on every held-out collection. Each index holds the rules it fuses by (`SearchIndex.rules`, this unless
+# told otherwise); the benches set another there to measure it.
 DEFAULT = Rules("convex0.35+smooth(0.2)", vector_weight=VECTOR_WEIGHT, smooth_fused=True, smooth_alpha=0.2)
-
-
-@contextmanager
-def using(rules: Rules) -> Iterator[None]:
-    """Every hybrid search of this process follows `rules` meanwhile (the benches' and tests' handle)."""
-    global DEFAULT
-    saved, DEFAULT = DEFAULT, rules
-    try:
-        yield
-    finally:
-        DEFAULT = saved
 
 
 def group_of(hit: Hit, key: str | None) -> str:
@@ -287,10 +276,11 @@ def hybrid(
     vector: VectorSearch,
     vectors_of: VectorsOf,
     both: Lists | None = None,
+    *,
+    rules: Rules = DEFAULT,
 ) -> list[Hit]:
     """The hybrid search every adapter runs, over its own BM25 and vector searches: both lists (at least
-    CANDIDATES each, one hit per group when the query groups), fused by the query's `Rules`."""
-    rules = DEFAULT
+    CANDIDATES each, one hit per group when the query groups), fused by the index's `rules`."""
     k = max(0, query.k)
     pool = max(CANDIDATES, k)
     weights = query_weights(query.text)
@@ -336,6 +326,8 @@ def search(
     counts: TermCounts,
     both: Lists | None = None,
     terms_in: TermsIn | None = None,
+    *,
+    rules: Rules = DEFAULT,
 ) -> list[Hit]:
     """A SearchQuery in any mode over an adapter's BM25 and vector searches (what `SearchIndex.search`
     does in every adapter): ranked by the mode's rules, scored by `scored` (with `terms_in`, the adapter's
@@ -345,7 +337,7 @@ def search(
         return []
     n = max(CANDIDATES, k) if query.group_by else k  # grouping drops hits: enough of them to fill k
     if query.mode == "hybrid":
-        hits = hybrid(query, bm25, vector, vectors_of, both)
+        hits = hybrid(query, bm25, vector, vectors_of, both, rules=rules)
     elif query.mode == "bm25":
         weights = query_weights(query.text)
         hits = grouped(bm25(weights, n), query.group_by)[:k] if weights else []

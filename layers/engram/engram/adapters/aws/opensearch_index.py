@@ -30,7 +30,7 @@ import numpy as np
 from engram.adapters.aws.opensearch_queries import COMPACT, Kept, bm25_body, counts_body, term_counts_of, vector_body
 from engram.kernel.clock import iso, parse_time
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
-from engram.search.rules import lists_of, query_weights
+from engram.search.rules import DEFAULT, Rules, lists_of, query_weights
 from engram.search.rules import search as run_search
 from engram.search.terms import BM25_B, BM25_K1, STOP_WORDS
 
@@ -59,8 +59,15 @@ def _retryable(exc: Exception) -> bool:
 
 class OpenSearchIndex:
     def __init__(
-        self, client: Any, index: str, dim: int = 384, refresh: bool | str = "wait_for", custom_ids: bool = True
+        self,
+        client: Any,
+        index: str,
+        dim: int = 384,
+        refresh: bool | str = "wait_for",
+        custom_ids: bool = True,
+        rules: Rules = DEFAULT,
     ) -> None:
+        self.rules = rules  # how a hybrid search fuses its two lists
         self._os = client
         self._index = index
         self._dim = dim
@@ -435,4 +442,4 @@ class OpenSearchIndex:
                 return self._hits(bm_answer, False, keep), self._hits(vec_answer, True, keep)
             return lists_of(bm25, vector)(weights, v, n)  # one list only: a plain search
 
-        return run_search(query, bm25, vector, vectors_of, counts, both)
+        return run_search(query, bm25, vector, vectors_of, counts, both, rules=self.rules)

@@ -35,6 +35,7 @@ from engram.adapters.local.take import bm25_list, hits, take
 from engram.kernel.clock import iso
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
+from engram.search.rules import DEFAULT, Rules
 from engram.search.rules import search as run_search
 
 T = TypeVar("T")
@@ -51,8 +52,10 @@ class SqliteSearchIndex:
     (another connection committed: `PRAGMA data_version` moved) applies the changed rows before it reads.
     `generation(context)` is the context's last change: what a cache of search results is keyed by."""
 
-    def __init__(self, path: Path | str, *, segments: bool = True) -> None:
-        """`segments`: save large contexts as segments and open them from those (False: always from SQLite)."""
+    def __init__(self, path: Path | str, *, segments: bool = True, rules: Rules = DEFAULT) -> None:
+        """`segments`: save large contexts as segments and open them from those (False: always from SQLite);
+        `rules`: how a hybrid search fuses its two lists."""
+        self.rules = rules
         self._conn = connect(path)
         self._lock = threading.RLock()  # the connection and which copies are loaded
         self._locks: dict[str, threading.RLock] = {}  # each loaded copy's: searches of one context run alone
@@ -472,6 +475,7 @@ class SqliteSearchIndex:
             self.term_counts,
             both=partial(self._both, query, now),
             terms_in=lambda ids, stems: self.terms_in(query.context_id, ids, stems),
+            rules=self.rules,
         )
 
     def _both(
