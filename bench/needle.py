@@ -10,11 +10,14 @@ holding one of its turns passed over), read by the rules; and the questions are 
 vector was the normalised sum of its two sentences' (the scale bench's shortcut): not an embedded memory, and nearer
 every query than a real one (a mean lies towards the centre), so it crowded the vector list more than real memories do.
 
-`python -m bench.needle [others]`."""
+`python -m bench.needle [others]`; with `NEEDLE_DIR` set, the filled folder is kept there and a second run asks the
+questions of it again without filling (how a ranking change is tried against the needle in a minute)."""
 
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import sys
 import tempfile
 import time
@@ -85,38 +88,50 @@ def others_for(
 
 def run(others: int = OTHERS) -> dict[str, Any]:
     convs = json.loads(DATA.read_text())
+    kept = os.environ.get("NEEDLE_DIR")
+    if kept and (Path(kept) / "needle.pkl").exists():  # filled before: ask again
+        with (Path(kept) / "needle.pkl").open("rb") as f:
+            out, stored = pickle.load(f)
+        out["with_others"] = scores(build_local(Settings(data_dir=Path(kept), recall_cache_size=0)), stored, convs)
+        out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
+        return dict(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        return filled(Path(kept) if kept else Path(tmp), convs, others)
+
+
+def filled(data: Path, convs: list[dict[str, Any]], others: int) -> dict[str, Any]:
     c = corpus()
     drawn, pair_vectors = pairs(c)
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp)
-        engram = build_local(Settings(data_dir=data, recall_cache_size=0))
-        stored = store_all(engram, convs)
-        out: dict[str, Any] = {"others": others, "alone": scores(engram, stored, convs)}
-        print(f"  alone: {out['alone']}", file=sys.stderr, flush=True)
-        del engram
-        cached = Cached(OnnxMiniLMEmbedder())
-        filler = build_local(Settings(data_dir=data, extractor="rules", recall_cache_size=0), embedder=cached)
-        store = find("memory_store_batch")
-        assert store
-        t0 = time.perf_counter()
-        for ctx, conv in zip(stored.contexts, convs, strict=True):
-            own = {t["text"].strip() for k, v in conv["conversation"].items() if k.startswith("session_")
-                   and isinstance(v, list) for t in v}  # fmt: skip
-            caller = filler.identity.enter(stored.principal, ctx, store.principals, store.name)
-            items = others_for(c, own, others, drawn, pair_vectors)
-            for i in range(0, others, 100):
-                batch = items[i : i + 100]
-                cached.known.update(batch)
-                turns = [{"content": text, "session_id": f"other-{(i + j) // 20}"} for j, (text, _) in enumerate(batch)]
-                store.run(filler, caller, store.input.model_validate({"turns": turns}), lambda *_: None)
-                cached.known.clear()
-            print(f"  {ctx}: {others} others stored ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-        filler.queue.join()
-        del filler
-        engram = build_local(Settings(data_dir=data, recall_cache_size=0))
-        out["with_others"] = scores(engram, stored, convs)
-        out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
-        print(f"  with others: {out['with_others']}", file=sys.stderr, flush=True)
+    engram = build_local(Settings(data_dir=data, recall_cache_size=0))
+    stored = store_all(engram, convs)
+    out: dict[str, Any] = {"others": others, "alone": scores(engram, stored, convs)}
+    print(f"  alone: {out['alone']}", file=sys.stderr, flush=True)
+    del engram
+    cached = Cached(OnnxMiniLMEmbedder())
+    filler = build_local(Settings(data_dir=data, extractor="rules", recall_cache_size=0), embedder=cached)
+    store = find("memory_store_batch")
+    assert store
+    t0 = time.perf_counter()
+    for ctx, conv in zip(stored.contexts, convs, strict=True):
+        own = {t["text"].strip() for k, v in conv["conversation"].items() if k.startswith("session_")
+               and isinstance(v, list) for t in v}  # fmt: skip
+        caller = filler.identity.enter(stored.principal, ctx, store.principals, store.name)
+        items = others_for(c, own, others, drawn, pair_vectors)
+        for i in range(0, others, 100):
+            batch = items[i : i + 100]
+            cached.known.update(batch)
+            turns = [{"content": text, "session_id": f"other-{(i + j) // 20}"} for j, (text, _) in enumerate(batch)]
+            store.run(filler, caller, store.input.model_validate({"turns": turns}), lambda *_: None)
+            cached.known.clear()
+        print(f"  {ctx}: {others} others stored ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    filler.queue.join()
+    del filler
+    engram = build_local(Settings(data_dir=data, recall_cache_size=0))
+    with (data / "needle.pkl").open("wb") as f:
+        pickle.dump((out, stored), f)
+    out["with_others"] = scores(engram, stored, convs)
+    out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
+    print(f"  with others: {out['with_others']}", file=sys.stderr, flush=True)
     return out
 
 

@@ -8,9 +8,17 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast, overload
 
 from engram.families import all_families, family
+from engram.families.context import ContextServices
+from engram.families.conversation import ConversationServices
+from engram.families.entities import EntitiesServices
+from engram.families.identity import IdentityServices
+from engram.families.knowledge import KnowledgeServices
+from engram.families.memory import MemoryServices
+from engram.families.records import RecordsServices
+from engram.families.workspace import WorkspaceServices
 from engram.kernel.clock import Clock, SystemClock
 from engram.kernel.family import AnyFamily, Family, Services
 from engram.kernel.kinds import Guarded, GuardedIndex, Kinds
@@ -29,27 +37,23 @@ from engram.trust.quotas import Quotas
 S = TypeVar("S", bound=Services)
 M = TypeVar("M")
 
-# Service names the composition root answers for its families (`engram.kernel.family`): `e.memory`, `e.documents`...
-# (scripts, benches and tests reach a service so; operations and jobs receive their family's Services).
-_SERVICE_FAMILY = {
-    "memory": "memory",
-    "causantic": "memory",
-    "documents": "knowledge",
-    "workctx": "context",
-    "erasure": "identity",
-    "subject_access": "identity",
-    "transfers": "identity",
-    "conversation": "conversation",
-    "entities": "entities",
-    "graph": "entities",
-    "principals": "identity",
-    "schemas": "records",
-    "typed": "records",
-    "history": "records",
-    "workspace": "workspace",
-    "collab": "workspace",
-    "codeviews": "workspace",
-}
+T = TypeVar("T")
+
+
+class Reach(Generic[S, T]):
+    """One family service as an attribute of the composition root (`e.memory`, `e.documents`: scripts, benches
+    and tests reach a service so; operations and jobs receive their family's Services): typed, and built on
+    first use through the root's `services`, so a family's Lambda builds only its own."""
+
+    def __init__(self, services: type[S], pick: Callable[[S], T]) -> None:
+        self.family_services, self.pick = services, pick
+
+    @overload
+    def __get__(self, root: None, owner: type[Any]) -> Reach[S, T]: ...
+    @overload
+    def __get__(self, root: Engram, owner: type[Any]) -> T: ...
+    def __get__(self, root: Engram | None, owner: type[Any]) -> Reach[S, T] | T:
+        return self if root is None else self.pick(root.services(self.family_services))
 
 
 @dataclass
@@ -175,11 +179,24 @@ class Engram:
         """The names of the family services this root has built so far (each is built on first use)."""
         return {name for made in list(self._services.values()) for name in vars(made) if name != "root"}
 
-    def __getattr__(self, name: str) -> Any:
-        fam = _SERVICE_FAMILY.get(name)
-        if fam is None or name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.family_services(fam), name)
+    # Each family's services, by the name scripts and tests know them by (`engram.families.*.Services`).
+    memory = Reach(MemoryServices, lambda s: s.memory)
+    causantic = Reach(MemoryServices, lambda s: s.causantic)
+    documents = Reach(KnowledgeServices, lambda s: s.documents)
+    workctx = Reach(ContextServices, lambda s: s.workctx)
+    erasure = Reach(IdentityServices, lambda s: s.erasure)
+    subject_access = Reach(IdentityServices, lambda s: s.subject_access)
+    transfers = Reach(IdentityServices, lambda s: s.transfers)
+    principals = Reach(IdentityServices, lambda s: s.principals)
+    conversation = Reach(ConversationServices, lambda s: s.conversation)
+    entities = Reach(EntitiesServices, lambda s: s.entities)
+    graph = Reach(EntitiesServices, lambda s: s.graph)
+    schemas = Reach(RecordsServices, lambda s: s.schemas)
+    typed = Reach(RecordsServices, lambda s: s.typed)
+    history = Reach(RecordsServices, lambda s: s.history)
+    workspace = Reach(WorkspaceServices, lambda s: s.workspace)
+    collab = Reach(WorkspaceServices, lambda s: s.collab)
+    codeviews = Reach(WorkspaceServices, lambda s: s.codeviews)
 
 
 _EMBEDDERS: dict[str, Embedder] = {}

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
+    import numpy.typing as npt
 
     from engram.search.rules import Rules
-    import numpy.typing as npt
 
     Vector: TypeAlias = npt.NDArray[np.float32]
 else:  # numpy is imported where vectors are made, not by every module naming the type (the authorizer)

@@ -35,8 +35,7 @@ from engram.adapters.local.take import bm25_list, hits, take
 from engram.kernel.clock import iso
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
-from engram.search.rules import DEFAULT, Rules
-from engram.search.rules import search as run_search
+from engram.search import rules as search_rules
 
 T = TypeVar("T")
 PARALLEL = 100_000  # a context this large makes a hybrid search's two lists at once (`_both`)
@@ -52,11 +51,11 @@ class SqliteSearchIndex:
     (another connection committed: `PRAGMA data_version` moved) applies the changed rows before it reads.
     `generation(context)` is the context's last change: what a cache of search results is keyed by."""
 
-    def __init__(self, path: Path | str, *, segments: bool = True, rules: Rules = DEFAULT) -> None:
-        """`segments`: save large contexts as segments and open them from those (False: always from SQLite);
-        `rules`: how a hybrid search fuses its two lists."""
-        self.rules = rules
-        self._conn = connect(path)
+    def __init__(
+        self, path: Path | str, *, segments: bool = True, rules: search_rules.Rules = search_rules.DEFAULT
+    ) -> None:
+        """`segments`: large contexts saved as segments, opened from those (False: from SQLite); `rules`: hybrid's."""
+        self.rules, self._conn = rules, connect(path)
         self._lock = threading.RLock()  # the connection and which copies are loaded
         self._locks: dict[str, threading.RLock] = {}  # each loaded copy's: searches of one context run alone
         self._searching = threading.local()  # `checked`: this thread's search has looked for others' commits
@@ -467,16 +466,15 @@ class SqliteSearchIndex:
                 cache.base.release()
 
     def _search(self, query: SearchQuery, now: datetime) -> list[Hit]:
-        return run_search(
+        return search_rules.search(
             query,
             lambda weights, n: self._bm25(query, now, weights, n),
             lambda vector, n: self._with_copy(query.context_id, self._vector_in, query, now, vector, n),
             lambda ids: self.vectors(query.context_id, ids),
             self.term_counts,
-            both=partial(self._both, query, now),
+            both=partial(self._both, query, now), rules=self.rules,
             terms_in=lambda ids, stems: self.terms_in(query.context_id, ids, stems),
-            rules=self.rules,
-        )
+        )  # fmt: skip
 
     def _both(
         self, q: SearchQuery, now: datetime, weights: Mapping[str, float], vector: Vector | None, limit: int

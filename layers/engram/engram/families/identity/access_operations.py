@@ -132,48 +132,50 @@ class QuotaOut(BaseModel):
     embeddings_per_day: QuotaUse
 
 
-def _quota_out(s: IdentityServices, c: Caller, key_id: str | None) -> dict[str, Any]:
-    return {"context_id": c.context_id, "key_id": key_id, **s.quotas.use(c.context_id, key_id)}
+def _quota_out(services: IdentityServices, caller: Caller, key_id: str | None) -> dict[str, Any]:
+    return {"context_id": caller.context_id, "key_id": key_id, **services.quotas.use(caller.context_id, key_id)}
 
 
-def _quota_read(s: IdentityServices, c: Caller, key_id: str | None, keys: frozenset[str] | None) -> dict[str, Any]:
+def _quota_read(
+    services: IdentityServices, caller: Caller, key_id: str | None, keys: frozenset[str] | None
+) -> dict[str, Any]:
     """A key's quotas and use, of a key the caller governs (`keys`: `IdentityService.governed`); or the context's
     limits, with their use for its manager only — a narrower one would read the other regions' traffic in it
     (`used` null)."""
     if key_id is not None and keys is not None and key_id not in keys:
-        _refuse(c, key_id)
-    out = _quota_out(s, c, key_id)
+        _refuse(caller, key_id)
+    out = _quota_out(services, caller, key_id)
     if key_id is None and keys is not None:
         out.update({k: dict(v, used=None) for k, v in out.items() if isinstance(v, dict)})
     return out
 
 
-def _limiting(s: IdentityServices, c: Caller, key_id: str | None) -> None:
-    if not s.identity.may_limit(c, key_id):
+def _limiting(services: IdentityServices, caller: Caller, key_id: str | None) -> None:
+    if not services.identity.may_limit(caller, key_id):
         if key_id is None:
-            raise c.denied(
+            raise caller.denied(
                 "the context's quotas bind every key of it, this one too: its operator sets them", reason="grant_denied"
             )
-        raise c.denied(
+        raise caller.denied(
             "this key may set the quotas only of keys it governs with a narrower grant (never its own)",
             reason="grant_denied",
         )
 
 
-def _refuse(c: Caller, key_id: str | None) -> NoReturn:
+def _refuse(caller: Caller, key_id: str | None) -> NoReturn:
     whose = "that key's" if key_id else "the whole context's (its grant holds only part of it)"
-    raise c.denied(f"this key does not govern {whose} quotas", reason="grant_denied")
+    raise caller.denied(f"this key does not govern {whose} quotas", reason="grant_denied")
 
 
-def _quota_set(s: IdentityServices, c: Caller, a: QuotaSetIn) -> dict[str, Any]:
+def _quota_set(services: IdentityServices, caller: Caller, args: QuotaSetIn) -> dict[str, Any]:
     try:
-        limits = QuotaLimits(**a.model_dump(include=set(QuotaLimits.model_fields)))
+        limits = QuotaLimits(**args.model_dump(include=set(QuotaLimits.model_fields)))
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(f"invalid arguments: {first['loc'][0]}: {first['msg']}") from None
-    _limiting(s, c, a.key_id)
-    s.quotas.set(c.context_id, a.key_id, limits, c.actor)
-    return _quota_out(s, c, a.key_id)
+    _limiting(services, caller, args.key_id)
+    services.quotas.set(caller.context_id, args.key_id, limits, caller.actor)
+    return _quota_out(services, caller, args.key_id)
 
 
 class QuotaGetIn(OpInput):
@@ -194,7 +196,7 @@ OPERATIONS.declare(
         principals=MANAGEMENT,
         method="POST",
         path="/quotas",
-        run=lambda s, c, a, p: _quota_set(s, c, a),
+        run=lambda services, caller, args, progress: _quota_set(services, caller, args),
     )
 )
 OPERATIONS.declare(
@@ -207,7 +209,9 @@ OPERATIONS.declare(
         principals=MANAGEMENT,
         method="GET",
         path="/quotas",
-        run=lambda s, c, a, p: _quota_read(s, c, a.key_id, s.identity.governed(c)),
+        run=lambda services, caller, args, progress: _quota_read(
+            services, caller, args.key_id, services.identity.governed(caller)
+        ),
         read_only=True,
     )
 )

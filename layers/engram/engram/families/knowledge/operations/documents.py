@@ -176,12 +176,12 @@ def _in_range(value: Any, low: Any, high: Any) -> bool:
     return above and (high is None or (kind(high) == kind(value) and value <= high))
 
 
-def _typed_lookup(s: KnowledgeServices, c: Caller, a: DocQueryIn) -> dict[str, Any] | None:
+def _typed_lookup(services: KnowledgeServices, caller: Caller, args: DocQueryIn) -> dict[str, Any] | None:
     """A lookup on a typed document's lookup field (payload.<f> of its schema): a key range, not a scan."""
-    if a.type is None or a.op == "list" or a.collection is not None or a.folderId is not None:
+    if args.type is None or args.op == "list" or args.collection is not None or args.folderId is not None:
         return None
-    schema = s.schemas.find(c.context_id, a.type)
-    name = a.field[8:] if a.field.startswith("payload.") else None
+    schema = services.schemas.find(caller.context_id, args.type)
+    name = args.field[8:] if args.field.startswith("payload.") else None
     if (
         name is None
         or schema is None
@@ -189,15 +189,24 @@ def _typed_lookup(s: KnowledgeServices, c: Caller, a: DocQueryIn) -> dict[str, A
         or not any(lk.field == name for lk in schema.lookups)
     ):
         return None
-    items, _ = s.documents.lookup(
-        c, a.type, name, a.op, a.value, a.from_, a.to, a.order == "desc", a.offset + a.limit + 1, None
+    items, _ = services.documents.lookup(
+        caller,
+        args.type,
+        name,
+        args.op,
+        args.value,
+        args.from_,
+        args.to,
+        args.order == "desc",
+        args.offset + args.limit + 1,
+        None,
     )
-    page = items[a.offset : a.offset + a.limit]
-    more = len(items) > a.offset + a.limit
+    page = items[args.offset : args.offset + args.limit]
+    more = len(items) > args.offset + args.limit
     return {
         "items": page,
         "total": len(items) if not more else None,
-        "nextOffset": a.offset + a.limit if more else None,
+        "nextOffset": args.offset + args.limit if more else None,
     }
 
 

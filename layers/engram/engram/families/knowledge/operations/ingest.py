@@ -212,8 +212,8 @@ class DocIngestIn(OpInput):
         return self
 
 
-def _jailed(s: KnowledgeServices, path: str) -> Path:
-    root = Path(s.root.settings.ingest_root or Path.cwd()).resolve()
+def _jailed(services: KnowledgeServices, path: str) -> Path:
+    root = Path(services.root.settings.ingest_root or Path.cwd()).resolve()
     raw = Path(path)
     if raw.is_absolute() or ".." in raw.parts:
         raise Forbidden(f"{path}: outside the ingest root", code="path_refused")
