@@ -199,6 +199,10 @@ class Engram:
     codeviews = Reach(WorkspaceServices, lambda s: s.codeviews)
 
 
+# The one cache of this module, kept on purpose: a loaded model is immutable (the same texts give the same vectors
+# whichever root asks), building one costs ~0.4 s and ~100 MB, and a process may build many roots over it (a
+# Lambda test process imports eleven functions; a test session builds hundreds of roots). It memoises a file's
+# load, as `functools.cache` would; nothing in it changes what a call does.
 _EMBEDDERS: dict[str, Embedder] = {}
 
 
@@ -373,6 +377,9 @@ def fresh_credentials() -> Any:
     return session._session.get_credentials()
 
 
+# Every lazy client of the process, weakly: a SnapStart snapshot is of the whole process, so the hooks that take
+# connections and credentials out before it and put them back after a restore must reach every client any root
+# or handler of the process made (the authorizer's, the gateway's invoker) — a list per root would miss those.
 LAZY: list[weakref.ref[Lazy]] = []
 
 
