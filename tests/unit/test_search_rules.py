@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engram.kernel.ports import Hit, SearchQuery
-from engram.search.rules import Rules, best_first, fuse, hybrid, merge_hits, rrf, smooth
+from engram.search.rules import Rules, VectorsOf, best_first, fuse, hybrid, merge_hits, rrf, smooth
 from engram.search.terms import query_terms
 
 # The designs the bench measures beside the default (bench/protocol.py): every refinement, and all but feedback
@@ -181,14 +181,7 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     assert smoothed[1].text == "text of twin" and smoothed[1].score > 5.9  # the hit kept, the score raised
     vec = [_hit("v", 0.9), _hit("odd", 0.5), _hit("twin", 0.5), _hit("best", 0.4)]
     q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
-    got = hybrid(
-        q,
-        lambda w, n: [],
-        lambda v, n: [],
-        lambda ids: {i: vectors[i] for i in ids if i in vectors},
-        lambda w, v, n: (bm, vec),
-        rules=SMOOTHED,
-    )
+    got = over_lists(q, bm, vec, lambda ids: {i: vectors[i] for i in ids if i in vectors}, SMOOTHED)
     assert [h.id for h in got].index("twin") < [h.id for h in got].index("odd")
     plain = merge_hits(bm, vec, RRF20, 4)
     assert [h.id for h in plain].index("twin") > [h.id for h in plain].index("odd")  # the case is real
@@ -202,8 +195,13 @@ def test_the_bm25_list_is_smoothed_before_fusion() -> None:
     for rules, times in ((SMOOTHED, 2), (Rules("convex+smooth", vector_weight=0.35, smooth_fused=True), 1)):
         asked.clear()
         q = SearchQuery("c", "q", _unit(0, 0, 1), "hybrid", k=4)
-        hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec), rules=rules)
+        over_lists(q, bm, vec, vectors_of, rules)
         assert len(asked) == times, rules.name
+
+
+def over_lists(q: SearchQuery, bm: list[Hit], vec: list[Hit], vectors_of: VectorsOf, rules: Rules) -> list[Hit]:
+    """`hybrid` over these two lists as the index's lists (no search of its own)."""
+    return hybrid(q, lambda w, n: [], lambda v, n: [], vectors_of, lambda w, v, n: (bm, vec), rules=rules)
 
 
 def _hit(id_: str, score: float) -> Hit:
@@ -243,14 +241,7 @@ def test_smoothing_never_ranks_below_another_what_both_lists_put_first() -> None
     assert smoothed[0][0] != "outlier"  # smoothing alone would demote it: the case is real
     q = SearchQuery("c", "q", vectors["outlier"], "hybrid", k=5)
     for rules in (SMOOTHED, Rules("convex+smooth+agree", vector_weight=0.35, smooth_fused=True, agree=True)):
-        got = hybrid(
-            q,
-            lambda w, n: [],
-            lambda v, n: [],
-            lambda got: {i: vectors[i] for i in got},
-            lambda w, v, n: (bm, vec),
-            rules=rules,
-        )
+        got = over_lists(q, bm, vec, lambda got: {i: vectors[i] for i in got}, rules)
         assert got[0].id == "outlier" and got[0].score >= got[1].score and len(got) == 5, rules.name
 
 
@@ -328,7 +319,7 @@ def test_one_hit_per_document_fuses_documents_not_chunks() -> None:
     assert docs[1].passages == () and docs[2].passages == ()
     q = SearchQuery("c", "q", _unit(1, 0), "hybrid", k=10, group_by="document_id")
     for rules in (RRF20, Rules("convex", vector_weight=0.35), FULL):
-        got = hybrid(q, lambda w, n: [], lambda v, n: [], lambda ids: {}, lambda w, v, n: (bm, vec), rules=rules)
+        got = over_lists(q, bm, vec, lambda ids: {}, rules)
         assert [h.metadata["document_id"] for h in got] == ["A", "B", "C"], rules.name
 
 
@@ -389,14 +380,7 @@ def test_a_ranked_list_makes_only_the_hits_a_hybrid_search_returns() -> None:
 
     q = SearchQuery("c", "q", _unit(*rng.normal(size=6)), "hybrid", k=10)
     for rules in (DEFAULT, RRF20, SMOOTHED, FULL):
-        plain = hybrid(
-            q,
-            lambda w, n: [],
-            lambda v, n: [],
-            lambda got: {i: vectors[i] for i in got},
-            lambda w, v, n: (bm, vec),
-            rules=rules,
-        )
+        plain = over_lists(q, bm, vec, lambda got: {i: vectors[i] for i in got}, rules)
         made.clear()
         lazy = hybrid(
             q,
