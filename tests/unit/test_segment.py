@@ -351,3 +351,45 @@ def test_a_large_context_makes_both_lists_at_once_and_answers_exactly_as_one_aft
     settle(reopened)
     assert not errors
     assert reopened.count("c") == N + 60 + 400
+
+
+def test_writes_never_wait_for_the_graphs_additions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vectors written after the graph's build are added to it outside the context's lock: while an addition is
+    held inside the graph, the context takes more writes at once; the slots being added are scored exactly until
+    they are in, and then none is left waiting."""
+    monkeypatch.setattr(ann, "MIN_VECTORS", 300)
+    index = SqliteSearchIndex(tmp_path / "s.db", segments=False)
+    fill(index, range(N))
+    q = SearchQuery("c", "", vector(5000), mode="vector", k=10, visibility=[["org"]])
+    index.search(q, NOW)
+    settle(index)
+    cache = index._contexts["c"]
+    graph = cache.graph
+    assert graph is not None
+    entered, release = threading.Event(), threading.Event()
+
+    class Held:  # the graph's faiss index, held inside an addition until released
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def add(self, x: np.ndarray) -> None:
+            entered.set()
+            assert release.wait(30)
+            self.inner.add(x)  # type: ignore[attr-defined]
+
+        def search(self, *args: object) -> object:
+            return self.inner.search(*args)  # type: ignore[attr-defined]
+
+    graph.index = Held(graph.index)
+    fill(index, range(N, N + 50))  # changed after the build: the graph's addition starts, and is held
+    assert entered.wait(30) and cache.in_flight
+    writer = threading.Thread(target=fill, args=(index, range(N + 50, N + 100)))
+    writer.start()
+    writer.join(10)
+    held = not writer.is_alive()
+    release.set()
+    settle(index)
+    assert held, "a write waited for the graph's addition"
+    assert not cache.in_flight and not cache.fresh and len(graph) >= N + 100
+    near = SearchQuery("c", "", vector((N + 60) * 13), mode="vector", k=1, visibility=[["org"]], as_of=NOW)
+    assert [h.id for h in index.search(near, NOW)] == ["d660"]  # its own vector: found through the graph

@@ -28,7 +28,7 @@ CANDIDATES = 2  # candidates asked of the graph for each result wanted (at least
 MIN_CANDIDATES = 256
 EF_SEARCH = 256
 REBUILD = 1.0  # a graph is built again when it holds this share more nodes than vectors live (stale ones)
-ADD = 128  # vectors changed since the build are added to the graph this many at a time (under the context's lock)
+ADD = 128  # vectors changed since the build are added to the graph this many at a time (under the graph's lock)
 CHUNK = 8192
 ENCODING = "SQ8"  # the graph's own copy of the vectors: a byte a dimension (only which rows are rescored depends on it)
 TRAIN = 4096  # vectors the 8-bit code's range is learnt from
@@ -42,21 +42,33 @@ class Graph:
 
     def __init__(self, index: Any, slots: Vector) -> None:
         self.index, self.slots = index, slots
+        # its own lock: additions run outside the context's (its writes go on meanwhile); a search, which holds the
+        # context's, waits here for at most one step of them; never taken before the context's
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return int(self.slots.shape[0])
 
     def add(self, slots: Vector, vectors: Vector) -> None:
         """More nodes (a slot's older node stays: candidates are rescored from the slot's current vector)."""
-        self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-        self.slots = np.concatenate([self.slots, slots.astype(np.int64)])
+        with self.lock:
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            self.slots = np.concatenate([self.slots, slots.astype(np.int64)])
 
     def candidates(self, qv: Vector, n: int) -> Vector:
         """The slots of (about) the `n` nearest vectors, as the graph saw them."""
-        _, found = self.index.search(qv.reshape(1, -1).astype(np.float32), min(n, len(self)))
-        ids = found[0]
-        slots = self.slots[ids[ids >= 0]]
+        with self.lock:
+            _, found = self.index.search(qv.reshape(1, -1).astype(np.float32), min(n, len(self)))
+            ids = found[0]
+            slots = self.slots[ids[ids >= 0]]
         return np.asarray(slots[slots >= 0], dtype=np.int64)
+
+    def copy(self) -> tuple[Any, Vector]:
+        """A copy of the index and its node slots, as they are between two additions (what a segment saves)."""
+        import faiss
+
+        with self.lock:
+            return faiss.deserialize_index(faiss.serialize_index(self.index)), self.slots.copy()
 
 
 def build(dim: int, read: Callable[[int], tuple[Any, Vector] | None]) -> Graph:
@@ -114,16 +126,27 @@ def build_in_background(
     return thread
 
 
-def add_in_background(lock: AbstractContextManager[Any], step: Callable[[], bool]) -> threading.Thread:
-    """Call `step` under `lock` until it says it is done (each adds `ADD` vectors to a graph), in a daemon thread
-    at the lowest priority: a search waits at most one step."""
+def add_in_background(
+    lock: AbstractContextManager[Any],
+    take: Callable[[], tuple[Graph, Vector, Vector] | None],
+    added: Callable[[Vector], bool],
+) -> threading.Thread:
+    """Add the changed vectors to a graph, `ADD` at a time, in a daemon thread at the lowest priority: each batch
+    taken (`take`) and marked done (`added`) under the context's `lock`, added to the graph outside it (under the
+    graph's own), so the context's writes never wait on the graph and a search waits at most one step."""
 
     def work() -> None:
         with contextlib.suppress(AttributeError, OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         while True:
             with lock:
-                if step():
+                job = take()
+            if job is None:
+                return
+            graph, slots, vectors = job
+            graph.add(slots, vectors)
+            with lock:
+                if added(slots):
                     return
             time.sleep(PAUSE)  # a writer or search waiting for the lock takes it now (a lock is not fair)
 

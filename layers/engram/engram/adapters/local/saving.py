@@ -97,11 +97,8 @@ def parts_of(self: Slots, seq: int) -> Parts:
         return out
 
     graph = self.graph
-    serialized = None
-    if graph is not None:
-        import faiss
-
-        serialized = faiss.deserialize_index(faiss.serialize_index(graph.index))  # a copy the lock need not guard
+    serialized, graph_slots = graph.copy() if graph is not None else (None, None)  # copies no lock need guard
+    changed = self.fresh | self.in_flight | (self.next_fresh or set())
     return Parts(
         seq=seq,
         n=n,
@@ -121,7 +118,7 @@ def parts_of(self: Slots, seq: int) -> Parts:
         vectors=None if mat is None else read,
         dim=0 if mat is None else int(mat.shape[1]),
         graph=serialized,
-        graph_slots=None if graph is None else _current(graph.slots, self.fresh | (self.next_fresh or set())),
+        graph_slots=None if graph_slots is None else _current(graph_slots, changed),
     )
 
 

@@ -426,8 +426,8 @@ class SqliteSearchIndex:
             if cache is None or not cache.wants_adds() or self._closing:
                 return
             cache.adding = True
-        step = cache.add_step
-        self.graphs.append(add_in_background(self._held(context_id), lambda: self._closing or step()))
+        held, more = self._held(context_id), cache.take_adds
+        self.graphs.append(add_in_background(held, lambda: None if self._closing else more(), cache.added))
 
     def _build_graph(self, context_id: str, cache: Slots) -> None:
         """Start building the context's graph in the background (with the copy's lock held)."""
