@@ -46,14 +46,14 @@ class Reach(Generic[S, T]):
     first use through the root's `services`, so a family's Lambda builds only its own."""
 
     def __init__(self, services: type[S], pick: Callable[[S], T]) -> None:
-        self.family_services, self.pick = services, pick
+        self.of, self.pick = services, pick
 
     @overload
     def __get__(self, root: None, owner: type[Any]) -> Reach[S, T]: ...
     @overload
     def __get__(self, root: Engram, owner: type[Any]) -> T: ...
     def __get__(self, root: Engram | None, owner: type[Any]) -> Reach[S, T] | T:
-        return self if root is None else self.pick(root.services(self.family_services))
+        return self if root is None else self.pick(root.services(self.of))
 
 
 @dataclass
@@ -199,10 +199,10 @@ class Engram:
     codeviews = Reach(WorkspaceServices, lambda s: s.codeviews)
 
 
-# The one cache of this module, kept on purpose: a loaded model is immutable (the same texts give the same vectors
-# whichever root asks), building one costs ~0.4 s and ~100 MB, and a process may build many roots over it (a
-# Lambda test process imports eleven functions; a test session builds hundreds of roots). It memoises a file's
-# load, as `functools.cache` would; nothing in it changes what a call does.
+# A process-wide cache, kept on purpose (the other process-wide list here is LAZY, below): a loaded model is
+# immutable (the same texts give the same vectors whichever root asks), building one costs ~0.4 s and ~100 MB, and
+# a process may build many roots over it (a Lambda test process imports eleven functions; a test session builds
+# hundreds of roots). It memoises a file's load, as `functools.cache` would; nothing in it changes what a call does.
 _EMBEDDERS: dict[str, Embedder] = {}
 
 

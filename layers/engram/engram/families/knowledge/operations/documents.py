@@ -189,18 +189,8 @@ def _typed_lookup(services: KnowledgeServices, caller: Caller, args: DocQueryIn)
         or not any(lk.field == name for lk in schema.lookups)
     ):
         return None
-    items, _ = services.documents.lookup(
-        caller,
-        args.type,
-        name,
-        args.op,
-        args.value,
-        args.from_,
-        args.to,
-        args.order == "desc",
-        args.offset + args.limit + 1,
-        None,
-    )
+    items, _ = services.documents.lookup(caller, args.type, name, args.op, args.value, args.from_, args.to,
+                                         args.order == "desc", args.offset + args.limit + 1, None)  # fmt: skip
     page = items[args.offset : args.offset + args.limit]
     more = len(items) > args.offset + args.limit
     return {
