@@ -330,7 +330,8 @@ class SearchIndexContract:
 
     def test_scores_are_the_same_evidence_in_every_mode(self, loaded: SearchIndex) -> None:
         """docs/tools.md "Scores": in [0, 1], never rising down a list, and a passage's score is the same whatever
-        the mode that found it; the term counts behind the lexical part are the context's."""
+        the mode that found it; the term counts behind the lexical part are those of what the query may return (d3's
+        validity ended: three documents), the context's own four for `term_counts`."""
         from engram.search.rules import lexical_evidence, query_weights
         from engram.search.terms import bm25_idf
 
@@ -342,11 +343,25 @@ class SearchIndexContract:
             assert hits[0].id == "d1" and hits[0].score == 1.0 and (hits[0].lexical, hits[0].semantic) == (1.0, 1.0)
         # without a query vector the score is the lexical evidence alone: d2 has "cats", not "mat"
         weights = query_weights("cat mat")
-        idf = {"cat": bm25_idf(4, 2), "mat": bm25_idf(4, 1)}
+        idf = {"cat": bm25_idf(3, 2), "mat": bm25_idf(3, 1)}
         lexical = loaded.search(SearchQuery("c1", "cat mat", None, "bm25", k=4), self.NOW)
         d2 = next(h for h in lexical if h.id == "d2")
         assert d2.semantic is None and d2.score == pytest.approx(lexical_evidence(weights, idf, d2.text), abs=1e-6)
         assert 0 < d2.score < 0.5  # a third of the query's information: a weak match
+
+    def test_a_score_says_nothing_of_what_the_caller_cannot_see(self, loaded: SearchIndex) -> None:
+        """Rule 4: the statistics behind a score count what the search may return. Memories in a scope the caller
+        cannot see (bob's, many of them with the query's words) leave alice's scores as they were."""
+        loaded.upsert([IndexDoc("c1", "turn", "a1", "a cat naps", _vec(1, 0), ["org/acme/user/alice"], T0)])
+        alice = SearchQuery("c1", "cat mat", None, "bm25", 10, visibility=[["org/acme/user/alice"]])
+        before = {h.id: h.score for h in loaded.search(alice, self.NOW)}
+        assert set(before) == {"d1", "a1"} and 0 < before["a1"] < before["d1"]  # a1 holds "cat" only
+        bob = ["org/acme/user/bob"]
+        loaded.upsert([IndexDoc("c1", "turn", f"b{i}", "my cat", _vec(0, 1), bob, T0) for i in range(20)])
+        after = {h.id: h.score for h in loaded.search(alice, self.NOW)}
+        assert after == pytest.approx(before, abs=1e-6)
+        seen = loaded.search(SearchQuery("c1", "cat mat", None, "bm25", 30), self.NOW)
+        assert len(seen) > 20 and next(h for h in seen if h.id == "a1").score < before["a1"] - 0.01  # unfiltered
 
     def test_filters_tenant_kind_scope_validity_metadata(self, loaded: SearchIndex) -> None:
         q = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", k=10)

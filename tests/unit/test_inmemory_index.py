@@ -5,6 +5,7 @@ counts its results' scores are weighed with."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from engram.adapters.local.sqlite_search import SqliteSearchIndex
+from engram.adapters.local.take import counts
 from engram.kernel.ports import IndexDoc, SearchQuery
 from engram.search.rules import query_weights
 from engram.search.terms import BM25_B, BM25_K1, index_terms, stem, term_set
@@ -191,6 +193,15 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
             )[: q.k]
             assert [i for i, _ in got] == [i for i, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
+            # BM25's statistics are those of what the query may return: as if only that were indexed
+            kept = {d.id: d.text for d in live.values() if (q.kinds is None or d.kind in q.kinds)
+                    and visible(d.scopes, d.valid_from, d.valid_until, d.metadata, q, now)}  # fmt: skip
+            stems = [stem(w) for w in rng.sample(WORDS, 2)]
+            lexical = dataclasses.replace(q, text=" ".join(stems), vector=None, mode="bm25", k=100)
+            scores = {h.id: h.score for h in index._bm25(lexical, now, dict.fromkeys(stems, 1.0), 100)}
+            assert scores == pytest.approx(reference(kept, stems) if kept else {}, rel=1e-4)
+            n, df = index._with_copy("c", counts, lexical, now, stems)
+            assert (n, df) == (len(kept), {t: sum(t in index_terms(x) for x in kept.values()) for t in stems})
 
 
 def test_a_kept_visibility_mask_changes_exactly_at_each_validity_bound(tmp_path) -> None:  # type: ignore[no-untyped-def]

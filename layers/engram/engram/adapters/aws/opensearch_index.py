@@ -404,7 +404,8 @@ class OpenSearchIndex:
         and its hits come with their compact vectors (in any mode, when the query has a vector), so
         feedback, smoothing and scores need no request of their own: a hit the rounds returned without one
         (no vector yet, or written before compact copies existed, until it is written again) counts as
-        having none. The term counts the scores are weighed with ride in the first request."""
+        having none. The term counts the scores are weighed with (within the query's filters) ride in the first
+        request."""
         self.ensure()
         keep: Kept | None = {} if query.vector is not None else None  # vectors come with the hits
         stems = list(query_weights(query.text))
@@ -412,7 +413,7 @@ class OpenSearchIndex:
 
         def ask(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             """The answers to `bodies`, in one request; the first of a search also brings the term counts."""
-            extra = [] if counted or not stems else [counts_body(query.context_id, stems)]
+            extra = [] if counted or not stems else [counts_body(query, stems, now)]
             if len(bodies) + len(extra) == 1:
                 return [self._call(self._os.search, index=self._index, body=bodies[0])]
             answers: list[dict[str, Any]] = self._call(self._msearch, bodies=[*bodies, *extra])
@@ -420,8 +421,12 @@ class OpenSearchIndex:
                 counted.append(term_counts_of(answers.pop(), stems))
             return answers
 
-        def counts(context_id: str, wanted: Sequence[str]) -> tuple[int, Mapping[str, int]]:
-            return counted[0] if counted and list(wanted) == stems else self.term_counts(context_id, wanted)
+        def counts(_: str, wanted: Sequence[str]) -> tuple[int, Mapping[str, int]]:
+            """Within the query's filters (what it may return), as BM25's statistics in the local index."""
+            if counted and list(wanted) == stems:
+                return counted[0]
+            body = counts_body(query, wanted, now)
+            return term_counts_of(self._call(self._os.search, index=self._index, body=body), wanted)
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:
             seen = keep if keep is not None else {}

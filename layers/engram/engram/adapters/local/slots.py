@@ -273,34 +273,17 @@ class Slots:
             self.arrays[term] = found
         return found
 
-    def df(self, term: str) -> int:
-        """How many documents hold `term`."""
-        return int(self._posting(term)[0].shape[0])
+    def df(self, term: str, within: Mask | None = None) -> int:
+        """How many documents hold `term` (of the slots `within`, when given)."""
+        return _held(self._posting(term)[0], within)
 
-    def stems_held(self, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
-        """The stems of `stems` each indexed document of `ids` holds, from the postings (no text tokenised again)."""
-        known = {i: slot for i in ids if (slot := self.pos.get(i)) is not None}
-        slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
-        held = {t: self.holding(slots, t).tolist() for t in stems}
-        return {i: {t for t in stems if held[t][n]} for n, i in enumerate(known)}
-
-    def holding(self, slots: Array, term: str) -> Mask:
-        """Which of `slots` hold `term` (a segment's posting searched once for all of them)."""
-        out = np.zeros(slots.shape[0], dtype=bool)
-        n = self.base_n
-        old = slots < n
-        if self.base is not None and old.any():
-            posting, _ = self.base.posting(term)
-            wanted = slots[old]
-            at = np.searchsorted(posting, wanted)
-            found = np.zeros(wanted.shape[0], dtype=bool)
-            inside = at < posting.shape[0]
-            found[inside] = posting[at[inside]] == wanted[inside]
-            out[old] = found & (self.tags[wanted] >= 0)
-        delta = self.postings.get(term)
-        if delta and (~old).any():
-            out[~old] = [int(s) in delta for s in slots[~old]]
-        return out
+    def counted(self, within: Mask | None) -> tuple[int, float, Mask | None]:
+        """The documents BM25's statistics count — those `within` (a search's filters) — their total length, and
+        the mask (None: every live slot is within, so the context's own counts hold)."""
+        n = 0 if within is None else int(np.count_nonzero(within))
+        if within is None or n >= self.live:
+            return self.live, self.total_length, None
+        return n, float(np.sum(self.lengths[: within.shape[0]], where=within, dtype=np.float64)), within
 
     def row_list(self, slots: Sequence[int]) -> list[Row | None]:
         """The rows of `slots` (None for a free one): a segment's read from SQLite, together."""
@@ -349,24 +332,26 @@ class Slots:
             parts.append(self.mat[n:end] @ qv)
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
 
-    def bm25(self, terms: Mapping[str, float], match_all: bool) -> tuple[Vector, Array]:
+    def bm25(self, terms: Mapping[str, float], match_all: bool, within: Mask | None = None) -> tuple[Vector, Array]:
         """A score per slot (each term's BM25 times its weight), and the slots that match (ascending): those holding
         a term (every one, with match_all). Only theirs are looked at again (`take`'s candidates), not every slot.
         With positive weights a matching slot's score is positive: no count of matched terms is kept (a second array
-        the size of the context, ~1 ms at 1M)."""
+        the size of the context, ~1 ms at 1M). The statistics (documents, their average length, each term's
+        document frequency) count the slots `within` only: what the search may return, not what it may not see."""
         cap = len(self.rows)
         scores = np.zeros(cap, dtype=np.float32)
-        n = self.live
+        n, total, within = self.counted(within)
         if n == 0 or not terms:
             return scores, np.zeros(0, dtype=np.int64)
         counted = match_all or any(w <= 0 for w in terms.values())
         matched = np.zeros(cap, dtype=np.int32) if counted else None
-        average = self.total_length / n or 1.0
+        average = total / n or 1.0
         for t, weight in terms.items():
             slots, tfs = self._posting(t)
-            if slots.shape[0] == 0:
+            df = _held(slots, within)
+            if df == 0:
                 continue
-            idf = weight * bm25_idf(n, slots.shape[0])
+            idf = weight * bm25_idf(n, df)
             norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[slots] / average)  # the posting's slots only
             scores[slots] += idf * tfs * (BM25_K1 + 1) / (tfs + norm)
             if matched is not None:
@@ -498,3 +483,8 @@ PAGE, MAX_PAGE = 64, 4096
 HELD = 4_000_000  # posting entries kept as arrays (12 bytes each: ~48 MB); past that, made again when asked
 SELECTIVE = 32  # a mask keeping under 1/32 of the slots (a thread among many): multiply its rows alone
 _EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+def _held(slots: Array, within: Mask | None) -> int:
+    """How many of a posting's `slots` are `within` (all of them without a mask)."""
+    return int(slots.shape[0] if within is None else np.count_nonzero(within[slots]))

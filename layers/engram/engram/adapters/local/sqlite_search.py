@@ -31,7 +31,7 @@ from engram.adapters.local.rows import Row
 from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, opened, parse_row, parts_of
 from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
-from engram.adapters.local.take import bm25_list, hits, take
+from engram.adapters.local.take import bm25_list, counts, hits, stems_held, take
 from engram.kernel.clock import iso
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
@@ -450,7 +450,7 @@ class SqliteSearchIndex:
         return self._with_copy(context_id, lambda cache: (cache.live, {t: cache.df(t) for t in stems}))
 
     def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
-        return self._with_copy(context_id, Slots.stems_held, ids, stems)
+        return self._with_copy(context_id, stems_held, ids, stems)
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its
@@ -471,7 +471,7 @@ class SqliteSearchIndex:
             lambda weights, n: self._bm25(query, now, weights, n),
             lambda vector, n: self._with_copy(query.context_id, self._vector_in, query, now, vector, n),
             lambda ids: self.vectors(query.context_id, ids),
-            self.term_counts,
+            lambda _, stems: self._with_copy(query.context_id, counts, query, now, stems),
             both=partial(self._both, query, now), rules=self.rules,
             terms_in=lambda ids, stems: self.terms_in(query.context_id, ids, stems),
         )  # fmt: skip

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
 
 from engram.adapters.local.rows import Mask, Row
+from engram.adapters.local.segment import Array
 from engram.adapters.local.slots import Slots
 from engram.kernel.ports import Hit, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
@@ -83,12 +84,27 @@ def take(
 def bm25_list(cache: Slots, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
     """The BM25 list of `q` in a context's copy (its lock held): its matching slots are the candidates; with range
     filters, every slot in score order."""
-    scores, found = cache.bm25(weights, q.match_all)
+    keep = cache.matching(q)
+    scores, found = cache.bm25(weights, q.match_all, within(cache, q, now, keep))
     if not q.ranges:
-        return hits(take(cache, scores, cache.matching(q), q, now, limit, found), cache)
+        return hits(take(cache, scores, keep, q, now, limit, found), cache)
     dense = np.full(scores.shape[0], -np.inf, dtype=np.float32)  # `take` walks every slot in score order
     dense[found] = scores[found]
-    return hits(take(cache, dense, cache.matching(q), q, now, limit), cache)
+    return hits(take(cache, dense, keep, q, now, limit), cache)
+
+
+def within(cache: Slots, q: SearchQuery, now: datetime, keep: Mask | None) -> Mask:
+    """The slots a search may return, its range filters aside (each row's, checked as it is returned): what BM25's
+    statistics count, so that a score says nothing of memories the caller cannot see, and a search narrowed by its
+    filters ranks as if only what they keep were there. `keep`: the query's kind and metadata mask (`matching`)."""
+    allowed = cache.allowed(q, now)
+    return allowed if keep is None else allowed & keep  # `allowed` is shared: not in place
+
+
+def counts(cache: Slots, q: SearchQuery, now: datetime, stems: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """The documents `q` may return and how many of them hold each of `stems` (its scores' idf: `search_rules`)."""
+    n, _, mask = cache.counted(within(cache, q, now, cache.matching(q)))
+    return n, {t: cache.df(t, mask) for t in stems}
 
 
 def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranked:
@@ -127,6 +143,33 @@ def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranke
         return [made(n) for n in ns]
 
     return Ranked(ids, scores, make, make_many)
+
+
+def stems_held(cache: Slots, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
+    """The stems of `stems` each indexed document of `ids` holds, from the postings (no text tokenised again)."""
+    known = {i: slot for i in ids if (slot := cache.pos.get(i)) is not None}
+    slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
+    held = {t: holding(cache, slots, t).tolist() for t in stems}
+    return {i: {t for t in stems if held[t][n]} for n, i in enumerate(known)}
+
+
+def holding(cache: Slots, slots: Array, term: str) -> Mask:
+    """Which of `slots` hold `term` (a segment's posting searched once for all of them)."""
+    out = np.zeros(slots.shape[0], dtype=bool)
+    n = cache.base_n
+    old = slots < n
+    if cache.base is not None and old.any():
+        posting, _ = cache.base.posting(term)
+        wanted = slots[old]
+        at = np.searchsorted(posting, wanted)
+        found = np.zeros(wanted.shape[0], dtype=bool)
+        inside = at < posting.shape[0]
+        found[inside] = posting[at[inside]] == wanted[inside]
+        out[old] = found & (cache.tags[wanted] >= 0)
+    delta = cache.postings.get(term)
+    if delta and (~old).any():
+        out[~old] = [int(s) in delta for s in slots[~old]]
+    return out
 
 
 READ_AHEAD = 4  # a segment's rows read together when one hit is made alone (`make_many`: the ones a search returns)
