@@ -92,3 +92,34 @@ def test_a_small_context_stays_exact(tmp_path: Path) -> None:
     q = clustered(1, 8)[0]
     assert search(index, q) == exact(vectors, q, 10)
     assert not index.graphs and index._contexts["c"].graph is None
+
+
+def test_a_build_under_way_at_exit_stops_and_is_waited_for(index: SqliteSearchIndex, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`close` (the process's exit) while a graph is being built: no further chunk is read, the graph cut short is
+    never installed, and close returns only once the build's thread is done — none is left inside faiss as the
+    interpreter ends (a kept 100k-memory folder crashed at exit that way)."""
+    import time
+
+    from engram.adapters.local.slots import Slots
+
+    monkeypatch.setattr(ann, "CHUNK", 256)
+    index.upsert([doc(i, v) for i, v in enumerate(clustered(N, 9))])
+    reads: list[int] = []
+    real = Slots.chunk
+
+    def chunk(self: Slots, start: int) -> object:
+        reads.append(start)
+        deadline = time.monotonic() + 10
+        while not index._closing and time.monotonic() < deadline:  # the first chunk is read as the exit begins
+            time.sleep(0.01)
+        return real(self, start)
+
+    monkeypatch.setattr(Slots, "chunk", chunk)
+    search(index, clustered(1, 10)[0])  # starts the build
+    assert index.graphs and index.graphs[0].is_alive()
+    deadline = time.monotonic() + 10
+    while not reads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    index.close()
+    assert not any(t.is_alive() for t in index.graphs)
+    assert reads == [0] and index._contexts["c"].graph is None

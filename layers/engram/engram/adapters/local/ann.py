@@ -107,19 +107,22 @@ def build_in_background(
     lock: AbstractContextManager[Any],
     read: Callable[[int], tuple[Any, Vector] | None],
     install: Callable[[Graph], None],
+    stop: Callable[[], bool] = lambda: False,
 ) -> threading.Thread:
-    """Build a graph in a daemon thread: each chunk read under `lock`, the graph installed under it."""
+    """Build a graph in a daemon thread: each chunk read under `lock`, the graph installed under it. Once `stop()`
+    (the process is ending) no chunk is read and the graph, cut short, is never installed."""
 
     def locked_read(start: int) -> tuple[Any, Vector] | None:
         with lock:
-            return read(start)
+            return None if stop() else read(start)
 
     def work() -> None:
         with contextlib.suppress(AttributeError, OSError):  # Linux: a thread's own niceness (elsewhere: as is)
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         graph = build(dim, locked_read)
         with lock:
-            install(graph)
+            if not stop():
+                install(graph)
 
     thread = threading.Thread(target=work, name="engram-ann", daemon=True)
     thread.start()

@@ -76,7 +76,7 @@ class SqliteSearchIndex:
         self._erasures = 0  # a save begun before an erasure is not kept (`expunge`)
         self._publish = threading.Lock()  # a segment's publication, and the removal of all of them
         self.saves: list[threading.Thread] = []
-        self._closing = False  # the process is ending: graph additions stop (`close`)
+        self._closing = False  # the process is ending: graph builds and additions stop (`close`)
         self._lookups = Lookups(self._conn, self._lock, COLUMNS)
         self._helper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-lists")  # `_both`'s vector lists
         atexit.register(_flush_at_exit, weakref.ref(self))
@@ -313,9 +313,9 @@ class SqliteSearchIndex:
             self._save(context_id)
 
     def close(self) -> None:
-        """At a process's exit: graph additions stop; what changed is saved."""
+        """At exit: graph builds and additions stop and are waited for (faiss as the interpreter ends can crash it)."""
         self._closing = True
-        for thread in [t for t in self.graphs if t.name == "engram-ann-add"]:
+        for thread in list(self.graphs):
             thread.join()
         self.flush()
 
@@ -433,8 +433,8 @@ class SqliteSearchIndex:
         """Start building the context's graph in the background (with the copy's lock held)."""
         assert cache.mat is not None
         cache.begin_graph()
-        install = partial(self._install, context_id, cache)
-        self.graphs.append(build_in_background(cache.mat.shape[1], self._held(context_id), cache.chunk, install))
+        install, held, stop = partial(self._install, context_id, cache), self._held(context_id), lambda: self._closing
+        self.graphs.append(build_in_background(cache.mat.shape[1], held, cache.chunk, install, stop))
 
     def _install(self, context_id: str, cache: Slots, graph: Graph) -> None:
         cache.install(graph)
