@@ -283,7 +283,7 @@ class Slots:
         n = 0 if within is None else int(np.count_nonzero(within))
         if within is None or n >= self.live:
             return self.live, self.total_length, None
-        return n, float(np.sum(self.lengths[: within.shape[0]], where=within, dtype=np.float64)), within
+        return n, float(np.dot(self.lengths[: within.shape[0]], within)), within  # ~0.2 ms at 1M
 
     def row_list(self, slots: Sequence[int]) -> list[Row | None]:
         """The rows of `slots` (None for a free one): a segment's read from SQLite, together."""
