@@ -46,6 +46,8 @@ class Slots:
     masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
     # `allowed`'s masks by selector, each with the instants [from, until) it holds for, until the next write
     visible: dict[Any, tuple[int, int, Mask]] = field(default_factory=dict)
+    # a search's filters as one mask, and BM25's statistics within it (`take.within`, `counted`), until the next write
+    kept: dict[Any, tuple[Any, ...]] = field(default_factory=dict)
     # what `visible` reads of each slot, as arrays (`allowed`): its tag set (an index into `tag_sets`; -1 for a
     # free slot) and its validity in microseconds since the epoch (open ends at the int64 limits)
     tags: Vector = field(default_factory=lambda: np.full(16, -1, dtype=np.int32))
@@ -98,9 +100,13 @@ class Slots:
     def base_n(self) -> int:
         return 0 if self.base is None else self.base.n
 
-    def put(self, row: Row, vec: Vector | None) -> None:
+    def _forget(self) -> None:  # a write: the masks and statistics kept for queries no longer hold
         self.masks.clear()
         self.visible.clear()
+        self.kept.clear()
+
+    def put(self, row: Row, vec: Vector | None) -> None:
+        self._forget()
         self.unsaved += 1
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
@@ -225,8 +231,7 @@ class Slots:
                 self.has_vec[i] = True
 
     def remove(self, id_: str) -> None:
-        self.masks.clear()
-        self.visible.clear()
+        self._forget()
         i = self.pos.pop(id_, None)
         if i is None:
             return
@@ -277,14 +282,6 @@ class Slots:
         """How many documents hold `term` (of the slots `within`, when given)."""
         return _held(self._posting(term)[0], within)
 
-    def counted(self, within: Mask | None) -> tuple[int, float, Mask | None]:
-        """The documents BM25's statistics count — those `within` (a search's filters) — their total length, and
-        the mask (None: every live slot is within, so the context's own counts hold)."""
-        n = 0 if within is None else int(np.count_nonzero(within))
-        if within is None or n >= self.live:
-            return self.live, self.total_length, None
-        return n, float(np.dot(self.lengths[: within.shape[0]], within)), within  # ~0.2 ms at 1M
-
     def row_list(self, slots: Sequence[int]) -> list[Row | None]:
         """The rows of `slots` (None for a free one): a segment's read from SQLite, together."""
         n = self.base_n
@@ -332,15 +329,15 @@ class Slots:
             parts.append(self.mat[n:end] @ qv)
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
 
-    def bm25(self, terms: Mapping[str, float], match_all: bool, within: Mask | None = None) -> tuple[Vector, Array]:
+    def bm25(self, terms: Mapping[str, float], match_all: bool, stats: Stats | None = None) -> tuple[Vector, Array]:
         """A score per slot (each term's BM25 times its weight), and the slots that match (ascending): those holding
         a term (every one, with match_all). Only theirs are looked at again (`take`'s candidates), not every slot.
         With positive weights a matching slot's score is positive: no count of matched terms is kept (a second array
-        the size of the context, ~1 ms at 1M). The statistics (documents, their average length, each term's
-        document frequency) count the slots `within` only: what the search may return, not what it may not see."""
+        the size of the context, ~1 ms at 1M). `stats`: the documents, their total length and the mask BM25's
+        statistics count within (`take.counted`: what the search may return); None: the context's own."""
         cap = len(self.rows)
         scores = np.zeros(cap, dtype=np.float32)
-        n, total, within = self.counted(within)
+        n, total, within = stats or (self.live, self.total_length, None)
         if n == 0 or not terms:
             return scores, np.zeros(0, dtype=np.int64)
         counted = match_all or any(w <= 0 for w in terms.values())
@@ -363,26 +360,31 @@ class Slots:
     def matching(self, q: SearchQuery) -> Mask | None:
         """Which slots a query's kind and metadata-equality filters keep (None: no such filter), so ranking
         skips the rest at once instead of walking past them (a thread's messages among many threads). Kept
-        per filter until the next write."""
+        per filter, and per combination of them, until the next write (read-only)."""
         if q.kinds is None and not q.metadata:
             return None
         cap = len(self.rows)
-        keep = np.ones(cap, dtype=bool)
-        wanted: list[tuple[str, frozenset[Any]]] = []
-        if q.kinds is not None:
-            wanted.append(("", frozenset(q.kinds)))
+        wanted: list[tuple[str, frozenset[Any]]] = [] if q.kinds is None else [("", frozenset(q.kinds))]
         for key, want in q.metadata.items():
             wanted.append((key, frozenset(want) if isinstance(want, list | tuple) else frozenset([want])))
+        combined: tuple[str, Any] = ("&", frozenset(wanted)) if len(wanted) > 1 else wanted[0]
+        keep = self.masks.get(combined)
+        if keep is not None and keep.shape[0] == cap:
+            return keep
+        if len(self.masks) > 64:
+            self.masks.clear()
+        keep = np.ones(cap, dtype=bool)
         for key, values in wanted:
             mask = self.masks.get((key, values))
             if mask is None or mask.shape[0] != cap:
-                if len(self.masks) > 64:
-                    self.masks.clear()
                 mask = np.fromiter((among(field_of(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
                 if self.base is not None:
                     mask[: self.base.n] = self.base.mask(key, values, self.read_metadata, among)
+                mask.flags.writeable = False
                 self.masks[(key, values)] = mask
             keep &= mask
+        keep.flags.writeable = False
+        self.masks[combined] = keep
         return keep
 
     def wants_graph(self) -> bool:
@@ -483,6 +485,10 @@ PAGE, MAX_PAGE = 64, 4096
 HELD = 4_000_000  # posting entries kept as arrays (12 bytes each: ~48 MB); past that, made again when asked
 SELECTIVE = 32  # a mask keeping under 1/32 of the slots (a thread among many): multiply its rows alone
 _EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+Stats = tuple[int, float, "Mask | None"]
+"""BM25's statistics for a search: documents, their total length, the mask they are within (None: every live one)."""
 
 
 def _held(slots: Array, within: Mask | None) -> int:
