@@ -102,7 +102,8 @@ def within(cache: Slots, q: SearchQuery, now: datetime, keep: Mask | None) -> Ma
         return allowed
     found = cache.kept.get((id(allowed), id(keep)))  # both are kept until the next write: the same objects till then
     if found is not None and found[0] is allowed and found[1] is keep:
-        return found[2]  # type: ignore[no-any-return]
+        both: Mask = found[2]
+        return both
     both = allowed & keep  # `allowed` is shared: not in place
     both.flags.writeable = False
     _keep(cache, (id(allowed), id(keep)), (allowed, keep, both))
@@ -112,11 +113,13 @@ def within(cache: Slots, q: SearchQuery, now: datetime, keep: Mask | None) -> Ma
 def counted(cache: Slots, mask: Mask) -> Stats:
     """BM25's statistics within `mask` (`within`'s): kept with it until the next write (~0.3 ms at 1M)."""
     found = cache.kept.get(id(mask))
+    out: Stats
     if found is not None and found[0] is mask:
-        return found[1]  # type: ignore[no-any-return]
+        out = found[1]
+        return out
     n = int(np.count_nonzero(mask))
     if n >= cache.live:  # every live slot: the context's own counts
-        out: Stats = (cache.live, cache.total_length, None)
+        out = (cache.live, cache.total_length, None)
     else:
         out = (n, float(np.dot(cache.lengths[: mask.shape[0]], mask)), mask)
     _keep(cache, id(mask), (mask, out))
