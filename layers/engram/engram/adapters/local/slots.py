@@ -330,11 +330,10 @@ class Slots:
         return np.where(self.has_vec[start:end], np.concatenate(parts), -np.inf)
 
     def bm25(self, terms: Mapping[str, float], match_all: bool, stats: Stats | None = None) -> tuple[Vector, Array]:
-        """A score per slot (each term's BM25 times its weight), and the slots that match (ascending): those holding
-        a term (every one, with match_all). Only theirs are looked at again (`take`'s candidates), not every slot.
-        With positive weights a matching slot's score is positive: no count of matched terms is kept (a second array
-        the size of the context, ~1 ms at 1M). `stats`: the documents, their total length and the mask BM25's
-        statistics count within (`take.counted`: what the search may return); None: the context's own."""
+        """A score per slot (each term's BM25 times its weight) and the slots that match, ascending (holding a term;
+        every one with match_all): only theirs are looked at again (`take`'s candidates). No count of matched terms
+        unless needed (positive weights: a match scores > 0; a second array the size of the context is ~1 ms at 1M).
+        `stats`: BM25's statistics (`take.counted`: within what the search may return; None: the context's own)."""
         cap = len(self.rows)
         scores = np.zeros(cap, dtype=np.float32)
         n, total, within = stats or (self.live, self.total_length, None)
@@ -485,12 +484,8 @@ PAGE, MAX_PAGE = 64, 4096
 HELD = 4_000_000  # posting entries kept as arrays (12 bytes each: ~48 MB); past that, made again when asked
 SELECTIVE = 32  # a mask keeping under 1/32 of the slots (a thread among many): multiply its rows alone
 _EARLIEST, _LATEST = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+Stats = tuple[int, float, "Mask | None"]  # BM25's statistics: documents, their total length, the mask (None: all live)
 
 
-Stats = tuple[int, float, "Mask | None"]
-"""BM25's statistics for a search: documents, their total length, the mask they are within (None: every live one)."""
-
-
-def _held(slots: Array, within: Mask | None) -> int:
-    """How many of a posting's `slots` are `within` (all of them without a mask)."""
+def _held(slots: Array, within: Mask | None) -> int:  # how many of a posting's slots are within (all without a mask)
     return int(slots.shape[0] if within is None else np.count_nonzero(within[slots]))
