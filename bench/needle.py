@@ -56,6 +56,39 @@ def scores(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[
     return {"recall@10": out, "ms_per_query": round((time.perf_counter() - t0) * 1000 / max(n, 1), 1)}
 
 
+def narrowed(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a recall narrowed to the people a question names would find — not the product's recall yet (#54): the
+    index's hybrid search over the conversation's turns (the caller's lens, k 10), kept to its two speakers' turns
+    (`metadata.speaker`) when the question names one of them; with BM25's statistics within that filter (what the
+    search may return), the others cost only what they change in the vector list. Turns only, so that the filter is
+    exact; without it, the same turns-only search (the two rows of "BM25 within a search's filters" in RESULTS)."""
+    import re
+    from datetime import UTC, datetime
+
+    from engram.kernel.ports import SearchQuery
+    from engram.search.rules import query_vector
+
+    op = find("memory_recall")
+    assert op
+    out: dict[str, dict[str, list[float]]] = {"plain": {}, "narrowed": {}}
+    for n, (ctx, conv) in enumerate(zip(stored.contexts, convs, strict=True)):
+        speakers = [conv["conversation"]["speaker_a"], conv["conversation"]["speaker_b"]]
+        lens = engram.memory.identity.read_lens(
+            engram.identity.enter(stored.principal, ctx, op.principals, op.name), None
+        )
+        for qa in conv["qa"]:
+            if not (ev := stored.evidence(qa)):
+                continue
+            named = any(re.search(rf"\b{re.escape(s)}\b", qa["question"]) for s in speakers)
+            vec = query_vector(engram.embedder, qa["question"], ranks=True)
+            for way, meta in (("plain", {}), ("narrowed", {"speaker": speakers} if named else {})):
+                q = SearchQuery(ctx, qa["question"], vec, "hybrid", K, ("turn",), lens, metadata=meta)
+                got = {stored.dia(h.id) for h in engram.index.search(q, datetime.now(UTC))}
+                for part in ("all", "dev" if n < 7 else "held-out"):
+                    out[way].setdefault(part, []).append(len(ev & got) / len(ev))
+    return {way: {part: round(sum(v) / len(v), 4) for part, v in parts.items()} for way, parts in out.items()}
+
+
 def pairs(c: Corpus) -> tuple[list[tuple[int, int]], np.ndarray[Any, Any]]:
     """Pairs of the corpus's sentences (`PAIRS`: blocks of a seed and a count), and each pair's text embedded by the
     shipped model (cached a block at a time)."""
@@ -92,8 +125,10 @@ def run(others: int = OTHERS) -> dict[str, Any]:
     if kept and (Path(kept) / "needle.pkl").exists():  # filled before: ask again
         with (Path(kept) / "needle.pkl").open("rb") as f:
             out, stored = pickle.load(f)
-        out["with_others"] = scores(build_local(Settings(data_dir=Path(kept), recall_cache_size=0)), stored, convs)
+        engram = build_local(Settings(data_dir=Path(kept), recall_cache_size=0))
+        out["with_others"] = scores(engram, stored, convs)
         out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
+        out["turns_only_with_others"] = narrowed(engram, stored, convs)
         return dict(out)
     with tempfile.TemporaryDirectory() as tmp:
         return filled(Path(kept) if kept else Path(tmp), convs, others)
@@ -105,7 +140,8 @@ def filled(data: Path, convs: list[dict[str, Any]], others: int) -> dict[str, An
     engram = build_local(Settings(data_dir=data, recall_cache_size=0))
     stored = store_all(engram, convs)
     out: dict[str, Any] = {"others": others, "alone": scores(engram, stored, convs)}
-    print(f"  alone: {out['alone']}", file=sys.stderr, flush=True)
+    out["turns_only_alone"] = narrowed(engram, stored, convs)
+    print(f"  alone: {out['alone']} {out['turns_only_alone']}", file=sys.stderr, flush=True)
     del engram
     cached = Cached(OnnxMiniLMEmbedder())
     filler = build_local(Settings(data_dir=data, extractor="rules", recall_cache_size=0), embedder=cached)
@@ -131,7 +167,8 @@ def filled(data: Path, convs: list[dict[str, Any]], others: int) -> dict[str, An
         pickle.dump((out, stored), f)
     out["with_others"] = scores(engram, stored, convs)
     out["delta_all"] = round(out["with_others"]["recall@10"]["all"] - out["alone"]["recall@10"]["all"], 3)
-    print(f"  with others: {out['with_others']}", file=sys.stderr, flush=True)
+    out["turns_only_with_others"] = narrowed(engram, stored, convs)
+    print(f"  with others: {out['with_others']} {out['turns_only_with_others']}", file=sys.stderr, flush=True)
     return out
 
 
