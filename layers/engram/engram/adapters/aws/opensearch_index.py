@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from engram.adapters.aws.opensearch_queries import COMPACT, Kept, bm25_body, counts_body, term_counts_of, vector_body
+from engram.adapters.aws.opensearch_queries import (
+    COMPACT,
+    Kept,
+    bm25_body,
+    counts_body,
+    filters,
+    term_counts_of,
+    vector_body,
+)
 from engram.kernel.clock import iso, parse_time
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.search.rules import DEFAULT, Rules, lists_of, query_weights
@@ -376,7 +384,7 @@ class OpenSearchIndex:
 
     def term_counts(self, context_id: str, stems: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         self.ensure()
-        body = counts_body(context_id, stems)
+        body = counts_body([{"term": {"context_id": context_id}}], stems)
         return term_counts_of(self._call(self._os.search, index=self._index, body=body), stems)
 
     def _sources(self, context_id: str, ids: Sequence[str], field: str) -> dict[str, Any]:
@@ -413,7 +421,7 @@ class OpenSearchIndex:
 
         def ask(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             """The answers to `bodies`, in one request; the first of a search also brings the term counts."""
-            extra = [] if counted or not stems else [counts_body(query, stems, now)]
+            extra = [] if counted or not stems else [counts_body(filters(query, now), stems)]
             if len(bodies) + len(extra) == 1:
                 return [self._call(self._os.search, index=self._index, body=bodies[0])]
             answers: list[dict[str, Any]] = self._call(self._msearch, bodies=[*bodies, *extra])
@@ -425,7 +433,7 @@ class OpenSearchIndex:
             """Within the query's filters (what it may return), as BM25's statistics in the local index."""
             if counted and list(wanted) == stems:
                 return counted[0]
-            body = counts_body(query, wanted, now)
+            body = counts_body(filters(query, now), wanted)
             return term_counts_of(self._call(self._os.search, index=self._index, body=body), wanted)
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:

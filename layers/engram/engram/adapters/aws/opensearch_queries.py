@@ -98,14 +98,9 @@ def vector_body(q: SearchQuery, now: datetime, vector: Vector, size: int, keep: 
     return {"size": size, **source(keep), "query": {"knn": {"vector": knn}}}
 
 
-def counts_body(within: SearchQuery | str, stems: Sequence[str], now: datetime | None = None) -> dict[str, Any]:
-    """The documents a query may return (every filter of its: `within` a SearchQuery, at `now`) or a context's (a
-    context id), and a filter aggregation per stem: one search, no hits."""
-    if isinstance(within, str):
-        kept = [{"term": {"context_id": within}}]
-    else:
-        assert now is not None
-        kept = filters(within, now)
+def counts_body(kept: list[dict[str, Any]], stems: Sequence[str]) -> dict[str, Any]:
+    """The documents `kept` keeps (a query's `filters`, or a context's term) and a filter aggregation per stem: one
+    search, no hits."""
     return {
         "size": 0,
         "track_total_hits": True,

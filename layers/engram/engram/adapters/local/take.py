@@ -30,15 +30,10 @@ def take(
     kind and metadata mask (`Slots.matching`). `candidates`: the only slots that may score (ascending; the graph's),
     so only theirs are looked at."""
     if not q.ranges:
-        mask = cache.allowed(q, now)
+        mask = within(cache, q, now, keep)
         if candidates is not None:
-            ok = mask[candidates] & (scores[candidates] > -np.inf)
-            if keep is not None:
-                ok &= keep[candidates]
-            passing = candidates[ok]
+            passing = candidates[mask[candidates] & (scores[candidates] > -np.inf)]
         else:
-            if keep is not None:
-                mask = mask & keep  # `allowed` is shared: not in place
             passing = np.flatnonzero(mask & (scores > -np.inf))
         values = scores[passing]
         if passing.shape[0] > limit:
