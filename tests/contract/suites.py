@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -362,6 +363,32 @@ class SearchIndexContract:
         assert after == pytest.approx(before, abs=1e-6)
         seen = loaded.search(SearchQuery("c1", "cat mat", None, "bm25", 30), self.NOW)
         assert len(seen) > 20 and next(h for h in seen if h.id == "a1").score < before["a1"] - 0.01  # unfiltered
+
+    def test_values_counts_a_key_within_the_filters(self, loaded: SearchIndex) -> None:
+        """`values`: each string value of a metadata key among what a query may return (what a recall that names
+        people narrows by): only the caller's scopes, valid documents of the kinds and metadata asked, most first."""
+        alice, bob = ["org/acme/user/alice"], ["org/acme/user/bob"]
+
+        def doc(id_: str, speaker: str, session: str, scopes: list[str], kind: str = "turn",
+                until: datetime | None = None) -> IndexDoc:  # fmt: skip
+            meta = {"speaker": speaker} | ({"session_id": session} if session else {})  # v8: none
+            return IndexDoc("c1", kind, id_, "hello there", None, scopes, T0, until, meta)
+
+        loaded.upsert(
+            [
+                doc("v1", "Ann", "s1", alice), doc("v2", "Ann", "s1", alice), doc("v3", "Ann", "s2", alice),
+                doc("v4", "Ann", "s3", bob), doc("v5", "Cy", "s4", alice), doc("v6", "Ann", "s5", alice, kind="fact"),
+                doc("v7", "Ann", "s6", alice, until=T0 + timedelta(days=1)), doc("v8", "Ann", "", alice),
+                IndexDoc("c2", "turn", "v9", "hi", None, alice, T0, None, {"speaker": "Ann", "session_id": "s7"}),
+            ]
+        )  # fmt: skip
+        q = SearchQuery("c1", kinds=("turn",), visibility=[alice], metadata={"speaker": ["Ann", "Bo"]})
+        assert loaded.values(q, "session_id", self.NOW, 100) == {"s1": 2, "s2": 1}
+        assert loaded.values(replace(q, visibility=None), "session_id", self.NOW, 100) == {"s1": 2, "s2": 1, "s3": 1}
+        assert loaded.values(replace(q, as_of=T0), "session_id", self.NOW, 100) == {"s1": 2, "s2": 1, "s6": 1}
+        assert loaded.values(replace(q, kinds=None), "speaker", self.NOW, 100) == {"Ann": 5}
+        assert loaded.values(q, "session_id", self.NOW, 3) is None  # four documents: more than `most`
+        assert loaded.values(replace(q, metadata={"speaker": "Nobody"}), "session_id", self.NOW, 100) == {}
 
     def test_filters_tenant_kind_scope_validity_metadata(self, loaded: SearchIndex) -> None:
         q = SearchQuery("c1", "cat", _vec(1, 0), "hybrid", k=10)

@@ -425,6 +425,13 @@ class SearchIndex(Protocol):
         a result's lexical score is weighed with."""
         ...
 
+    def values(self, query: SearchQuery, key: str, now: datetime, most: int) -> dict[str, int] | None:
+        """How many of the documents `query` may return (its filters: kinds, visibility, validity, metadata, ranges;
+        its text and vector aside) hold each string value of metadata `key`, most first (ties by value); None when
+        the query keeps more than `most` documents. What a recall narrows by: the sessions the people a question
+        names speak in."""
+        ...
+
     def ensure(self) -> None:
         """Create the index (mappings, analyzers) when it does not exist yet; harmless when it does."""
         ...

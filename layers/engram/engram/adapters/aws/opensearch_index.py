@@ -34,6 +34,8 @@ from engram.adapters.aws.opensearch_queries import (
     counts_body,
     filters,
     term_counts_of,
+    values_body,
+    values_of,
     vector_body,
 )
 from engram.kernel.clock import iso, parse_time
@@ -386,6 +388,10 @@ class OpenSearchIndex:
         self.ensure()
         body = counts_body([{"term": {"context_id": context_id}}], stems)
         return term_counts_of(self._call(self._os.search, index=self._index, body=body), stems)
+
+    def values(self, query: SearchQuery, key: str, now: datetime, most: int) -> dict[str, int] | None:
+        self.ensure()
+        return values_of(self._call(self._os.search, index=self._index, body=values_body(query, now, key, most)), most)
 
     def _sources(self, context_id: str, ids: Sequence[str], field: str) -> dict[str, Any]:
         """id -> `field` of those of `ids` in the context that have it."""

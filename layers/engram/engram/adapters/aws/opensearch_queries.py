@@ -109,6 +109,26 @@ def counts_body(kept: list[dict[str, Any]], stems: Sequence[str]) -> dict[str, A
     }
 
 
+def values_body(q: SearchQuery, now: datetime, key: str, most: int) -> dict[str, Any]:
+    """`SearchIndex.values`: how many documents the query's filters keep, and each value of `key` among them."""
+    return {
+        "size": 0,
+        "track_total_hits": most + 1,
+        "query": {"bool": {"filter": filters(q, now)}},
+        "aggs": {
+            "v": {"terms": {"field": f"metadata.{key}", "size": most, "order": [{"_count": "desc"}, {"_key": "asc"}]}}
+        },
+    }
+
+
+def values_of(answer: dict[str, Any], most: int) -> dict[str, int] | None:
+    total = answer["hits"]["total"]
+    if int(total["value"] if isinstance(total, dict) else total) > most:
+        return None
+    buckets = (answer.get("aggregations") or {}).get("v", {}).get("buckets", [])
+    return {b["key"]: int(b["doc_count"]) for b in buckets if isinstance(b.get("key"), str)}
+
+
 def term_counts_of(answer: dict[str, Any], stems: Sequence[str]) -> tuple[int, dict[str, int]]:
     aggs = answer.get("aggregations") or {}
     total = answer["hits"]["total"]

@@ -27,10 +27,15 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE TABLE IF NOT EXISTS changes (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
+CREATE INDEX IF NOT EXISTS docs_speaker ON docs (context_id, json_extract(metadata, '$.speaker'));
+CREATE INDEX IF NOT EXISTS docs_session ON docs (context_id, json_extract(metadata, '$.session_id'));
 CREATE TABLE IF NOT EXISTS identity (one INTEGER PRIMARY KEY CHECK (one = 1), token TEXT NOT NULL);
 INSERT OR IGNORE INTO identity VALUES (1, lower(hex(randomblob(16))));
 """
 COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
+# The metadata keys SQLite indexes (the two `docs_` expression indexes above): a filter on one of them by strings reads
+# only the rows that hold those values, not every row's metadata (what a recall that names people narrows by)
+INDEXED = {"speaker": "json_extract(metadata, '$.speaker')", "session_id": "json_extract(metadata, '$.session_id')"}
 
 
 def opened(seg: Segment) -> Slots:
@@ -157,9 +162,16 @@ class Lookups:
             int(r[0]): parse_row(r[1:8]) for r in self._among(f"rowid, {self._columns}", "rowid", context_id, rowids)
         }
 
-    def metadata(self, context_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
-        with self._lock:
-            rows = self._conn.execute("SELECT rowid, metadata FROM docs WHERE context_id=?", (context_id,)).fetchall()
+    def metadata(self, context_id: str, key: str, values: frozenset[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each rowid and metadata of the context's rows that may hold one of `values` under `key`: those whose indexed
+        key (`INDEXED`) is one of them when they are strings, every row otherwise (the caller checks each)."""
+        by = INDEXED.get(key)
+        if by is not None and values and all(isinstance(v, str) for v in values):
+            rows = self._among("rowid, metadata", by, context_id, sorted(values))
+        else:
+            with self._lock:
+                sql = "SELECT rowid, metadata FROM docs WHERE context_id=?"
+                rows = self._conn.execute(sql, (context_id,)).fetchall()
         for rowid, metadata in rows:
             yield int(rowid), json.loads(metadata)
 

@@ -84,11 +84,12 @@ class Segment:
         self,
         key: str,
         values: frozenset[Any],
-        metadata: Callable[[], Iterator[tuple[int, dict[str, Any]]]] | None,
+        metadata: Callable[[str, frozenset[Any]], Iterator[tuple[int, dict[str, Any]]]] | None,
         keeps: Callable[[Any, frozenset[Any]], bool],
     ) -> Array:
         """`Slots.matching`'s mask over these slots: a kind (key "") from the pages; a metadata value read once from
-        SQLite (`metadata`: each rowid and metadata) and kept: a segment's rows never change (a changed one dies)."""
+        SQLite (`metadata`: each rowid and metadata of the rows that may hold one of `values` under `key`) and kept: a
+        segment's rows never change (a changed one dies)."""
         found: Array | None = self.masks.get((key, values))
         if found is not None:
             return found
@@ -100,7 +101,7 @@ class Segment:
             rowids = np.asarray(self.rowids)
             order = np.argsort(rowids, kind="stable")
             ranked = rowids[order]
-            for rowid, meta in metadata():
+            for rowid, meta in metadata(key, values):
                 at = int(np.searchsorted(ranked, rowid))
                 if at < ranked.shape[0] and ranked[at] == rowid and keeps(meta.get(key), values):
                     mask[int(order[at])] = True

@@ -68,7 +68,7 @@ class Slots:
     # from `read_metadata` (every rowid and metadata); a changed or removed one is dead (its tag -1), never reused
     base: Segment | None = None
     read_rows: Callable[[Sequence[int]], dict[int, Row]] | None = None
-    read_metadata: Callable[[], Iterator[tuple[int, dict[str, MetaValue]]]] | None = None
+    read_metadata: Callable[[str, frozenset[Any]], Iterator[tuple[int, dict[str, MetaValue]]]] | None = None
     unsaved: int = 0  # changes since the copy was loaded or saved
 
     @property
@@ -376,9 +376,11 @@ class Slots:
         for key, values in wanted:
             mask = self.masks.get((key, values))
             if mask is None or mask.shape[0] != cap:
-                mask = np.fromiter((among(field_of(r, key), values) for r in self.rows), dtype=np.bool_, count=cap)
+                n = 0 if self.base is None else self.base.n  # a segment's slots: its own mask (its rows never change)
+                mask = np.zeros(cap, dtype=bool)
+                mask[n:] = np.fromiter((among(field_of(r, key), values) for r in self.rows[n:]), bool, cap - n)
                 if self.base is not None:
-                    mask[: self.base.n] = self.base.mask(key, values, self.read_metadata, among)
+                    mask[:n] = self.base.mask(key, values, self.read_metadata, among)
                 mask.flags.writeable = False
                 self.masks[(key, values)] = mask
             keep &= mask

@@ -31,7 +31,7 @@ from engram.adapters.local.rows import Row
 from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, opened, parse_row, parts_of
 from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
-from engram.adapters.local.take import bm25_list, counts, hits, stems_held, take
+from engram.adapters.local.take import bm25_list, counts, hits, stems_held, take, values_in
 from engram.kernel.clock import iso
 from engram.kernel.ports import Closing, Hit, IndexDoc, SearchQuery, Vector
 from engram.kernel.ranked import Ranked
@@ -258,7 +258,7 @@ class SqliteSearchIndex:
             return self._load_rows(context_id)
         cache = opened(seg)
         cache.read_rows = lambda rowids: self._lookups.rows(context_id, rowids)
-        cache.read_metadata = lambda: self._lookups.metadata(context_id)
+        cache.read_metadata = lambda key, values: self._lookups.metadata(context_id, key, values)
         cache = self._catch_up(context_id, cache)
         cache.unsaved = 0 if cache.seq == seg.seq else cache.unsaved
         return cache
@@ -451,6 +451,11 @@ class SqliteSearchIndex:
 
     def terms_in(self, context_id: str, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
         return self._with_copy(context_id, stems_held, ids, stems)
+
+    def values(self, query: SearchQuery, key: str, now: datetime, most: int) -> dict[str, int] | None:
+        with self._lock:
+            self._refresh_marks()
+        return self._with_copy(query.context_id, values_in, query, now, key, most)
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
         """One look for other processes' commits a search (`PRAGMA data_version`), not one for each of its

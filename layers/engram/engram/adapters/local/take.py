@@ -133,6 +133,22 @@ def counts(cache: Slots, q: SearchQuery, now: datetime, stems: Sequence[str]) ->
     return n, {t: cache.df(t, mask) for t in stems}
 
 
+def values_in(cache: Slots, q: SearchQuery, now: datetime, key: str, most: int) -> dict[str, int] | None:
+    """`SearchIndex.values` in a context's copy (its lock held): the rows of the slots `q` may return, read once
+    (a segment's from SQLite, a thousand at a time), each checked as a search's returns are (its range filters)."""
+    slots = np.flatnonzero(within(cache, q, now, cache.matching(q)))
+    if slots.shape[0] > most:
+        return None
+    found: dict[str, int] = {}
+    for at in range(0, slots.shape[0], 1000):
+        for row in cache.row_list(slots[at : at + 1000].tolist()):
+            if row is None or not visible(row.scopes, row.valid_from, row.valid_until, row.metadata, q, now):
+                continue
+            if isinstance(value := row.metadata.get(key), str):
+                found[value] = found.get(value, 0) + 1
+    return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranked:
     """The rows as a `Ranked` list: a hit is made only for the rows a search returns — a segment's rows read from
     SQLite then, a few at a time (one removed since it was ranked: its id, kind and scopes, no text)."""

@@ -149,6 +149,8 @@ def index_doc(context_id: str, kind: str, id_: str, d: dict[str, Any]) -> IndexD
         until = parse_time(d.get("expires_at"))
         return IndexDoc(context_id, "turn", id_, text, None, d["scopes"], parse_time(d["said_at"]), until, meta)
     meta = {"key": d["key"], "category": d["category"], "said_at": d["valid_from"], "source_turn": d["source_turn"]}
+    if d.get("session_id"):  # the session the fact was said in (what a recall that names its speaker narrows by)
+        meta["session_id"] = d["session_id"]
     if d.get("expires_at"):
         meta["expires_at"] = d["expires_at"]
     text = attribute_text(d["subject"], d["key"], d["value"])

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.families.memory.base import CATEGORY_SECTION, MemoryBase
+from engram.families.memory.named import search_named
 from engram.families.memory.plan import index_doc_of
 from engram.families.memory.results import format_context, hit_dict
 from engram.kernel.caller import Caller
@@ -95,7 +96,7 @@ class Reading(MemoryBase):
         else:
             pool = k if window is None or hard else max(TIME_POOL * k, 30)
             q = SearchQuery(caller.context_id, query, vec, mode, pool, kinds, visibility, as_of, ranges=ranges)
-            hits = self.index.search(q, self.clock.now())
+            hits = search_named(self.index, q, self.clock.now())  # the sessions of the people it names first
             if window is not None and not hard:
                 hits = preferred(hits, window, k, "said_at")
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"

@@ -375,6 +375,7 @@ class MemoryService(Reading, Erasing):
                 "valid_until": None,
                 "recorded_at": iso(plan.now),
                 "source_turn": turn_id,
+                **({"session_id": sid} if (sid := (plan.get("turn", turn_id) or {}).get("session_id")) else {}),
                 "status": "current",
                 "supersedes": slot["attribute_id"] if slot else None,
                 **({"expires_at": iso(expires)} if expires is not None else {}),
