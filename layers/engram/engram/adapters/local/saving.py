@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -206,3 +208,11 @@ def parse_row(r: Sequence[Any]) -> Row:
     """A row of `docs`' first seven columns (id, kind, text, scopes, valid_from, valid_until, metadata)."""
     id_, kind, text, scopes, vf, vu, meta = r
     return Row(id_, kind, text, tuple(json.loads(scopes)), parse_time(vf), parse_time(vu), json.loads(meta))
+
+
+def flush_at_exit(ref: weakref.ref[Any]) -> None:
+    """`SqliteSearchIndex.close` at exit, if the index is still there."""
+    index = ref()
+    if index is not None:
+        with contextlib.suppress(Exception):  # the process is ending: a segment not saved is loaded from SQLite
+            index.close()

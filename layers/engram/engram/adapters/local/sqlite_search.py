@@ -28,7 +28,7 @@ import numpy as np
 from engram.adapters.local import segment
 from engram.adapters.local.ann import Graph, add_in_background, build_in_background
 from engram.adapters.local.rows import Row
-from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, opened, parse_row, parts_of
+from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, flush_at_exit, opened, parse_row, parts_of
 from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.adapters.local.take import bm25_list, counts, hits, stems_held, take, values_in
@@ -79,7 +79,7 @@ class SqliteSearchIndex:
         self._closing = False  # the process is ending: graph builds and additions stop (`close`)
         self._lookups = Lookups(self._conn, self._lock, COLUMNS)
         self._helper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-lists")  # `_both`'s vector lists
-        atexit.register(_flush_at_exit, weakref.ref(self))
+        atexit.register(flush_at_exit, weakref.ref(self))
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -453,8 +453,6 @@ class SqliteSearchIndex:
         return self._with_copy(context_id, stems_held, ids, stems)
 
     def values(self, query: SearchQuery, key: str, now: datetime, most: int) -> dict[str, int] | None:
-        with self._lock:
-            self._refresh_marks()
         return self._with_copy(query.context_id, values_in, query, now, key, most)
 
     def search(self, query: SearchQuery, now: datetime) -> list[Hit]:
@@ -496,10 +494,3 @@ class SqliteSearchIndex:
             finally:
                 vec = later.result()  # (the lock is held until the helper is done with the copy)
             return bm, vec
-
-
-def _flush_at_exit(ref: weakref.ref[SqliteSearchIndex]) -> None:
-    index = ref()
-    if index is not None:
-        with contextlib.suppress(Exception):  # the process is ending: a segment not saved is loaded from SQLite
-            index.close()
