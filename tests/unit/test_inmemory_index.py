@@ -127,6 +127,47 @@ def test_kind_and_metadata_filters_see_every_write(tmp_path) -> None:  # type: i
     assert "m3" in found("t1") and "chunk" not in found("t0")
 
 
+def test_faceted_filters_see_every_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`speaker` and `session_id` masks come from the values kept per slot (`rows.faceted`): a write that changes only
+    the metadata (the same text: the slot is kept), a move, a delete — each seen by the next filtered search, in
+    memory and over a saved segment (its rows through SQLite's expression indexes)."""
+    now = datetime.now(UTC)
+
+    def put(index: SqliteSearchIndex, i: str, speaker: str, text: str = "") -> None:
+        meta = {"speaker": speaker, "session_id": f"s-{speaker}"}
+        index.upsert([IndexDoc("c", "turn", i, text or f"the valve {i} leaks", None, ["org"], None, None, meta)])
+
+    def found(index: SqliteSearchIndex, *speakers: str) -> set[str]:
+        q = SearchQuery("c", "valve leaks", mode="bm25", k=100, metadata={"speaker": list(speakers)})
+        by_session = SearchQuery("c", "valve leaks", mode="bm25", k=100, metadata={"session_id": [f"s-{speakers[0]}"]})
+        assert {h.id for h in index.search(by_session, now)} == {h.id for h in index.search(dataclasses.replace(
+            q, metadata={"speaker": speakers[0]}), now)}  # fmt: skip
+        return {h.id for h in index.search(q, now)}
+
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    for n in range(12):
+        put(index, f"m{n}", ["Ann", "Bo", "Cy"][n % 3])
+    assert found(index, "Ann") == {"m0", "m3", "m6", "m9"} and found(index, "Bo", "Cy") == {f"m{n}" for n in range(12)} - found(index, "Ann")  # fmt: skip
+    put(index, "m0", "Bo", "the valve m0 leaks")  # the same text, another speaker: the slot stays, its values move
+    put(index, "m1", "Ann", "the valve m1 still leaks")  # new text: a new slot
+    index.delete("c", ["m3"])
+    assert found(index, "Ann") == {"m1", "m6", "m9"} and "m0" in found(index, "Bo")
+    assert found(index, "Nobody") == set()
+
+
+def test_equal_scores_rank_by_id_whatever_the_order_of_writes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The port's rule: ties break by id. A context's slots follow the order of its writes (a rebuilt index writes in
+    id order): the same documents, written in any order, rank alike."""
+    now = datetime.now(UTC)
+    ids = [f"d{n:02d}" for n in range(40)]
+    answers = []
+    for order in (ids, ids[::-1], random.Random(3).sample(ids, len(ids))):
+        index = SqliteSearchIndex(tmp_path / f"{len(answers)}.db")
+        index.upsert([IndexDoc("c", "turn", i, "the same valve", None, ["org"]) for i in order])
+        answers.append([h.id for h in index.search(SearchQuery("c", "valve", mode="bm25", k=10), now)])
+    assert answers[0] == ids[:10] and answers[1] == answers[0] and answers[2] == answers[0]
+
+
 TAGS = [("org",), ("org/a",), ("org/b",), ("org/a", "org/b"), ("org/a/x",), ()]
 SELECTORS = [None, [["org"]], [["org/a"]], [["org/b"]], [["org/a", "org/b"]], [["org/a"], ["org/b"]], []]
 
@@ -135,8 +176,8 @@ SELECTORS = [None, [["org"]], [["org/a"]], [["org/b"]], [["org/a", "org/b"]], [[
 def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
     """The embedded index filters by masks (scope tag sets, validity in microseconds, kind and metadata):
     after random writes, deletes and validity changes, every query returns exactly what ranking all live
-    documents and keeping those `filters.visible` keeps would — the same rows, in the same order (ties in
-    slot order). Also when the visibility mask is kept between writes (`Slots.allowed`) and asked for at other
+    documents and keeping those `filters.visible` keeps would — the same rows, in the same order (ties by
+    id). Also when the visibility mask is kept between writes (`Slots.allowed`) and asked for at other
     instants, right at and either side of where validity starts and ends."""
     from datetime import timedelta
 
@@ -180,7 +221,6 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
             )  # fmt: skip
             now = t0 + timedelta(days=rng.randrange(-6, 6), microseconds=rng.randrange(-1, 4))
             got = [(h.id, h.score) for h in index._with_copy(q.context_id, index._vector_in, q, now, qv, q.k)]
-            slot = index._contexts["c"].pos
             want = sorted(
                 (
                     (d.id, float(np.float32(np.dot(d.vector, qv))))
@@ -189,7 +229,7 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
                     and (q.kinds is None or d.kind in q.kinds)
                     and visible(d.scopes, d.valid_from, d.valid_until, d.metadata, q, now)
                 ),
-                key=lambda hit: (-hit[1], slot[hit[0]]),
+                key=lambda hit: (-hit[1], hit[0]),
             )[: q.k]
             assert [i for i, _ in got] == [i for i, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)

@@ -61,7 +61,7 @@ def doc(i: int, version: int = 0) -> IndexDoc:
         [("org/a", "org/b", "org/a/x")[i % 3]],
         NOW - timedelta(days=i % 5) if i % 4 else None,
         NOW + timedelta(days=1) if i % 11 == 0 else None,
-        {"thread": f"t{i % 9}", "n": i},
+        {"thread": f"t{i % 9}", "n": i, "speaker": f"p{i % 5}", "session_id": f"s{i % 13}"},
     )
 
 
@@ -75,6 +75,9 @@ def queries() -> list[SearchQuery]:
         out.append(SearchQuery("c", text, v, mode="hybrid", k=10, kinds=["chunk"], visibility=[["org/a"]]))
         out.append(SearchQuery("c", text, v, mode="vector", k=10, metadata={"thread": "t3"}, visibility=[["org"]]))
         out.append(SearchQuery("c", text, v, mode="bm25", k=10, ranges={"n": (100, 300)}, visibility=[["org"]]))
+        # the faceted keys: a segment's rows through SQLite's expression indexes, the rest from `Slots.facets`
+        out.append(SearchQuery("c", text, v, mode="bm25", k=10, metadata={"speaker": ["p1", f"p{j}"]}))
+        out.append(SearchQuery("c", text, v, mode="hybrid", k=10, metadata={"session_id": f"s{j}", "speaker": "p2"}))
         out.append(SearchQuery("c", text, v, mode="bm25", k=10, as_of=NOW + timedelta(days=2), visibility=[["org"]]))
     return out
 
@@ -85,6 +88,8 @@ def same(a: SqliteSearchIndex, b: SqliteSearchIndex) -> None:
     answered: list[int] = []
     for q in queries():
         got, want = a.search(q, NOW), b.search(q, NOW)
+        if q.metadata:  # what a recall that names people asks first: each session of the speakers' documents
+            assert a.values(q, "session_id", NOW, 10_000) == b.values(q, "session_id", NOW, 10_000), q
         assert len(got) == len(want), q
         answered.append(len(want))
         if q.mode == "bm25":  # the same scores; the same documents but where tied at the cut (ties go by slot)

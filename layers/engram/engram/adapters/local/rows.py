@@ -53,3 +53,32 @@ def among(value: Any, values: frozenset[Any]) -> bool:
         return value in values
     except TypeError:  # an unhashable value: compared one by one, as `filters.metadata_matches` does
         return any(value == v for v in values)
+
+
+# The metadata keys whose values `Slots.facets` keeps for the rows in memory (each value's slots): a filter on them
+# by strings (what a recall that names people narrows by) makes its mask from the slots that hold them, not by
+# reading every row; the segment's rows are read through SQLite's indexes on the same keys (`saving.INDEXED`)
+FACETED = ("speaker", "session_id")
+
+
+def faceted(facets: dict[str, dict[str, set[int]]], i: int, row: Row | None, add: bool) -> None:
+    """Slot `i`, holding `row`, into `facets` (or out of them): each faceted key's string value."""
+    meta = row.metadata if row is not None else {}
+    for key in FACETED:
+        if isinstance(value := meta.get(key), str):
+            if add:
+                facets.setdefault(key, {}).setdefault(value, set()).add(i)
+            elif (slots := facets.get(key, {}).get(value)) is not None:
+                slots.discard(i)
+
+
+def facet_mask(facets: dict[str, dict[str, set[int]]], key: str, values: frozenset[Any], cap: int) -> Mask | None:
+    """The slots in memory whose `key` is one of `values` (None: not a faceted key, or a value not a string)."""
+    if key not in FACETED or not all(isinstance(v, str) for v in values):
+        return None
+    mask = np.zeros(cap, dtype=bool)
+    held = facets.get(key, {})
+    for value in values:
+        if slots := held.get(value):
+            mask[np.fromiter(slots, dtype=np.int64, count=len(slots))] = True
+    return mask

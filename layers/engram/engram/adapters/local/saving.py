@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.local import ann
-from engram.adapters.local.rows import Row
+from engram.adapters.local.rows import FACETED, Row
 from engram.adapters.local.segment import Array, Parts, Segment
 from engram.adapters.local.slots import Slots
 from engram.kernel.clock import parse_time
@@ -29,15 +29,14 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE TABLE IF NOT EXISTS changes (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, context_id TEXT NOT NULL, id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_context ON changes (context_id, seq);
-CREATE INDEX IF NOT EXISTS docs_speaker ON docs (context_id, json_extract(metadata, '$.speaker'));
-CREATE INDEX IF NOT EXISTS docs_session ON docs (context_id, json_extract(metadata, '$.session_id'));
 CREATE TABLE IF NOT EXISTS identity (one INTEGER PRIMARY KEY CHECK (one = 1), token TEXT NOT NULL);
 INSERT OR IGNORE INTO identity VALUES (1, lower(hex(randomblob(16))));
 """
 COLUMNS = "id, kind, text, scopes, valid_from, valid_until, metadata, vector"
-# The metadata keys SQLite indexes (the two `docs_` expression indexes above): a filter on one of them by strings reads
-# only the rows that hold those values, not every row's metadata (what a recall that names people narrows by)
-INDEXED = {"speaker": "json_extract(metadata, '$.speaker')", "session_id": "json_extract(metadata, '$.session_id')"}
+# The metadata keys SQLite indexes (`rows.FACETED`, by an index on each one's expression): a filter on one of them by
+# strings reads only the rows that hold those values, not every row's metadata (what a recall that names people uses)
+INDEXED = {key: f"json_extract(metadata, '$.{key}')" for key in FACETED}
+SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS docs_{k} ON docs (context_id, {x});\n" for k, x in INDEXED.items())
 
 
 def opened(seg: Segment) -> Slots:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.local import ann
-from engram.adapters.local.rows import Mask, Row, among, field_of, micros
+from engram.adapters.local.rows import Mask, Row, among, facet_mask, faceted, field_of, micros
 from engram.adapters.local.segment import Array, Segment
 from engram.kernel.ports import MetaValue, SearchQuery, Vector
 from engram.kernel.scopes import matches
@@ -44,6 +44,7 @@ class Slots:
     seq: int = 0  # the last change (table `changes`) this copy includes
     # slot masks of the kind and metadata filters queries use (`matching`), until the next write
     masks: dict[tuple[str, frozenset[Any]], Mask] = field(default_factory=dict)
+    facets: dict[str, dict[str, set[int]]] = field(default_factory=dict)  # rows in memory by value (`rows.faceted`)
     # `allowed`'s masks by selector, each with the instants [from, until) it holds for, until the next write
     visible: dict[Any, tuple[int, int, Mask]] = field(default_factory=dict)
     # a search's filters as one mask, and BM25's statistics within it (`take.within`, `counted`), until the next write
@@ -111,7 +112,9 @@ class Slots:
         i = self.pos.get(row.id)
         old = self.rows[i] if i is not None else None
         if i is not None and old is not None and old.text == row.text and old.kind == row.kind:  # vectors added
+            faceted(self.facets, i, old, False)
             self.rows[i] = row
+            faceted(self.facets, i, row, True)
             self._set_filters(i, row)
             self._set_vector(i, vec)
             return
@@ -122,6 +125,7 @@ class Slots:
         for t in terms:
             counts[t] = counts.get(t, 0) + 1
         self.rows[i], self.terms[i], self.pos[row.id] = row, tuple(counts), i
+        faceted(self.facets, i, row, True)
         self.lengths[i] = len(terms)
         self.total_length += len(terms)
         for t, n in counts.items():
@@ -252,6 +256,7 @@ class Slots:
             self.arrays.pop(t, None)
         self.total_length -= float(self.lengths[i])
         kind = row.kind if (row := self.rows[i]) is not None else ""
+        faceted(self.facets, i, row, False)
         self.rows[i], self.terms[i] = None, ()
         self._touched(i)
         self.lengths[i] = 0
@@ -377,8 +382,10 @@ class Slots:
             mask = self.masks.get((key, values))
             if mask is None or mask.shape[0] != cap:
                 n = 0 if self.base is None else self.base.n  # a segment's slots: its own mask (its rows never change)
-                mask = np.zeros(cap, dtype=bool)
-                mask[n:] = np.fromiter((among(field_of(r, key), values) for r in self.rows[n:]), bool, cap - n)
+                mask = facet_mask(self.facets, key, values, cap)
+                if mask is None:
+                    mask = np.zeros(cap, dtype=bool)
+                    mask[n:] = np.fromiter((among(field_of(r, key), values) for r in self.rows[n:]), bool, cap - n)
                 if self.base is not None:
                     mask[:n] = self.base.mask(key, values, self.read_metadata, among)
                 mask.flags.writeable = False

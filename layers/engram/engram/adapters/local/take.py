@@ -38,9 +38,9 @@ def take(
         values = scores[passing]
         if passing.shape[0] > limit:
             cut = np.partition(values, passing.shape[0] - limit)[passing.shape[0] - limit]  # the limit-th best
-            passing = np.concatenate([passing[values > cut], passing[values == cut]])[:limit]
+            passing = passing[values >= cut]  # with those tied with the last: the first by id are kept
             values = scores[passing]
-        best = passing[np.lexsort((passing, -values))]
+        best = by_id(cache, passing[np.lexsort((passing, -values))], scores)[:limit]
         # plain ints and floats (the float32 scores' exact values): no numpy scalar a row
         rows, n = cache.rows, cache.base_n
         for i, score in zip(best.tolist(), scores[best].tolist(), strict=True):
@@ -53,12 +53,12 @@ def take(
         scores = np.where(keep, scores, -np.inf).astype(np.float32)
     n, window, start, found = scores.shape[0], max(limit * 4, 64), 0, 0
     seen: dict[tuple[str, ...], bool] = {}
-    order = np.argsort(-scores, kind="stable") if n <= window else None
+    order = by_id(cache, np.argsort(-scores, kind="stable"), scores) if n <= window else None
     while start < n and found < limit:
         if order is None:
             end = min(n, start + window)
             top = np.argpartition(-scores, end - 1)[:end] if end < n else np.arange(n)
-            chunk = top[np.argsort(-scores[top], kind="stable")][start:end]
+            chunk = by_id(cache, top[np.argsort(-scores[top], kind="stable")], scores)[start:end]
         else:
             end = n
             chunk = order[start:end]
@@ -74,6 +74,23 @@ def take(
                 if found >= limit:
                     return
         start, window = end, window * 4
+
+
+def by_id(cache: Slots, ranked: Array, scores: Vector) -> Array:
+    """`ranked` (slots by descending score) with equal scores in id order, as the port promises: which slot a document
+    takes depends on the order of the context's writes, and a rebuilt index must rank as the one it replaces."""
+    values = scores[ranked]
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))  # each run of equal scores
+    ends = np.append(starts[1:], ranked.shape[0])
+    if starts.shape[0] == ranked.shape[0]:
+        return ranked
+    out = ranked.copy()
+    base, rows, n = cache.base, cache.rows, cache.base_n
+    for a, b in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist(), strict=True):
+        run = ranked[a:b].tolist()
+        ids = [base.ids[i] if i < n and base is not None else getattr(rows[i], "id", "") for i in run]
+        out[a:b] = [i for _, i in sorted(zip(ids, run, strict=True))]
+    return out
 
 
 def bm25_list(cache: Slots, q: SearchQuery, now: datetime, weights: Mapping[str, float], limit: int) -> Ranked:
