@@ -68,6 +68,7 @@ class Segment:
     maps: list[Any] = field(default_factory=list)  # kept open while the views are used
     searches: int = 0
     releasing: threading.Thread | None = None
+    by_rowid: tuple[Array, Array] | None = None  # the slots in rowid order, and their rowids (`slots_of`)
 
     @property
     def n(self) -> int:
@@ -98,17 +99,29 @@ class Segment:
             for start, end, kind in self.pages:
                 mask[start:end] = kind in values
         elif metadata is not None:
-            rowids = np.asarray(self.rowids)
-            order = np.argsort(rowids, kind="stable")
-            ranked = rowids[order]
-            for rowid, meta in metadata(key, values):
-                at = int(np.searchsorted(ranked, rowid))
-                if at < ranked.shape[0] and ranked[at] == rowid and keeps(meta.get(key), values):
-                    mask[int(order[at])] = True
+            mask[self.slots_of(key, values, metadata, keeps)] = True
         if len(self.masks) > 64:
             self.masks.clear()
         self.masks[(key, values)] = mask
         return mask
+
+    def slots_of(
+        self,
+        key: str,
+        values: frozenset[Any],
+        metadata: Callable[[str, frozenset[Any]], Iterator[tuple[int, dict[str, Any]]]],
+        keeps: Callable[[Any, frozenset[Any]], bool],
+    ) -> Array:
+        """The slots (ascending) whose metadata `key` is one of `values`, from the rows SQLite gives (`mask`'s)."""
+        if self.by_rowid is None:  # once: a segment's rows never change
+            order = np.argsort(np.asarray(self.rowids), kind="stable")
+            self.by_rowid = order, np.asarray(self.rowids)[order]
+        order, ranked = self.by_rowid
+        want = np.fromiter((r for r, meta in metadata(key, values) if keeps(meta.get(key), values)), dtype=np.int64)
+        if not want.shape[0] or not ranked.shape[0]:
+            return np.zeros(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(ranked, want), ranked.shape[0] - 1)
+        return np.sort(order[at[ranked[at] == want]])
 
     def release(self) -> None:
         """Every RELEASE searches, unmap the file pages they touched (they stay in the page cache): random reads of

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from engram.adapters.local.rows import Mask, Row
+from engram.adapters.local.rows import FACETED, Mask, Row, among
 from engram.adapters.local.segment import Array
 from engram.adapters.local.slots import Slots, Stats
 from engram.kernel.ports import Hit, SearchQuery, Vector
@@ -153,7 +155,14 @@ def counts(cache: Slots, q: SearchQuery, now: datetime, stems: Sequence[str]) ->
 def values_in(cache: Slots, q: SearchQuery, now: datetime, key: str, most: int) -> dict[str, int] | None:
     """`SearchIndex.values` in a context's copy (its lock held): the rows of the slots `q` may return, read once
     (a segment's from SQLite, a thousand at a time), each checked as a search's returns are (its range filters)."""
-    slots = np.flatnonzero(within(cache, q, now, cache.matching(q)))
+    held = slots_holding(cache, *next(iter(q.metadata.items()))) if len(q.metadata) == 1 else None
+    if held is None:
+        slots = np.flatnonzero(within(cache, q, now, cache.matching(q)))
+    else:  # a faceted key: no mask as long as the context for a query's one-off names (a recall's)
+        ok = cache.allowed(q, now)[held]
+        if (kinds := cache.matching(replace(q, metadata={}))) is not None:  # the kinds' mask, kept till a write
+            ok &= kinds[held]
+        slots = held[ok]
     if slots.shape[0] > most:
         return None
     found: dict[str, int] = {}
@@ -164,6 +173,20 @@ def values_in(cache: Slots, q: SearchQuery, now: datetime, key: str, most: int) 
             if isinstance(value := row.metadata.get(key), str):
                 found[value] = found.get(value, 0) + 1
     return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def slots_holding(cache: Slots, key: str, want: Any) -> Array | None:
+    """The slots (ascending) whose metadata `key` is one of `want` (a value or a list of them), from the values kept
+    per slot in memory (`rows.faceted`) and a segment's rows through SQLite's index on `key`; None when `key` is not
+    faceted or a value is not a string (then a mask, `Slots.matching`)."""
+    values = frozenset(want) if isinstance(want, list | tuple) else frozenset([want])
+    if key not in FACETED or not all(isinstance(v, str) for v in values):
+        return None
+    held = cache.facets.get(key, {})
+    out = np.fromiter(sorted(s for v in values for s in held.get(v, ())), dtype=np.int64)
+    if cache.base is not None and cache.read_metadata is not None:
+        out = np.concatenate([cache.base.slots_of(key, values, cache.read_metadata, among), out])
+    return out
 
 
 def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranked:
