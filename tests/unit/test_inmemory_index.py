@@ -234,15 +234,18 @@ def test_filtered_ranking_equals_the_visible_rule_row_by_row(tmp_path, seed: int
             )[: q.k]
             assert [i for i, _ in got] == [i for i, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
-            # BM25's statistics are those of what the query may return: as if only that were indexed
-            kept = {d.id: d.text for d in live.values() if (q.kinds is None or d.kind in q.kinds)
-                    and visible(d.scopes, d.valid_from, d.valid_until, d.metadata, q, now)}  # fmt: skip
+            # BM25's statistics are those of what the query may see (its scopes, validity and metadata filters; its
+            # kinds aside): as if only that were indexed; it returns those of its kinds
+            seen = {d.id: d.text for d in live.values() if visible(d.scopes, d.valid_from, d.valid_until, d.metadata,
+                    q, now)}  # fmt: skip
+            kept = {i for i in seen if q.kinds is None or live[i].kind in q.kinds}
             stems = [stem(w) for w in rng.sample(WORDS, 2)]
             lexical = dataclasses.replace(q, text=" ".join(stems), vector=None, mode="bm25", k=100)
             scores = {h.id: h.score for h in index._bm25(lexical, now, dict.fromkeys(stems, 1.0), 100)}
-            assert scores == pytest.approx(reference(kept, stems) if kept else {}, rel=1e-4)
+            want_scores = {i: x for i, x in (reference(seen, stems) if seen else {}).items() if i in kept}
+            assert scores == pytest.approx(want_scores, rel=1e-4)
             n, df = index._with_copy("c", counts, lexical, now, stems)
-            assert (n, df) == (len(kept), {t: sum(t in index_terms(x) for x in kept.values()) for t in stems})
+            assert (n, df) == (len(seen), {t: sum(t in index_terms(x) for x in seen.values()) for t in stems})
 
 
 def test_a_kept_visibility_mask_changes_exactly_at_each_validity_bound(tmp_path) -> None:  # type: ignore[no-untyped-def]

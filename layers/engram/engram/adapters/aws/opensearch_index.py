@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -424,10 +425,11 @@ class OpenSearchIndex:
         keep: Kept | None = {} if query.vector is not None else None  # vectors come with the hits
         stems = list(query_weights(query.text))
         counted: list[tuple[int, dict[str, int]]] = []
+        seen = replace(query, kinds=None)  # what the counts are within: its filters, its kinds aside (as locally)
 
         def ask(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             """The answers to `bodies`, in one request; the first of a search also brings the term counts."""
-            extra = [] if counted or not stems else [counts_body(filters(query, now), stems)]
+            extra = [] if counted or not stems else [counts_body(filters(seen, now), stems)]
             if len(bodies) + len(extra) == 1:
                 return [self._call(self._os.search, index=self._index, body=bodies[0])]
             answers: list[dict[str, Any]] = self._call(self._msearch, bodies=[*bodies, *extra])
@@ -439,7 +441,7 @@ class OpenSearchIndex:
             """Within the query's filters (what it may return), as BM25's statistics in the local index."""
             if counted and list(wanted) == stems:
                 return counted[0]
-            body = counts_body(filters(query, now), wanted)
+            body = counts_body(filters(seen, now), wanted)
             return term_counts_of(self._call(self._os.search, index=self._index, body=body), wanted)
 
         def vectors_of(ids: Sequence[str]) -> dict[str, Vector]:

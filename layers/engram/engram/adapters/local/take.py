@@ -99,7 +99,7 @@ def bm25_list(cache: Slots, q: SearchQuery, now: datetime, weights: Mapping[str,
     """The BM25 list of `q` in a context's copy (its lock held): its matching slots are the candidates; with range
     filters, every slot in score order."""
     keep = cache.matching(q)
-    scores, found = cache.bm25(weights, q.match_all, counted(cache, within(cache, q, now, keep)))
+    scores, found = cache.bm25(weights, q.match_all, counted(cache, within(cache, q, now, seen_by(cache, q, keep))))
     if not q.ranges:
         return hits(take(cache, scores, keep, q, now, limit, found), cache)
     dense = np.full(scores.shape[0], -np.inf, dtype=np.float32)  # `take` walks every slot in score order
@@ -122,6 +122,14 @@ def within(cache: Slots, q: SearchQuery, now: datetime, keep: Mask | None) -> Ma
     both.flags.writeable = False
     _keep(cache, (id(allowed), id(keep)), (allowed, keep, both))
     return both
+
+
+def seen_by(cache: Slots, q: SearchQuery, keep: Mask | None) -> Mask | None:
+    """The metadata mask BM25's statistics are counted within (`within`'s `keep`): `q`'s metadata filters, its kinds
+    aside — a kind is not a matter of who may see what, and on the dev collections counting only the kinds searched
+    cost CISI 0.006 (bm25 nDCG@10 0.402 -> 0.396: its entities left the statistics) and moved nothing else
+    (bench/RESULTS.md, 2026-12-07). `keep`: `q`'s own mask (`matching`), when it has no kinds."""
+    return keep if q.kinds is None else cache.matching(replace(q, kinds=None))
 
 
 def counted(cache: Slots, mask: Mask) -> Stats:
@@ -148,7 +156,7 @@ def _keep(cache: Slots, key: object, entry: tuple[object, ...]) -> None:
 
 def counts(cache: Slots, q: SearchQuery, now: datetime, stems: Sequence[str]) -> tuple[int, dict[str, int]]:
     """The documents `q` may return and how many of them hold each of `stems` (its scores' idf: `search_rules`)."""
-    n, _, mask = counted(cache, within(cache, q, now, cache.matching(q)))
+    n, _, mask = counted(cache, within(cache, q, now, seen_by(cache, q, cache.matching(q))))
     return n, {t: cache.df(t, mask) for t in stems}
 
 
