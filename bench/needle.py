@@ -9,6 +9,10 @@ own vectors embedded once and cached beside them: `PAIRS` pairs drawn with one s
 holding one of its turns passed over), read by the rules; and the questions are asked again. Until 2026-12-06 a pair's
 vector was the normalised sum of its two sentences' (the scale bench's shortcut): not an embedded memory, and nearer
 every query than a real one (a mean lies towards the centre), so it crowded the vector list more than real memories do.
+The others are stored in sessions of their own (`other-N`) with no `speaker`: since 2026-12-07 a question that names
+one of the conversation's speakers is searched in that speaker's sessions first (`engram.families.memory.named`), so
+the others reach such a question only when those sessions hold fewer than k results — as other people's
+conversations would, whose speakers have other names (a namesake's sessions would be searched too).
 
 `python -m bench.needle [others]`; with `NEEDLE_DIR` set, the filled folder is kept there and a second run asks the
 questions of it again without filling (how a ranking change is tried against the needle in a minute)."""
@@ -57,11 +61,11 @@ def scores(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[
 
 
 def narrowed(engram: Engram, stored: Stored, convs: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a recall narrowed to the people a question names would find — not the product's recall yet (#54): the
-    index's hybrid search over the conversation's turns (the caller's lens, k 10), kept to its two speakers' turns
-    (`metadata.speaker`) when the question names one of them; with BM25's statistics within that filter (what the
-    search may return), the others cost only what they change in the vector list. Turns only, so that the filter is
-    exact; without it, the same turns-only search (the two rows of "BM25 within a search's filters" in RESULTS)."""
+    """The index's own hybrid search over the conversation's turns (the caller's lens, k 10), kept to its two
+    speakers' turns (`metadata.speaker`) when the question names one of them, and without that filter: what the
+    shipped recall's narrowing (`engram.families.memory.named`: the sessions of the speakers a question names) rests
+    on, measured below `memory_recall` (no time words read, no facts). With BM25's statistics within the filter, the
+    others cost only what they change in the vector list (the rows of "BM25 within a search's filters" in RESULTS)."""
     import re
     from datetime import UTC, datetime
 
