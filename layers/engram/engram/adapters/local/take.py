@@ -108,9 +108,10 @@ def bm25_list(cache: Slots, q: SearchQuery, now: datetime, weights: Mapping[str,
 
 
 def within(cache: Slots, q: SearchQuery, now: datetime, keep: Mask | None) -> Mask:
-    """The slots a search may return, its range filters aside (each row's, checked as it is returned): what BM25's
-    statistics count, so that a score says nothing of memories the caller cannot see, and a search narrowed by its
-    filters ranks as if only what they keep were there. `keep`: the query's kind and metadata mask (`matching`)."""
+    """The slots a search may return, its range filters aside (each row's, checked as it is returned), with `keep` its
+    kind and metadata mask (`matching`); with `seen_by`'s (its kinds aside), what BM25's statistics count, so that a
+    score says nothing of memories the caller cannot see, and a narrowed search ranks as if only what it keeps were
+    there."""
     allowed = cache.allowed(q, now)
     if keep is None:
         return allowed
@@ -155,14 +156,15 @@ def _keep(cache: Slots, key: object, entry: tuple[object, ...]) -> None:
 
 
 def counts(cache: Slots, q: SearchQuery, now: datetime, stems: Sequence[str]) -> tuple[int, dict[str, int]]:
-    """The documents `q` may return and how many of them hold each of `stems` (its scores' idf: `search_rules`)."""
+    """The documents `q` may see (`seen_by`) and how many of them hold each of `stems` (its scores' idf)."""
     n, _, mask = counted(cache, within(cache, q, now, seen_by(cache, q, cache.matching(q))))
     return n, {t: cache.df(t, mask) for t in stems}
 
 
 def values_in(cache: Slots, q: SearchQuery, now: datetime, key: str, most: int) -> dict[str, int] | None:
     """`SearchIndex.values` in a context's copy (its lock held): the rows of the slots `q` may return, read once
-    (a segment's from SQLite, a thousand at a time), each checked as a search's returns are (its range filters)."""
+    (a segment's from SQLite, a thousand at a time), each checked as a search's returns are (its range filters). A
+    filter on one faceted key (a recall's names) starts from the slots that hold its values (`slots_holding`)."""
     held = slots_holding(cache, *next(iter(q.metadata.items()))) if len(q.metadata) == 1 else None
     if held is None:
         slots = np.flatnonzero(within(cache, q, now, cache.matching(q)))
