@@ -438,7 +438,7 @@ class OpenSearchIndex:
             return answers
 
         def counts(_: str, wanted: Sequence[str]) -> tuple[int, Mapping[str, int]]:
-            """Within the query's filters (what it may return), as BM25's statistics in the local index."""
+            """Within the query's filters, its kinds aside (what it may see), as the local index's BM25 statistics."""
             if counted and list(wanted) == stems:
                 return counted[0]
             body = counts_body(filters(seen, now), wanted)
