@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.families.memory.base import CATEGORY_SECTION, MemoryBase
-from engram.families.memory.named import search_named
+from engram.families.memory.named import search_named, sessions_ahead
 from engram.families.memory.plan import index_doc_of
 from engram.families.memory.results import format_context, hit_dict
 from engram.kernel.caller import Caller
@@ -79,10 +79,14 @@ class Reading(MemoryBase):
         if cached is not None:
             return dict(cached, tier="cache", queryMs=self.clock_ms() - started)
         total = self.index.count(caller.context_id)
-        vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
         hard = window is not None and not window.soft
+        small = total <= k and everything_when_small and not hard
+        # the sessions of the people the query names, looked up while the query is embedded (`named`)
+        look = None if small else sessions_ahead(self.index, SearchQuery(caller.context_id, query, None, mode, k,
+                                                 kinds, visibility, as_of), now)  # fmt: skip
+        vec = query_vector(self.embedder, query, ranks=mode != "bm25")  # bm25 too: scores weigh both evidences
         ranges = {"said_at": window.bounds()} if window is not None and hard else {}
-        if total <= k and everything_when_small and not hard:
+        if small:
             if vec is not None:
                 hits = self.index.search(
                     SearchQuery(caller.context_id, query, vec, "vector", k, kinds, visibility, as_of), self.clock.now()
@@ -96,7 +100,8 @@ class Reading(MemoryBase):
         else:
             pool = k if window is None or hard else max(TIME_POOL * k, 30)
             q = SearchQuery(caller.context_id, query, vec, mode, pool, kinds, visibility, as_of, ranges=ranges)
-            hits = search_named(self.index, q, self.clock.now())  # the sessions of the people it names first
+            assert look is not None
+            hits = search_named(self.index, q, self.clock.now(), look.result())  # their sessions first
             if window is not None and not hard:
                 hits = preferred(hits, window, k, "said_at")
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
