@@ -72,13 +72,22 @@ def faceted(facets: dict[str, dict[str, set[int]]], i: int, row: Row | None, add
                 slots.discard(i)
 
 
-def facet_mask(facets: dict[str, dict[str, set[int]]], key: str, values: frozenset[Any], cap: int) -> Mask | None:
-    """The slots in memory whose `key` is one of `values` (None: not a faceted key, or a value not a string)."""
+def facet_slots(
+    facets: dict[str, dict[str, set[int]]], key: str, values: frozenset[Any]
+) -> np.ndarray[tuple[int], np.dtype[np.int64]] | None:
+    """The slots in memory (ascending) whose `key` is one of `values` (None: not a faceted key, or a value not a
+    string: then every row is read)."""
     if key not in FACETED or not all(isinstance(v, str) for v in values):
         return None
-    mask = np.zeros(cap, dtype=bool)
     held = facets.get(key, {})
-    for value in values:
-        if slots := held.get(value):
-            mask[np.fromiter(slots, dtype=np.int64, count=len(slots))] = True
+    return np.fromiter(sorted(s for v in values for s in held.get(v, ())), dtype=np.int64)
+
+
+def facet_mask(facets: dict[str, dict[str, set[int]]], key: str, values: frozenset[Any], cap: int) -> Mask | None:
+    """`facet_slots` as a mask of `cap` slots."""
+    slots = facet_slots(facets, key, values)
+    if slots is None:
+        return None
+    mask = np.zeros(cap, dtype=bool)
+    mask[slots] = True
     return mask

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.adapters.local.rows import FACETED, Mask, Row, among
+from engram.adapters.local.rows import Mask, Row, among, facet_slots
 from engram.adapters.local.segment import Array
 from engram.adapters.local.slots import Slots, Stats
 from engram.kernel.ports import Hit, SearchQuery, Vector
@@ -190,10 +190,9 @@ def slots_holding(cache: Slots, key: str, want: Any) -> Array | None:
     per slot in memory (`rows.faceted`) and a segment's rows through SQLite's index on `key`; None when `key` is not
     faceted or a value is not a string (then a mask, `Slots.matching`)."""
     values = frozenset(want) if isinstance(want, list | tuple) else frozenset([want])
-    if key not in FACETED or not all(isinstance(v, str) for v in values):
+    out = facet_slots(cache.facets, key, values)
+    if out is None:
         return None
-    held = cache.facets.get(key, {})
-    out = np.fromiter(sorted(s for v in values for s in held.get(v, ())), dtype=np.int64)
     if cache.base is not None and cache.read_metadata is not None:
         out = np.concatenate([cache.base.slots_of(key, values, cache.read_metadata, among), out])
     return out
