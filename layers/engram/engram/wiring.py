@@ -427,6 +427,16 @@ def build_aws(settings: Settings, clock: Clock | None = None, embedder: Embedder
     )
 
 
+def one_blas_thread() -> None:
+    """Numpy's BLAS on one thread for the whole process (#54): the process's parallelism is its requests, the
+    encoder's own pools and the graph's builder. BLAS's pool spins on both cores for a while after each product:
+    one 14,000 x 384 product (0.3 ms) made the encoder's next pass twice as slow (a stored turn 12 -> 29 ms, a
+    query 3.5 -> 6), so a recall beside a store cost two cores for one's work (bench/RESULTS.md, "Many clients")."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedder | None = None) -> Engram:
     """The embedded default: SQLite records and search, files for blobs, MiniLM on ONNX."""
     from engram.adapters.local.file_blobs import FileBlobStore
@@ -435,6 +445,7 @@ def build_local(settings: Settings, clock: Clock | None = None, embedder: Embedd
     from engram.adapters.local.sqlite_records import SqliteRecordStore
     from engram.adapters.local.sqlite_search import SqliteSearchIndex
 
+    one_blas_thread()
     data = settings.data_dir
     data.mkdir(parents=True, exist_ok=True)
     return Engram(

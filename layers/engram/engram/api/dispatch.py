@@ -34,8 +34,12 @@ async def run(
     """Run `op` for `principal`: admitted by its quotas, metered into `cost` (what the caller is told it
     cost). Returns a dict shaped by `op.output`, or text. Raises EngramError."""
     call = Call(engram, op, principal, args, transport, cost if cost is not None else Cost())
+    # in one of the server's slots, a free one going to the context running the fewest (engram.trust.fair)
+    ctx = args.context_id or (principal.contexts[0] if len(principal.contexts) == 1 else None)
+    lane = f"c:{ctx}" if ctx in principal.contexts else f"k:{principal.key_id}"  # (a context it may not enter: its key)
     try:
-        result = await anyio.to_thread.run_sync(call.work, progress)
+        async with engram.share.turn(lane):
+            result = await anyio.to_thread.run_sync(call.work, progress)
     except EngramError as exc:
         call.logged(False, exc.code)
         raise

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from engram.kernel import load
+
 if TYPE_CHECKING:
     import anyio
 
@@ -57,6 +59,7 @@ class FairShare:
 
     def _take(self, key: str) -> None:
         self.running += 1
+        load.started()
         self.active[key] = self.active.get(key, 0) + 1
 
     def _drop(self, key: str, ticket: _Ticket) -> None:
@@ -71,6 +74,7 @@ class FairShare:
         the one served longest ago (a context goes to the back of the line as it is served, and as a call of it
         ends)."""
         self.running -= 1
+        load.ended()
         left = self.active[key] - 1
         if left:
             self.active[key] = left

@@ -3,13 +3,14 @@ microseconds, a kind or metadata value for a filter's mask)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from engram.kernel.ports import MetaValue
+from engram.kernel.ports import MetaValue, Vector
 
 
 @dataclass(slots=True)
@@ -90,4 +91,17 @@ def facet_mask(facets: dict[str, dict[str, set[int]]], key: str, values: frozens
         return None
     mask = np.zeros(cap, dtype=bool)
     mask[slots] = True
+    return mask
+
+
+Runs = Callable[[frozenset[str]], list[tuple[int, int]]]  # the slot ranges of the pages of some kinds
+
+
+def kinds_mask(runs: Runs, kinds: frozenset[Any], tags: Vector, cap: int) -> Mask:
+    """The live slots (a tag) of the pages of `kinds`, from their slot ranges (`runs`; a page holds rows of one
+    kind): no row read (reading each row's kind after every write cost a recall ~8 ms at 14,000 rows; #54)."""
+    mask = np.zeros(cap, dtype=bool)
+    for start, end in runs(frozenset(k for k in kinds if isinstance(k, str))):
+        mask[start:end] = True
+    mask &= tags[:cap] >= 0
     return mask

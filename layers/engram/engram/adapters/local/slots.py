@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from engram.adapters.local import ann
-from engram.adapters.local.rows import Mask, Row, among, facet_mask, faceted, field_of, micros
+from engram.adapters.local.rows import Mask, Row, among, facet_mask, faceted, field_of, kinds_mask, micros
 from engram.adapters.local.segment import Array, Segment
 from engram.kernel.ports import MetaValue, SearchQuery, Vector
 from engram.kernel.scopes import matches
@@ -259,9 +259,7 @@ class Slots:
         faceted(self.facets, i, row, False)
         self.rows[i], self.terms[i] = None, ()
         self._touched(i)
-        self.lengths[i] = 0
-        self.has_vec[i] = False
-        self.tags[i] = -1
+        self.lengths[i], self.has_vec[i], self.tags[i] = 0, False, -1
         self.free.setdefault(kind, []).append(i)  # its page's kind (a slot holds rows of that kind only)
 
     def _posting(self, term: str) -> tuple[Vector, Vector]:
@@ -382,7 +380,8 @@ class Slots:
             mask = self.masks.get((key, values))
             if mask is None or mask.shape[0] != cap:
                 n = 0 if self.base is None else self.base.n  # a segment's slots: its own mask (its rows never change)
-                mask = facet_mask(self.facets, key, values, cap)
+                made = kinds_mask(self._runs, values, self.tags, cap) if key == "" else None
+                mask = facet_mask(self.facets, key, values, cap) if made is None else made
                 if mask is None:
                     mask = np.zeros(cap, dtype=bool)
                     mask[n:] = np.fromiter((among(field_of(r, key), values) for r in self.rows[n:]), bool, cap - n)
