@@ -3,7 +3,10 @@ and an operation builds only the services its family uses."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Coroutine
+from typing import Any
 
 import anyio
 import pytest
@@ -66,3 +69,54 @@ def test_a_family_builds_only_the_services_it_uses(tmp_path) -> None:  # type: i
     assert engram.built() == {"workctx"}
     engram.queue.submit("memory.index", {"context_id": "acme", "items": []})  # a job of another family
     assert engram.queue.join(30) and engram.built() == {"workctx", "memory"}  # builds its service when it runs
+
+
+def test_every_call_runs_in_one_of_the_servers_slots(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """#54: dispatch runs each call in a FairShare slot, its lane the context it is for (the key's own lane when it
+    names a context the key may not enter) — with one slot, calls sent together run one at a time."""
+    import time
+
+    from engram.families import find
+    from engram.settings import Settings
+    from engram.trust.fair import FairShare
+    from engram.wiring import build_local
+
+    engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    engram.share = FairShare(1)
+    op = find("context_get")
+    assert op is not None
+    seen: list[tuple[int, dict[str, int]]] = []
+    real = engram.workctx.get
+
+    def watched(*a: object, **kw: object) -> object:
+        seen.append((engram.share.running, dict(engram.share.active)))
+        time.sleep(0.02)
+        return real(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engram.workctx, "get", watched)
+    lanes: list[str] = []
+    take = engram.share._take
+
+    def taken(key: str) -> None:
+        lanes.append(key)
+        take(key)
+
+    monkeypatch.setattr(engram.share, "_take", taken)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for ctx in ("acme", None, "acme", "elsewhere"):
+                args = op.input.model_validate({"key": "k", **({"context_id": ctx} if ctx else {})})
+                tg.start_soon(_quietly, dispatch.run(engram, op, principal, args, lambda *_: None))
+
+    anyio.run(main)
+    assert len(seen) == 3  # the call for another context is refused before it reads
+    assert all(running == 1 and active == {"c:acme": 1} for running, active in seen)
+    assert sorted(lanes) == ["c:acme"] * 3 + [f"k:{principal.key_id}"]
+    assert engram.share.running == 0 and not engram.share.waiting
+
+
+async def _quietly(call: Coroutine[Any, Any, object]) -> None:
+    with contextlib.suppress(EngramError):
+        await call

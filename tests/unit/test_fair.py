@@ -82,3 +82,29 @@ async def test_a_cancelled_waiter_gives_back_what_it_held() -> None:
     assert share.running == 0 and not share.active
     await wait_then_run(ran)  # the slot is free again
     assert ran == ["b"]
+
+
+async def test_the_process_counts_its_running_calls_for_the_encoder() -> None:
+    """engram.kernel.load: a call alone, then one beside another, then none (#54)."""
+    from engram.kernel import load
+
+    share = FairShare(2)
+    seen: list[bool] = []
+    both = anyio.Event()
+
+    async def call(hold: anyio.Event | None) -> None:
+        async with share.turn("c"):
+            seen.append(load.alone())
+            if hold is not None:
+                await hold.wait()
+                seen.append(load.alone())
+
+    assert load.alone()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, both)
+        await anyio.sleep(0.01)
+        tg.start_soon(call, None)  # runs while the first holds its slot
+        await anyio.sleep(0.01)
+        both.set()
+    assert seen == [True, False, True]
+    assert load.alone() and load._running == [0]

@@ -291,3 +291,34 @@ def test_indexed_documents_leave_the_collector_one_object_each(tmp_path) -> None
             assert row is not None and row.scopes == ("org/a", "user/b")
             assert not gc.is_tracked(cache.terms[slot]) and cache.terms[slot]
             assert not gc.is_tracked(row.scopes) and not gc.is_tracked(row.metadata)
+
+
+def test_a_kind_filter_sees_every_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A kind filter's mask comes from the pages' slot ranges (a page holds one kind), not from reading each row
+    (#54): kinds interleaved over many pages, a delete (a free slot in its page), a slot taken again, a document
+    whose kind changes — each filtered search returns what a from-scratch filter over the documents returns."""
+    now = datetime.now(UTC)
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    kinds = ("turn", "attribute", "chunk")
+    live: dict[str, str] = {}
+
+    def put(i: str, kind: str) -> None:
+        index.upsert([IndexDoc("c", kind, i, f"the valve {i} leaks", None, ["org"])])
+        live[i] = kind
+
+    def check() -> None:
+        for want in ([k] for k in kinds), [["turn", "chunk"]]:
+            for ks in want:
+                q = SearchQuery("c", "valve leaks", mode="bm25", k=1000, kinds=ks)
+                assert {h.id for h in index.search(q, now)} == {i for i, k in live.items() if k in ks}, ks
+
+    for n in range(300):  # past a page (64 slots) of each kind
+        put(f"d{n}", kinds[n % 3 if n < 200 else 0])
+    check()
+    index.delete("c", ["d0", "d1", "d150"])
+    for gone in ("d0", "d1", "d150"):
+        del live[gone]
+    check()
+    put("d400", "turn")  # into the slot d0 left
+    put("d2", "turn")  # a chunk that becomes a turn: its old slot is freed
+    check()

@@ -109,3 +109,27 @@ def test_states_come_from_the_embedding_pass_with_the_same_vectors(two: OnnxMini
     offsets, pieces = states[0]
     assert pieces.shape == (len(offsets), 2 * two.dim)
     assert [texts[0][a:b] for a, b in offsets[1:3]] == ["Jane", "Smith"]  # pieces map back onto the text
+
+
+def test_beside_other_calls_every_pass_runs_on_one_thread_with_the_same_vectors(
+    two: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#54: while other calls run (engram.kernel.load), no pass spreads over threads that would spin on cores they
+    need; the vectors are the ones a call alone gets."""
+    from engram.kernel import load
+
+    texts = [*TEXTS, "supersonic flow over a flat plate " * 30]  # the last one over the query session's size
+    want = [np.asarray(two.embed([t])).tobytes() for t in texts]
+    fresh = OnnxMiniLMEmbedder()
+    monkeypatch.setattr(load, "_running", [2])  # this call and another
+    assert not load.alone()
+    got = [np.asarray(fresh.embed([t])).tobytes() for t in texts]
+    many = np.asarray(fresh.embed([f"passage {i}: " + "flow " * (1 + i % 40) for i in range(60)]))
+    assert set(fresh._sessions) == {"one"}  # no two-threaded session, no helper thread's session
+    assert fresh._sessions["one"].get_session_options().intra_op_num_threads == 1
+    np.testing.assert_allclose(np.frombuffer(b"".join(got), np.float32), np.frombuffer(b"".join(want), np.float32),
+                               atol=1e-6)  # fmt: skip
+    assert many.shape == (60, 384) and np.allclose(np.linalg.norm(many, axis=1), 1.0, atol=1e-5)
+    monkeypatch.setattr(load, "_running", [1])  # alone again: the long text goes to the batch session
+    fresh.embed([texts[-1]])
+    assert "batch" in fresh._sessions
