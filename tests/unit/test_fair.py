@@ -32,11 +32,42 @@ async def test_the_next_slot_goes_to_the_context_running_fewest() -> None:
         for i in range(1, 4):
             tg.start_soon(call, "noisy", f"n{i}")
         await anyio.sleep(0.01)
-        tg.start_soon(call, "quiet", "q0")  # arrives after three of noisy's calls
+        tg.start_soon(call, "quiet", "q0")  # arrives after three of noisy's calls: none of its own runs or waits
         await anyio.sleep(0.01)
-        assert order == ["n0"] and share.running == 1
+        assert order == ["n0", "q0"] and share.running == 1  # it ran at once, past the full house
         release.set()
     assert order == ["n0", "q0", "n1", "n2", "n3"]
+    assert share.running == 0 and not share.active and not share.waiting
+
+
+async def test_waiting_calls_alternate_and_first_calls_pass_up_to_twice_the_slots() -> None:
+    share = FairShare(1)
+    order: list[str] = []
+    gates = {k: anyio.Event() for k in ("a", "b")}
+
+    async def call(key: str, name: str, hold: bool = False) -> None:
+        async with share.turn(key):
+            order.append(name)
+            if hold:
+                await gates[key].wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, "a", "a0", True)
+        await anyio.sleep(0.01)
+        for name in ("a1", "a2"):
+            tg.start_soon(call, "a", name)
+        tg.start_soon(call, "b", "b0", True)  # b's first call: at once (two running: twice the one slot)
+        await anyio.sleep(0.01)
+        tg.start_soon(call, "c", "c0")  # c's first call: the house is full twice over, it waits
+        tg.start_soon(call, "b", "b1")  # b runs a call: it waits
+        await anyio.sleep(0.01)
+        assert order == ["a0", "b0"] and share.running == 2
+        gates["a"].set()
+        await anyio.sleep(0.01)
+        assert order == ["a0", "b0"] and share.running == 1  # a0 ended, but b0 still holds the one slot
+        gates["b"].set()
+    # then one at a time, the context running fewest first, ties to the one served longest ago
+    assert order == ["a0", "b0", "c0", "a1", "b1", "a2"]
     assert share.running == 0 and not share.active and not share.waiting
 
 
@@ -68,7 +99,7 @@ async def test_a_cancelled_waiter_gives_back_what_it_held() -> None:
             await gate.wait()
 
     async def wait_then_run(ran: list[str]) -> None:
-        async with share.turn("b"):
+        async with share.turn("a"):  # its context runs a call: it waits
             ran.append("b")
 
     ran: list[str] = []
