@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from engram.cli.common import cmd_reindex, settings_of
 from engram.cli.governance import add_governance
-from engram.cli.process import quiet_blas_threads, settle, with_huge_pages
+from engram.cli.process import settle, with_huge_pages
 from engram.cli.transfer import add_portability
 from engram.kernel.errors import EngramError
 from engram.settings import Settings
@@ -430,7 +430,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    quiet_blas_threads()
     args = parser().parse_args(argv)
     if argv is None and args.fn in (cmd_serve, cmd_stdio):  # a server process of its own (not a call in process)
         with_huge_pages(Settings())  # the environment's settings (a --stack is read once, after)

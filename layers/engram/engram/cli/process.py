@@ -1,6 +1,7 @@
-"""How `engram serve` and `engram stdio` set up their own process before any work: OpenBLAS's helper threads,
-transparent huge pages for the model's weights, a garbage collector that skips what starting loaded (issue
-#26). `engram.cli.main` calls these; nothing else in the package depends on them."""
+"""How `engram serve` and `engram stdio` set up their own process before any work: transparent huge pages for the
+model's weights, a garbage collector that skips what starting loaded (issue #26). `engram.cli.main` calls these;
+nothing else in the package depends on them. (numpy's BLAS is put on one thread by the local engine itself:
+`engram.wiring.one_blas_thread`.)"""
 
 from __future__ import annotations
 
@@ -10,18 +11,6 @@ import sys
 from engram.settings import Settings
 
 HUGE_PAGES = "glibc.malloc.hugetlb=1"
-BLAS_THREAD_TIMEOUT = "24"  # OpenBLAS's helper threads wait 2^24 cycles (~8 ms here) for more work, then sleep
-
-
-def quiet_blas_threads() -> None:
-    """numpy's OpenBLAS shares a large product between threads (the cosine over stored vectors: 0.46 ms on two,
-    0.88 on one), then keeps its helpers spinning for 2^28 cycles, ~0.12 s here: a core burnt after every search,
-    under the next call's query embedding on two threads. 2^24 (~8 ms) keeps them awake for a burst of reads
-    (`read_code` every ~3 ms: 2.97 ms; 2^20 3.28, 2^4 3.42 — a wake per product) and asleep for part of a recall's
-    embedding (`memory_recall` 9.31 ms; 8.84 with 2^20 or 2^4, 9.08 on one thread). Interleaved on one data folder
-    of 10,000 memories and 1,945 files, all embedded (bench/RESULTS.md, #26, fifteenth session). OpenBLAS reads it
-    when numpy loads, so this runs first; a value the environment sets is kept."""
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
 
 
 def with_huge_pages(settings: Settings) -> None:
