@@ -73,7 +73,7 @@ def test_a_family_builds_only_the_services_it_uses(tmp_path) -> None:  # type: i
 
 def test_every_call_runs_in_one_of_the_servers_slots(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """#54: dispatch runs each call in a FairShare slot, its lane the context it is for (the key's own lane when it
-    names a context the key may not enter) — with one slot, calls sent together run one at a time."""
+    names a context the key may not enter) — with one slot, a context's calls sent together run one at a time."""
     import time
 
     from engram.families import find
@@ -112,7 +112,8 @@ def test_every_call_runs_in_one_of_the_servers_slots(tmp_path, monkeypatch) -> N
 
     anyio.run(main)
     assert len(seen) == 3  # the call for another context is refused before it reads
-    assert all(running == 1 and active == {"c:acme": 1} for running, active in seen)
+    # one acme call at a time; the refused call, its key's lane's first, may run beside one (up to twice the slots)
+    assert all(active.get("c:acme") == 1 and running <= 2 for running, active in seen), seen
     assert sorted(lanes) == ["c:acme"] * 3 + [f"k:{principal.key_id}"]
     assert engram.share.running == 0 and not engram.share.waiting
 
