@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from engram.families.workspace import WorkspaceServices
 from engram.kernel.clock import Clock, SystemClock
 from engram.kernel.family import AnyFamily, Family, Services
 from engram.kernel.kinds import Guarded, GuardedIndex, Kinds
+from engram.kernel.load import usable_cpus
 from engram.kernel.metering import MeteredBlobs, MeteredEmbedder
 from engram.kernel.opaque import OpaqueIds
 from engram.kernel.ports import AuditLog, BlobStore, Counters, Embedder, Generator, KeySource, RecordStore, SearchIndex
@@ -100,7 +100,7 @@ class Engram:
         )
         self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
         # how a server's calls share it between contexts (engram.trust.fair: the API runs each call in a slot)
-        self.share = FairShare(self.settings.call_slots or 2 * len(os.sched_getaffinity(0)))
+        self.share = FairShare(self.settings.call_slots or 2 * usable_cpus())
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
             self.generator, learned=self.settings.extractor == "learned", audit=self.audit, kinds=self.kinds,

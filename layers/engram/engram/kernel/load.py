@@ -5,6 +5,8 @@ with the spreading against 77.3 without; alone, a query's pass is ~1.5 ms faster
 
 from __future__ import annotations
 
+import os
+
 _running = [0]  # changed on the event loop's thread only (FairShare); read anywhere (an int: no lock needed)
 
 
@@ -19,3 +21,11 @@ def ended() -> None:
 def alone() -> bool:
     """Whether this process runs at most one call now (none: a command, a test, a Lambda function's one call)."""
     return _running[0] <= 1
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

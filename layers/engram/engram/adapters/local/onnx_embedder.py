@@ -7,7 +7,6 @@ Mean pooling over the attention mask, then L2 normalisation, as sentence-transfo
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from tokenizers import Tokenizer
 
 from engram.adapters.local.onnx_graph import simplify, with_outputs
 from engram.kernel import load
+from engram.kernel.load import usable_cpus
 from engram.kernel.ports import Vector
 
 TokenStates = tuple[list[tuple[int, int]], np.ndarray]  # pieces' character offsets, their states
@@ -34,13 +34,6 @@ STATE_OUTPUTS = ("layer_norm_6",)
 SMALL_TOKENS = 64  # batches up to this many padded tokens (a query, a turn) run on the query session
 PARALLEL_BATCHES = 4  # from this many batches on, two single-threaded sessions share them
 QUERY_THREADS = 2  # the query session's threads (at most the CPUs this process may run on)
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def default_model_path() -> Path:

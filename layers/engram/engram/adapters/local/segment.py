@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from engram.kernel.load import usable_cpus
+
 FORMAT = 1
 BLOCK = 65_536  # vectors written this many at a time
 RELEASE = 16  # searches between two unmappings of the pages they touched (`Segment.release`)
@@ -168,11 +170,7 @@ class Segment:
 @functools.cache
 def _blocks_pool() -> ThreadPoolExecutor:
     """The threads a product over many blocks shares them with (one a core the process may run on)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return ThreadPoolExecutor(max_workers=max(1, cores), thread_name_prefix="engram-blocks")
+    return ThreadPoolExecutor(max_workers=usable_cpus(), thread_name_prefix="engram-blocks")
 
 
 def _libc_madvise() -> Any:
