@@ -123,3 +123,50 @@ def test_a_build_under_way_at_exit_stops_and_is_waited_for(index: SqliteSearchIn
     index.close()
     assert not any(t.is_alive() for t in index.graphs)
     assert reads == [0] and index._contexts["c"].graph is None
+
+
+def test_copies_of_one_vector_are_one_node_and_every_copy_is_found(index: SqliteSearchIndex) -> None:
+    """Hundreds of copies of one vector (a fact restated again and again, a boilerplate chunk) are one node of the
+    graph with the rest as its twins: a clique of copies trapped the graph's search at 1M (#54). A query at the
+    copies still gets every copy, the nearest others after them, and copies written after the build join the node."""
+    vectors = clustered(N, 11)
+    copy = vectors[7]
+    index.upsert([doc(i, v) for i, v in enumerate(vectors)] + [doc(N + i, copy) for i in range(300)])
+    search(index, copy)
+    settle(index)
+    graph = index._contexts["c"].graph
+    assert graph is not None and graph.nodes == N and len(graph) == N + 300
+    copies = {"d7", *(f"d{N + i}" for i in range(300))}
+    got = search(index, copy, 310)
+    assert set(got[:301]) == copies
+    assert got[301:] == [d for d in exact(vectors, copy, 11) if d != "d7"][:9]
+    index.upsert([doc(N + 300 + i, copy) for i in range(50)])  # after the build: twins of the same node
+    index.delete("c", ["d7", f"d{N}"])
+    search(index, copy)
+    settle(index)
+    assert graph.nodes == N and len(graph) == N + 350
+    got = search(index, copy, 360)
+    assert set(got[:349]) == (copies | {f"d{N + 300 + i}" for i in range(50)}) - {"d7", f"d{N}"}
+
+
+def test_a_graph_node_and_its_twins_come_back_together() -> None:
+    """`Graph` alone: copies (to the grain) within one addition and across additions are twins of the first;
+    a vector a grain away is a node of its own."""
+    import faiss
+
+    vectors = np.rint(clustered(200, 12) * ann.GRAIN) / ann.GRAIN  # on the grain: +0.2 of one rounds back
+    index = faiss.IndexHNSWFlat(64, 8, faiss.METRIC_INNER_PRODUCT)
+    graph = ann.Graph(index, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64))
+    block = np.concatenate([vectors, vectors[:5], vectors[:5] + 0.2 / ann.GRAIN])  # same, and same to the grain
+    graph.add(np.arange(210, dtype=np.int64), block)
+    moved = vectors[9:10] + 3.0 / ann.GRAIN
+    graph.add(np.array([500, 501]), np.concatenate([vectors[3:4], moved]))
+    assert graph.nodes == 201 and len(graph) == 212
+    found = set(graph.candidates(vectors[3], 1).tolist())
+    assert found == {3, 203, 208, 500}
+    assert 501 in set(graph.candidates(moved[0], 1).tolist()) | set(graph.candidates(moved[0], 2).tolist())
+    _, node_slots, keys, twins = graph.copy()
+    again = ann.Graph(index, node_slots, keys, twins)
+    assert set(again.candidates(vectors[3], 1).tolist()) == found and len(again) == 212
+    again.add(np.array([600]), vectors[3:4])
+    assert again.nodes == 201 and 600 in set(again.candidates(vectors[3], 1).tolist())

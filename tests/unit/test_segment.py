@@ -398,3 +398,38 @@ def test_writes_never_wait_for_the_graphs_additions(tmp_path: Path, monkeypatch:
     assert not cache.in_flight and not cache.fresh and len(graph) >= N + 100
     near = SearchQuery("c", "", vector((N + 60) * 13), mode="vector", k=1, visibility=[["org"]], as_of=NOW)
     assert [h.id for h in index.search(near, NOW)] == ["d660"]  # its own vector: found through the graph
+
+
+def test_a_graphs_twins_are_saved_and_opened_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies of one vector are one node of the graph (#54): the segment keeps which slots are its twins, so a
+    reopened context still finds every copy through the graph, and one written after the save joins the node."""
+    monkeypatch.setattr(ann, "MIN_VECTORS", 300)
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    same = vector(4242)
+
+    def copy(i: int) -> IndexDoc:
+        return IndexDoc("c", "fact", f"copy{i}", f"the same fact {i}", same, ["org/a"], None, None, {})
+
+    index.upsert([copy(i) for i in range(60)])
+    q = SearchQuery("c", "", same, mode="vector", k=70, visibility=[["org"]])
+    index.search(q, NOW)
+    settle(index)
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    reopened.search(q, NOW)
+    graph = reopened._contexts["c"].graph
+    assert graph is not None and graph.nodes == N + 1 and len(graph) == N + 60  # opened with its twins
+    reopened.upsert([copy(60)])
+    reopened.search(q, NOW)
+    settle(reopened)
+    assert not reopened._contexts["c"].fresh and graph.nodes == N + 1
+    assert {h.id for h in reopened.search(q, NOW)[:61]} == {f"copy{i}" for i in range(61)}
+    reopened.flush()
+    for keys in (tmp_path / "s.db.segments").rglob("graph_keys.npy"):
+        keys.unlink()  # as a segment saved before graphs had twins: its graph is built again, copies folded
+    older = SqliteSearchIndex(tmp_path / "s.db")
+    assert {h.id for h in older.search(q, NOW)[:61]} == {f"copy{i}" for i in range(61)}
+    settle(older)
+    rebuilt = older._contexts["c"].graph
+    assert rebuilt is not None and rebuilt is not graph and rebuilt.nodes == N + 1

@@ -54,10 +54,12 @@ def opened(seg: Segment) -> Slots:
     s.total_length, s.seq, s.base = seg.total_length, seg.seq, seg
     if seg.vectors is not None:
         s.mat = np.zeros((s.lengths.shape[0], seg.vectors.shape[1]), dtype=np.float32)
-    if seg.graph is not None and seg.graph_slots is not None:
-        s.graph = ann.Graph(seg.graph, np.asarray(seg.graph_slots, dtype=np.int64))
+    if seg.graph is not None and seg.graph_slots is not None and seg.graph_keys is not None:
+        slots, twins = np.asarray(seg.graph_slots, dtype=np.int64), seg.graph_twins
+        s.graph = ann.Graph(seg.graph, slots, np.asarray(seg.graph_keys, dtype=np.uint64), twins)
+        seen = slots if twins is None else np.concatenate([slots, twins[1]])
         known = np.zeros(n, dtype=bool)  # a slot with a vector and no current node in the graph is scored exactly
-        known[s.graph.slots[(s.graph.slots >= 0) & (s.graph.slots < n)]] = True
+        known[seen[(seen >= 0) & (seen < n)]] = True
         s.fresh = set(np.flatnonzero(s.has_vec[:n] & ~known).tolist())
     return s
 
@@ -103,7 +105,7 @@ def parts_of(self: Slots, seq: int) -> Parts:
         return out
 
     graph = self.graph
-    serialized, graph_slots = graph.copy() if graph is not None else (None, None)  # copies no lock need guard
+    serialized, graph_slots, keys, twins = graph.copy() if graph is not None else (None, None, None, None)
     changed = self.fresh | self.in_flight | (self.next_fresh or set())
     return Parts(
         seq=seq,
@@ -125,6 +127,8 @@ def parts_of(self: Slots, seq: int) -> Parts:
         dim=0 if mat is None else int(mat.shape[1]),
         graph=serialized,
         graph_slots=None if graph_slots is None else _current(graph_slots, changed),
+        graph_keys=keys,
+        graph_twins=None if twins is None else np.stack([twins[0], _current(twins[1], changed)]),
     )
 
 

@@ -66,6 +66,8 @@ class Segment:
     total_length: float
     graph: Any = None  # a faiss index, or None
     graph_slots: Array | None = None
+    graph_keys: Array | None = None  # each node's key (`ann.keys_of`)
+    graph_twins: Array | None = None  # (node, slot) pairs: slots whose vector is the node's
     masks: dict[tuple[str, frozenset[Any]], Any] = field(default_factory=dict)  # metadata masks (rows never change)
     # the memory maps of the vectors and postings (`release`); the arrays above are plain views of the files: a
     # numpy memmap's indexing runs in Python (~20 us a read: 7 ms of a recall at 1M)
@@ -222,6 +224,8 @@ class Parts:
     dim: int
     graph: Any = None
     graph_slots: Array | None = None
+    graph_keys: Array | None = None
+    graph_twins: Array | None = None
 
 
 def folder(root: Path, context_id: str) -> Path:
@@ -252,12 +256,12 @@ def _open(d: Path, token: str) -> Segment:
     n = len(ids)
     if any(a[k].shape[0] != n for k in _ARRAYS[:6]) or a["offsets"].shape[0] != len(terms) + 1:
         raise ValueError("inconsistent")
-    graph = graph_slots = None
-    if (d / "graph.faiss").exists():
+    graph = graph_slots = graph_keys = graph_twins = None
+    if (d / "graph_keys.npy").exists():  # a graph saved before its keys were (#54) is built again
         import faiss
 
         graph = faiss.read_index(str(d / "graph.faiss"))
-        graph_slots = np.load(d / "graph_slots.npy")
+        graph_slots, graph_keys, graph_twins = (np.load(d / f"graph_{a}.npy") for a in ("slots", "keys", "twins"))
     return Segment(
         seq=int(meta["seq"]),
         ids=ids,
@@ -269,6 +273,8 @@ def _open(d: Path, token: str) -> Segment:
         maps=[h for h in maps if h is not None and hasattr(h, "madvise")],
         graph=graph,
         graph_slots=graph_slots,
+        graph_keys=graph_keys,
+        graph_twins=graph_twins,
         **{k: a[k] for k in _ARRAYS},
     )
 
@@ -288,11 +294,12 @@ def write_folder(root: Path, context_id: str, parts: Parts, rowids: Array, token
 
 
 def publish(tmp: Path) -> Path:
-    """A written folder as the context's newest segment (one rename); its older ones removed."""
+    """A written folder as the context's newest segment (one rename); its older ones removed, and one of the same
+    change (saved again for its graph: its random suffix may sort either side)."""
     final = tmp.with_name(tmp.name[1:])
     os.rename(tmp, final)
     for old in final.parent.iterdir():
-        if not old.name.startswith(".") and old.name < final.name:
+        if not old.name.startswith(".") and old.name[:20] <= final.name[:20] and old != final:
             shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -330,12 +337,13 @@ def _write_files(d: Path, p: Parts, rowids: Array, token: str) -> None:
         out.flush()
         del out
         _sync(d / "vectors.npy")
-    if p.graph is not None and p.graph_slots is not None:
+    if p.graph is not None and p.graph_slots is not None and p.graph_keys is not None and p.graph_twins is not None:
         import faiss
 
         faiss.write_index(p.graph, str(d / "graph.faiss"))
         _sync(d / "graph.faiss")
-        _save(d / "graph_slots.npy", partial(np.save, arr=p.graph_slots))
+        for name, arr in (("slots", p.graph_slots), ("keys", p.graph_keys), ("twins", p.graph_twins)):
+            _save(d / f"graph_{name}.npy", partial(np.save, arr=arr))
     _save(d / "ids.json", lambda f: f.write(json.dumps(p.ids).encode()))
     _save(d / "terms.json", lambda f: f.write(json.dumps([p.terms[i] for i in kept.tolist()]).encode()))
     meta = {
