@@ -441,7 +441,6 @@ class Slots:
 
     def install(self, graph: ann.Graph) -> None:
         self.graph, self.fresh, self.next_fresh = graph, self.next_fresh or set(), None
-        self.unsaved = max(self.unsaved, 1)  # a graph is minutes of work at 1M: kept by the next save, or at exit
 
     def nearest(
         self, qv: Vector, limit: int, kinds: Sequence[str] | None, keep: Mask | None
