@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -433,3 +434,37 @@ def test_a_graphs_twins_are_saved_and_opened_with_it(tmp_path: Path, monkeypatch
     settle(older)
     rebuilt = older._contexts["c"].graph
     assert rebuilt is not None and rebuilt is not graph and rebuilt.nodes == N + 1
+
+
+def test_a_graph_installed_while_a_save_is_under_way_is_saved_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that took its parts before the graph was installed has no graph: the install's own save, refused while
+    that one runs, follows it as it ends (the graph, minutes of work at 1M, was lost at the next start)."""
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    q = SearchQuery("c", "", vector(5000), mode="vector", k=10, visibility=[["org"]])
+    index.search(q, NOW)  # loaded; too small for a graph yet
+    settle(index)
+    assert index._contexts["c"].graph is None
+    taken, go = threading.Event(), threading.Event()
+    real = segment.write_folder
+
+    def held(*args: Any, **kwargs: Any) -> Path:
+        taken.set()
+        assert go.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(segment, "write_folder", held)
+    index._maybe_save("c", now=True)  # a save without a graph, held after taking its parts
+    assert taken.wait(30)
+    monkeypatch.setattr(ann, "MIN_VECTORS", 300)
+    index.search(q, NOW)  # starts the build
+    for t in index.graphs:
+        t.join(60)
+    assert index._contexts["c"].graph is not None
+    go.set()
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    reopened.search(q, NOW)
+    assert reopened._contexts["c"].graph is not None and not reopened.graphs  # opened with it, not built again

@@ -112,7 +112,7 @@ class Graph:
             keys = np.empty(self.nodes, dtype=np.uint64)
             keys[self._key_nodes] = self._keys
             return (
-                faiss.deserialize_index(faiss.serialize_index(self.index)),
+                faiss.clone_index(self.index),  # one copy (through its serialisation: two, ~700 MB each at 1M)
                 self.slots.copy(),
                 keys,
                 self._all_twins().copy(),

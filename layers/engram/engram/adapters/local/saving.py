@@ -7,7 +7,7 @@ import json
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,9 +99,10 @@ def parts_of(self: Slots, seq: int) -> Parts:
     def read(start: int, end: int) -> Vector:
         assert mat is not None
         out = np.array(mat[start:end], dtype=np.float32)
-        if vectors is not None and start < base_n:
+        if vectors is not None and base is not None and start < base_n:
             last = min(end, base_n)
             out[: last - start] = vectors[start:last]
+            base.drop(start, last)
         return out
 
     graph = self.graph
@@ -130,6 +131,19 @@ def parts_of(self: Slots, seq: int) -> Parts:
         graph_keys=keys,
         graph_twins=None if twins is None else np.stack([twins[0], _current(twins[1], changed)]),
     )
+
+
+def chunks(s: Slots) -> Callable[[int], tuple[Array, Vector] | None]:
+    """`s.chunk` for a graph's build, each chunk's pages of the segment's vectors unmapped once read (the build reads
+    every vector: they would all be mapped into the process at once)."""
+
+    def chunk(start: int) -> tuple[Array, Vector] | None:
+        out = s.chunk(start)
+        if s.base is not None:
+            s.base.drop(start, start + ann.CHUNK)
+        return out
+
+    return chunk
 
 
 def _current(slots: Array, changed: set[int]) -> Array:

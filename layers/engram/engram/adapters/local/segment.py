@@ -163,6 +163,13 @@ class Segment:
             one(blocks[0])
         return out
 
+    def drop(self, start: int, end: int) -> None:
+        """Unmap the pages of vectors [start, end) (read once, by a graph's build or a save: they stay in the page
+        cache, out of the process's RSS)."""
+        if self.vectors is not None and _MADVISE is not None and start < self.vectors.shape[0]:
+            block = self.vectors[start : min(end, self.vectors.shape[0])]
+            _unmap([(block.ctypes.data, block.nbytes)], self.maps)
+
     def kind(self, slot: int) -> str:
         """The kind of the page holding `slot`."""
         starts = [start for start, _, _ in self.pages]
@@ -328,14 +335,14 @@ def _write_files(d: Path, p: Parts, rowids: Array, token: str) -> None:
     for name, arr in arrays.items():
         _save(d / f"{name}.npy", partial(np.save, arr=arr))
     if p.vectors is not None and p.dim:
-        out = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float32, shape=(p.n, p.dim))
-        for start in range(0, p.n, BLOCK):
-            end = min(p.n, start + BLOCK)
-            block = p.vectors(start, end)
-            block[~p.has_vec[start:end]] = 0.0
-            out[start:end] = block
-        out.flush()
-        del out
+        with (d / "vectors.npy").open("wb") as f:  # written, not mapped: a mapped file's pages count in the RSS
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
+            np.lib.format.write_array_header_1_0(f, {**header, "shape": (p.n, p.dim)})
+            for start in range(0, p.n, BLOCK):
+                end = min(p.n, start + BLOCK)
+                block = p.vectors(start, end)
+                block[~p.has_vec[start:end]] = 0.0
+                f.write(np.ascontiguousarray(block, dtype=np.float32).tobytes())
         _sync(d / "vectors.npy")
     if p.graph is not None and p.graph_slots is not None and p.graph_keys is not None and p.graph_twins is not None:
         import faiss

@@ -28,7 +28,7 @@ import numpy as np
 from engram.adapters.local import segment
 from engram.adapters.local.ann import Graph, add_in_background, build_in_background
 from engram.adapters.local.rows import Row
-from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, flush_at_exit, opened, parse_row, parts_of
+from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, chunks, flush_at_exit, opened, parse_row, parts_of
 from engram.adapters.local.slots import Slots
 from engram.adapters.local.sqlite_records import connect, expunge
 from engram.adapters.local.take import bm25_list, counts, hits, stems_held, take, values_in
@@ -71,7 +71,7 @@ class SqliteSearchIndex:
         if segments:
             segment.claim(self._segments, self._token)
         self._use_segments = segments
-        self._saving: set[str] = set()  # contexts a thread is saving
+        self._saving: dict[str, bool] = {}  # contexts a thread is saving: whether to save again (a graph came)
         self._pending: dict[str, list[int]] = {}  # writes committed, not yet in memory: the last change before each
         self._erasures = 0  # a save begun before an erasure is not kept (`expunge`)
         self._publish = threading.Lock()  # a segment's publication, and the removal of all of them
@@ -267,11 +267,14 @@ class SqliteSearchIndex:
         """Save a large context's copy in the background once enough changed since it was opened or saved (or `now`)."""
         with self._lock:
             cache = self._contexts.get(context_id)
-            if cache is None or context_id in self._saving or cache.live < SEGMENT_MIN or not self._use_segments:
+            if cache is None or cache.live < SEGMENT_MIN or not self._use_segments:
+                return
+            if context_id in self._saving:  # a save under way may have taken its parts before a graph was installed
+                self._saving[context_id] |= now
                 return
             if cache.unsaved < max(SAVE_EVERY, SAVE_SHARE * cache.live) and not now:
                 return
-            self._saving.add(context_id)
+            self._saving[context_id] = False
         # not a daemon: a process's exit waits for a save under way (and `close` saves what is left)
         thread = threading.Thread(target=self._save, args=(context_id,), name="engram-segment")
         self.saves.append(thread)
@@ -290,26 +293,25 @@ class SqliteSearchIndex:
                 cache.unsaved = 0
             rowids = self._lookups.rowids(context_id, parts, cache.base)
             made = segment.write_folder(self._segments, context_id, parts, rowids, self._token)
-            with self._publish:
-                if erasures == self._erasures:
-                    segment.publish(made)
-                else:
-                    segment.discard(made)
+            with self._publish:  # a save begun before an erasure is dropped
+                (segment.publish if erasures == self._erasures else segment.discard)(made)
         finally:
             with self._lock:
-                self._saving.discard(context_id)
+                again = self._saving.pop(context_id, False)
+            if again:
+                self._maybe_save(context_id, now=True)
 
     def flush(self) -> None:
         """Save every large loaded context changed since it was opened or saved (a process's exit does this)."""
-        for thread in list(self.saves):
-            thread.join()
+        while waiting := [t for t in self.saves if t.is_alive()]:  # a save may start another as it ends
+            waiting[0].join()
         with self._lock:
             due = [c for c, copy in self._contexts.items() if copy.unsaved and copy.live >= SEGMENT_MIN]
         for context_id in due if self._use_segments else []:
             with self._lock:
                 if context_id in self._saving:
                     continue
-                self._saving.add(context_id)
+                self._saving[context_id] = False
             self._save(context_id)
 
     def close(self) -> None:
@@ -434,7 +436,7 @@ class SqliteSearchIndex:
         assert cache.mat is not None
         cache.begin_graph()
         install, held, stop = partial(self._install, context_id, cache), self._held(context_id), lambda: self._closing
-        self.graphs.append(build_in_background(cache.mat.shape[1], held, cache.chunk, install, stop))
+        self.graphs.append(build_in_background(cache.mat.shape[1], held, chunks(cache), install, stop))
 
     def _install(self, context_id: str, cache: Slots, graph: Graph) -> None:
         cache.install(graph)
