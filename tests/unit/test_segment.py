@@ -468,3 +468,32 @@ def test_a_graph_installed_while_a_save_is_under_way_is_saved_after_it(
     reopened = SqliteSearchIndex(tmp_path / "s.db")
     reopened.search(q, NOW)
     assert reopened._contexts["c"].graph is not None and not reopened.graphs  # opened with it, not built again
+
+
+def test_a_segments_rows_are_read_from_its_file_without_mapping_it(tmp_path: Path) -> None:
+    """`Segment.rows` returns the stored vectors of scattered slots (as the map holds them) and maps no page of the
+    file: through the map a fault brought a whole page-cache folio in (2 MB for a 1.5 KB row), and a search's few
+    hundred rows put most of a 100k context's vectors into the RSS."""
+    import re
+
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    seg = segment.latest(tmp_path / "s.db.segments", "c", index._token)
+    assert seg is not None and seg.vectors is not None
+
+    def mapped() -> int:
+        kb, name = 0, ""
+        for line in Path("/proc/self/smaps").read_text().splitlines():
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                name = line.split()[-1]
+            elif line.startswith("Rss:") and name.endswith("vectors.npy"):
+                kb += int(line.split()[1])
+        return kb
+
+    slots = np.random.default_rng(1).choice(N, 200, replace=False)
+    got = seg.rows(slots)
+    assert mapped() == 0
+    assert np.array_equal(got, np.asarray(seg.vectors[slots])) and mapped() > 0  # the map's own read does map
+    assert seg.rows(np.zeros(0, dtype=np.int64)).shape == (0, seg.vectors.shape[1])

@@ -316,7 +316,7 @@ class Slots:
             return found
         out = np.empty((slots.shape[0], self.mat.shape[1]), dtype=np.float32)
         old = slots < n
-        out[old] = self.base.vectors[slots[old]]
+        out[old] = self.base.rows(slots[old])
         out[~old] = self.mat[slots[~old]]  # (a segment's part of `mat` is never read: its pages stay untouched)
         return out
 
