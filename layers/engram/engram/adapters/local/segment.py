@@ -286,7 +286,7 @@ def _open(d: Path, token: str) -> Segment:
         import faiss
 
         graph = faiss.read_index(str(d / "graph.faiss"))
-        graph_slots, graph_keys, graph_twins = (np.load(d / f"graph_{a}.npy") for a in ("slots", "keys", "twins"))
+        graph_slots, graph_keys, graph_twins = (np.load(d / f"graph_{part}.npy") for part in ("slots", "keys", "twins"))
     seg = Segment(
         seq=int(meta["seq"]),
         ids=ids,
