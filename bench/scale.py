@@ -330,5 +330,6 @@ def ann_recall(n: int = 100_000, queries: int = 300) -> dict[str, Any]:
             out[f"recall_at_{k}"] = round(float(np.mean(overlap)), 4)
             out[f"graph_search_k{k}_p50_ms"] = pct(graph_ms, 50)
             out[f"exact_product_k{k}_p50_ms"] = pct(exact_ms, 50)
+        index.close()  # the segment its graph is saved in, written before the folder goes
     print(f"  ann: {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
