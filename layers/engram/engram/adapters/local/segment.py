@@ -156,8 +156,7 @@ class Segment:
         def one(at: int) -> None:
             block = vectors[at : min(end, at + BLOCK)]
             out[at - start : at - start + block.shape[0]] = block @ qv
-            if _MADVISE is not None:
-                _unmap([(block.ctypes.data, block.nbytes)], self.maps)
+            self.drop(at, at + block.shape[0])
 
         blocks = range(start, end, BLOCK)
         if len(blocks) > 1:
