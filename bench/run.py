@@ -1,6 +1,6 @@
 """`make bench`: every benchmark (or those named: locomo, latency, cranfield, cisi, scores, conversations,
 records, workspace, cranfield-opensearch, coldstart, lambda, hostile, conll04, protocol, reads, erasure, access,
-trust, extraction, console, locomo-time, portability, backup, scale, bulk, ann, clients,
+trust, extraction, console, locomo-time, portability, backup, scale, scale-chunks, bulk, ann, clients,
 needle, opensearch-scale), as JSON on
 stdout and in bench/out/latest.json; bench/RESULTS.md keeps the figures with how and where they were measured.
 
@@ -70,6 +70,7 @@ def main(names: list[str]) -> None:
         reads,
         records,
         scale,
+        scale_chunks,
         scores,
         trust,
         workspace,
@@ -100,6 +101,7 @@ def main(names: list[str]) -> None:
         "portability": portability.run,
         "backup": backup.run,
         "scale": scale.run,
+        "scale-chunks": scale_chunks.run,
         "bulk": scale.bulk,
         "ann": scale.ann_recall,
         "clients": clients.run,
