@@ -13,7 +13,6 @@ is measured is a fresh `engram serve` over the data folder with the real model (
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -151,11 +150,11 @@ def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: 
     engram.queue.join()
     rate = (end - start) / (time.perf_counter() - t0)
     settle(engram)
+    # its queue's worker ended now: left to a collection, the engine could outlive this call (a large context's load
+    # freezes the collector's generations) and its worker take the next filler's jobs (found at 100k chunks: the
+    # embedding jobs, with an empty cache)
+    engram.queue.stop()
     del engram
-    # now, its queue's worker with it (it ends with its queue): a large context's load freezes the collector's
-    # generations (`SqliteSearchIndex._load_rows`), and an engine left for a later collection stays alive, its worker
-    # taking the next filler's jobs (found at 100k chunks: the embedding jobs, with an empty cache)
-    gc.collect()
     return key, rate
 
 

@@ -17,7 +17,6 @@ made fresh (a number appended), k 10.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
@@ -132,8 +131,8 @@ def fill(data: Path, c: Corpus, have: int, end: int, next_item: int, key: str | 
     engram.queue.join()
     rate = (have - start) / (time.perf_counter() - t0)
     settle(engram)
+    engram.queue.stop()  # (`bench.scale.fill`)
     del engram
-    gc.collect()  # its queue's worker with it (`bench.scale.fill`)
     return key, rate, have, next_item
 
 

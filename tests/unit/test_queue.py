@@ -208,3 +208,18 @@ def test_sqs_batches_reach_a_batch_handler_together() -> None:
     sqs.register("embed", lambda p: got.append([p["n"]]), batch=lambda ps: got.append([p["n"] for p in ps]))
     records = [{"messageId": f"m{n}", "body": f'{{"job": "embed", "payload": {{"n": {n}}}}}'} for n in range(3)]
     assert sqs.handle_batch(records) == [] and got == [[0, 1, 2]]
+
+
+def test_a_stopped_queue_leaves_new_jobs_in_the_store_and_join_runs_them(store: SqliteRecordStore) -> None:
+    q = StoreQueue(store)
+    seen: list[int] = []
+    q.register("record", lambda p: seen.append(p["n"]))
+    q.submit("record", {"n": 1})
+    assert q.join(5) and seen == [1]
+    worker = q._thread
+    q.stop()
+    assert worker is not None and not worker.is_alive()  # ended, not left polling the store
+    q.submit("record", {"n": 2})
+    later = StoreQueue(store, worker=False)  # the next engine over the same store finds it there
+    assert [i.data["payload"]["n"] for i in later.pending()] == [2] and seen == [1]
+    assert q.join(5) and seen == [1, 2]  # run in the caller's thread

@@ -195,9 +195,22 @@ class StoreQueue(Handlers):
         self._wake = threading.Event()
         self._busy = threading.Lock()  # one batch at a time in this process (the worker or a join)
         self._worker = worker
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         if worker:
-            args = (weakref.ref(self), self._wake)
-            threading.Thread(target=_work, args=args, name="engram-worker", daemon=True).start()
+            args = (weakref.ref(self), self._wake, self._stop)
+            self._thread = threading.Thread(target=_work, args=args, name="engram-worker", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """End this queue's worker, once the jobs it runs are done: an engine that is finished with (a bench's filler,
+        a test's) leaves the store's jobs to the next one, rather than taking them until a collection ends it. Jobs
+        still pending stay in the store; from now on `join` runs them in its caller's thread."""
+        self._worker = False
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -339,9 +352,10 @@ class StoreQueue(Handlers):
             time.sleep(0.02)
 
 
-def _work(ref: weakref.ref[StoreQueue], wake: threading.Event) -> None:
-    """The worker: runs jobs while there are some, then waits to be woken or polls. Ends with its queue."""
-    while True:
+def _work(ref: weakref.ref[StoreQueue], wake: threading.Event, stop: threading.Event) -> None:
+    """The worker: runs jobs while there are some, then waits to be woken or polls. Ends with its queue, or when it
+    is stopped."""
+    while not stop.is_set():
         queue = ref()
         if queue is None:
             return
