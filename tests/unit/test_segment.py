@@ -5,6 +5,7 @@ after it was saved, with its graph; an erasure removes every segment; a damaged 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,10 @@ def queries() -> list[SearchQuery]:
         out.append(SearchQuery("c", text, v, mode="bm25", k=10, metadata={"speaker": ["p1", f"p{j}"]}))
         out.append(SearchQuery("c", text, v, mode="hybrid", k=10, metadata={"session_id": f"s{j}", "speaker": "p2"}))
         out.append(SearchQuery("c", text, v, mode="bm25", k=10, as_of=NOW + timedelta(days=2), visibility=[["org"]]))
+        # one hit a group (a document search's): a string key read by SQLite's JSON functions, a number from the rows
+        out.append(SearchQuery("c", text, v, mode="hybrid", k=6, visibility=[["org"]], group_by="thread"))
+        out.append(SearchQuery("c", text, v, mode="bm25", k=8, visibility=[["org"]], group_by="thread"))
+        out.append(SearchQuery("c", text, v, mode="hybrid", k=8, visibility=[["org"]], group_by="n"))
     return out
 
 
@@ -501,3 +506,30 @@ def test_a_segments_rows_are_read_from_its_file_without_mapping_it(tmp_path: Pat
     assert mapped() == before
     assert np.array_equal(got, np.asarray(seg.vectors[slots])) and mapped() > before  # the map's own read maps
     assert seg.rows(np.zeros(0, dtype=np.int64)).shape == (0, seg.vectors.shape[1])
+
+
+def test_a_grouped_search_reads_the_rows_it_returns_not_every_candidate(tmp_path: Path) -> None:
+    """#54: grouping a segment's hits (one a document) read every candidate's row of both lists from SQLite — half of a
+    `knowledge_search` at 100k chunks. Now each candidate's group comes from its one value (SQLite's JSON functions),
+    and only the rows returned are read; the groups, their order and their passages are those of an index that holds
+    every row in memory."""
+    index = SqliteSearchIndex(tmp_path / "s.db")
+    fill(index, range(N))
+    index.search(queries()[0], NOW)
+    index.flush()
+    reopened = SqliteSearchIndex(tmp_path / "s.db")
+    reference = SqliteSearchIndex(tmp_path / "ref.db", segments=False)
+    fill(reference, range(N))
+    q = SearchQuery("c", "wing flow", vector(1000), mode="bm25", k=5, visibility=[["org"]], group_by="thread")
+    reopened.search(q, NOW)  # opened from its segment
+    cache = reopened._contexts["c"]
+    assert cache.base is not None and cache.read_rows is not None
+    read: list[int] = []
+    rows = cache.read_rows
+    cache.read_rows = lambda rowids: (read.extend(rowids), rows(rowids))[1]  # type: ignore[func-returns-value]
+    got, want = reopened.search(q, NOW), reference.search(q, NOW)
+    assert [(h.id, h.score, h.passages, h.text) for h in got] == [(h.id, h.score, h.passages, h.text) for h in want]
+    assert len(got) == 5 and all(h.passages for h in got)  # groups of many candidates: each one's first hit made
+    assert len(set(read)) <= 2 * len(got)  # (before: every candidate of the list, 150)
+    odd = replace(q, group_by='odd "key"')  # a key no JSON path names as it is: the rows are read whole
+    assert [h.id for h in reopened.search(odd, NOW)] == [h.id for h in reference.search(odd, NOW)]

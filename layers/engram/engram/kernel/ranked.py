@@ -5,7 +5,7 @@ the ones a search returns together. Issue #26: 300 hits a recall were a tenth of
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 from engram.kernel.ports import Hit
 
@@ -16,7 +16,7 @@ class Ranked(Sequence[Hit]):
     embedded index) hands its lists over as this, and only the hits a search returns are ever made (issue #26:
     300 hits a recall were a tenth of its search)."""
 
-    __slots__ = ("_made", "_make", "_make_many", "ids", "scores")
+    __slots__ = ("_made", "_make", "_make_many", "_values", "ids", "scores")
 
     def __init__(
         self,
@@ -24,9 +24,18 @@ class Ranked(Sequence[Hit]):
         scores: list[float],
         make: Callable[[int], Hit],
         make_many: Callable[[list[int]], list[Hit]] | None = None,
+        values: Callable[[str], list[Any]] | None = None,
     ) -> None:
         self.ids, self.scores, self._make, self._make_many = ids, scores, make, make_many
+        self._values = values
         self._made: dict[int, Hit] = {}
+
+    def values(self, key: str) -> list[Any] | None:
+        """Each hit's metadata `key` (None where it has none), in order, without making the hits (`values`: the
+        adapter reads that one value of each row); None when the adapter cannot (then read the hits)."""
+        if self._values is None:
+            return None
+        return self._values(key)
 
     def prepare(self, ns: Sequence[int]) -> None:
         """Make the hits at positions `ns` now, together (`make_many`: the adapter reads their rows at once)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from engram.kernel.lazy import module
 from engram.kernel.ports import Embedder, Hit, SearchQuery, Vector
-from engram.kernel.ranked import Finder, ranked_ids, ranked_pairs
+from engram.kernel.ranked import Finder, Ranked, ranked_ids, ranked_pairs
 from engram.search.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
 
 # numpy and the Snowball stemmer load when a search first needs them, not when an operation's declaration
@@ -110,14 +110,13 @@ def merge_hits(
     fused = combine(ranked_pairs(bm25), ranked_pairs(vector), rules)
     passages: dict[str, tuple[str, ...]] = {}
     if group_by is not None:
+        bm_groups, vec_groups = group_keys(bm25, group_by), group_keys(vector, group_by)
+        group = dict(zip(ranked_ids(bm25), bm_groups, strict=True))
+        group.update(zip(ranked_ids(vector), vec_groups, strict=True))  # (the same row in either list)
         members: dict[str, list[str]] = {}
         for i, _ in fused:
-            members.setdefault(group_of(row(i), group_by), []).append(i)
-        by_group = combine(
-            [(group_of(h, group_by), h.score) for h in grouped(bm25, group_by)],
-            [(group_of(h, group_by), h.score) for h in grouped(vector, group_by)],
-            rules,
-        )
+            members.setdefault(group[i], []).append(i)
+        by_group = combine(first_of_groups(bm25, bm_groups), first_of_groups(vector, vec_groups), rules)
         fused = [(members[g][0], s) for g, s in by_group]
         passages = {m[0]: tuple(m[1:]) for m in members.values()}
     if rerank is not None:
@@ -260,14 +259,35 @@ def group_of(hit: Hit, key: str | None) -> str:
     return f"{key}={value}" if value not in (None, "") else f"id={hit.id}"
 
 
+def group_keys(hits: Sequence[Hit], key: str) -> list[str]:
+    """`group_of` each hit, in order: a `Ranked` list's from the one value of each row (no hit made — grouping made
+    every candidate of both lists, their rows read from SQLite: half of a `knowledge_search` at 100k chunks, #54)."""
+    values = hits.values(key) if isinstance(hits, Ranked) else None
+    if values is None:
+        return [group_of(h, key) for h in hits]
+    return [f"{key}={v}" if v not in (None, "") else f"id={i}" for i, v in zip(ranked_ids(hits), values, strict=True)]
+
+
+def first_of_groups(hits: Sequence[Hit], groups: list[str]) -> list[tuple[str, float]]:
+    """(group, score) of each group's first hit (`groups`: each hit's, `group_keys`), in list order."""
+    first: dict[str, float] = {}
+    for g, (_, score) in zip(groups, ranked_pairs(hits), strict=True):
+        first.setdefault(g, score)
+    return list(first.items())
+
+
 def grouped(hits: Sequence[Hit], key: str | None) -> list[Hit]:
-    """`hits`, one a group (the first), each with the rest of its group as `passages` (in list order)."""
+    """`hits`, one a group (the first), each with the rest of its group as `passages` (in list order); only the
+    groups' first hits are made."""
     if key is None:
         return list(hits)
-    members: dict[str, list[Hit]] = {}
-    for h in hits:
-        members.setdefault(group_of(h, key), []).append(h)
-    return [replace(m[0], passages=tuple(x.id for x in m[1:])) for m in members.values()]
+    members: dict[str, list[int]] = {}
+    for n, g in enumerate(group_keys(hits, key)):
+        members.setdefault(g, []).append(n)
+    if isinstance(hits, Ranked):
+        hits.prepare([m[0] for m in members.values()])  # their rows read together
+    ids = ranked_ids(hits)
+    return [replace(hits[m[0]], passages=tuple(ids[n] for n in m[1:])) for m in members.values()]
 
 
 def hybrid(

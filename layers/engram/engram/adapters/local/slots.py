@@ -70,6 +70,7 @@ class Slots:
     base: Segment | None = None
     read_rows: Callable[[Sequence[int]], dict[int, Row]] | None = None
     read_metadata: Callable[[str, frozenset[Any]], Iterator[tuple[int, dict[str, MetaValue]]]] | None = None
+    read_values: Callable[[Sequence[int], str], dict[int, tuple[str, str | None, Any]]] | None = None  # (`values_of`)
     unsaved: int = 0  # changes since the copy was loaded or saved
 
     @property

@@ -259,6 +259,7 @@ class SqliteSearchIndex:
         cache = opened(seg)
         cache.read_rows = lambda rowids: self._lookups.rows(context_id, rowids)
         cache.read_metadata = lambda key, values: self._lookups.metadata(context_id, key, values)
+        cache.read_values = lambda rowids, key: self._lookups.values(context_id, rowids, key)
         cache = self._catch_up(context_id, cache)
         cache.unsaved = 0 if cache.seq == seg.seq else cache.unsaved
         return cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -233,7 +234,38 @@ def hits(ranked: Iterator[tuple[int, Row | None, float]], cache: Slots) -> Ranke
         read(ns)
         return [made(n) for n in ns]
 
-    return Ranked(ids, scores, make, make_many)
+    def values(key: str) -> list[Any]:
+        wanted = [n for n, row in enumerate(rows) if row is None]
+        found = dict(zip(wanted, values_of(cache, [slots[n] for n in wanted], key), strict=True)) if wanted else {}
+        return [found[n] if row is None else row.metadata.get(key) for n, row in enumerate(rows)]
+
+    return Ranked(ids, scores, make, make_many, values)
+
+
+SAFE_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # a metadata key SQLite's JSON path names as it is, quoted
+
+
+def values_of(cache: Slots, slots: list[int], key: str) -> list[Any]:
+    """The metadata `key` of each of a segment's `slots` (None: it has none, or was removed since it was ranked, as its
+    hit would say), read by SQLite's JSON functions — no row parsed — when the value is a string or absent; the rows
+    themselves otherwise (a number, a flag, an odd key: the value their own parse gives)."""
+    base = cache.base
+    assert base is not None
+    live = [s for s in slots if cache.tags[s] >= 0]
+    found: dict[int, tuple[str, str | None, Any]] = {}
+    if live and cache.read_values is not None and SAFE_KEY.fullmatch(key):
+        found = cache.read_values([int(base.rowids[s]) for s in live], key)
+    out: dict[int, Any] = {}
+    whole: list[int] = []
+    for s in live:
+        got = found.get(int(base.rowids[s]))
+        if got is not None and got[0] == base.ids[s] and got[1] in ("text", "null", None):
+            out[s] = got[2]
+        else:
+            whole.append(s)
+    for s, row in zip(whole, cache.row_list(whole), strict=True):
+        out[s] = None if row is None else row.metadata.get(key)
+    return [out.get(s) for s in slots]
 
 
 def stems_held(cache: Slots, ids: Sequence[str], stems: Sequence[str]) -> dict[str, set[str]]:
