@@ -112,16 +112,21 @@ class Cached:
         return np.stack([v if v is not None else next(made) for v in found])
 
 
-def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: str = "bench") -> tuple[str, float]:
-    """Memories start..end into `context` through `memory_store_batch`; (the key, memories/s)."""
-    real = OnnxEmbedder()
-    cached = Cached(real)
+def filler(data: Path, key: str | None, context: str) -> tuple[Cached, Any, str, Any]:
+    """An engine over `data` for a filler (its embedder answering from the cache, the rules reading names), the key
+    (made for `context` the first time) and the caller of `context`."""
+    cached = Cached(OnnxEmbedder())
     engram = build_local(Settings(data_dir=data, extractor="rules"), embedder=cached)
     if key is None:
         key, principal = engram.identity.create_key([context], "agent", ["org/bench"])
     else:
         principal = engram.identity.authenticate(key)
-    caller = engram.identity.enter(principal, context, ANY, "bench")
+    return cached, engram, key, engram.identity.enter(principal, context, ANY, "bench")
+
+
+def fill(data: Path, c: Corpus, start: int, end: int, key: str | None, context: str = "bench") -> tuple[str, float]:
+    """Memories start..end into `context` through `memory_store_batch`; (the key, memories/s)."""
+    cached, engram, key, caller = filler(data, key, context)
     store, recall = find("memory_store_batch"), find("memory_recall")
     assert store and recall
     # the writer serves reads (as a server taking these writes would): the context is loaded, so writes follow in
@@ -279,24 +284,36 @@ def measure(
 
 
 def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
-    largest = largest or int(os.environ.get("SCALE_MAX", "100000"))
     c = corpus()
     _, questions = turns_and_questions()
-    results: dict[str, Any] = {"texts": len(c.texts)}
-    kept = os.environ.get("SCALE_DATA")  # a folder to fill and keep (to measure it again: `measure`)
-    tmp = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="engram-scale-"))
+    held: dict[str, Any] = {"key": None, "have": 0}
+
+    def step(data: Path, size: int) -> tuple[str, dict[str, Any]]:
+        key, rate = fill(data, c, held["have"], size, held["key"])
+        held.update(key=key, have=size)
+        return key, {"store_per_s": round(rate, 1), **measure(data, key, questions, samples, size)}
+
+    return curve("engram-scale-", largest, {"texts": len(c.texts)}, step)
+
+
+def curve(
+    prefix: str, largest: int | None, results: dict[str, Any], step: Callable[[Path, int], tuple[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    """Each of `SIZES` up to `largest` (or `SCALE_MAX`): `step(folder, size)` grows the context to it and measures it —
+    (the key, the size's row). In a temporary folder, or in `SCALE_DATA`, kept (its key in `bench-key`) to measure
+    again (`measure`)."""
+    largest = largest or int(os.environ.get("SCALE_MAX", "100000"))
+    kept = os.environ.get("SCALE_DATA")
+    tmp = Path(kept) if kept else Path(tempfile.mkdtemp(prefix=prefix))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        key: str | None = None
-        have = 0
+        key = ""
         for size in (s for s in SIZES if s <= largest):
-            key, rate = fill(tmp, c, have, size, key)
-            have = size
-            row = {"store_per_s": round(rate, 1), **measure(tmp, key, questions, samples, size)}
+            key, row = step(tmp, size)
             results[str(size)] = row
             print(f"  {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
         if kept:
-            (tmp / "bench-key").write_text(key or "")
+            (tmp / "bench-key").write_text(key)
     finally:
         if not kept:
             shutil.rmtree(tmp, ignore_errors=True)

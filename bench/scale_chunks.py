@@ -18,24 +18,17 @@ made fresh (a number appended), k 10.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.scale import DATA, SAMPLES, SIZES, Cached, Corpus, corpus, measure, settle
-from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder as OnnxEmbedder
+from bench.scale import DATA, SAMPLES, Corpus, corpus, curve, filler, measure, settle
 from engram.families import find
 from engram.families.knowledge.chunking import chunk
 from engram.families.knowledge.parsing import parse
-from engram.kernel.caller import ANY
-from engram.settings import Settings
-from engram.wiring import build_local
 
 PARAGRAPHS = 40  # a document's paragraphs (~6 chunks of 256 tokens)
 DOCUMENTS = 100  # a `knowledge_bulk_ingest` call's
@@ -87,13 +80,7 @@ def chunk_vectors(paragraphs: list[str], vectors: list[Vectors], chunks: list[st
 def fill(data: Path, c: Corpus, have: int, end: int, next_item: int, key: str | None) -> tuple[str, float, int, int]:
     """Documents into `CONTEXT` until it holds `end` chunks (from `have`, its paragraphs from the corpus's item
     `next_item` on): (the key, chunks indexed a second, the chunks it holds, the next item)."""
-    cached = Cached(OnnxEmbedder())
-    engram = build_local(Settings(data_dir=data, extractor="rules"), embedder=cached)
-    if key is None:
-        key, principal = engram.identity.create_key([CONTEXT], "agent", ["org/bench"])
-    else:
-        principal = engram.identity.authenticate(key)
-    caller = engram.identity.enter(principal, CONTEXT, ANY, "bench")
+    cached, engram, key, caller = filler(data, key, CONTEXT)
     bulk, search = find("knowledge_bulk_ingest"), find("knowledge_search")
     assert bulk and search
     services = engram.family_services(bulk.family)
@@ -137,28 +124,17 @@ def fill(data: Path, c: Corpus, have: int, end: int, next_item: int, key: str | 
 
 
 def run(largest: int | None = None, samples: int = SAMPLES) -> dict[str, Any]:
-    largest = largest or int(os.environ.get("SCALE_MAX", "100000"))
     c = corpus()
     asked = questions()
-    results: dict[str, Any] = {"texts": len(c.texts), "paragraphs_a_document": PARAGRAPHS}
-    kept = os.environ.get("SCALE_DATA")  # a folder to fill and keep (to measure it again: `measure`)
-    tmp = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="engram-scale-chunks-"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
-        key: str | None = None
-        have, next_item = 0, 0
-        for size in (s for s in SIZES if s <= largest):
-            key, rate, have, next_item = fill(tmp, c, have, size, next_item, key)
-            row = {"chunks": have, "ingest_chunks_per_s": round(rate, 1)}
-            row |= measure(tmp, key, asked, samples, have, "knowledge_search", CONTEXT)
-            results[str(size)] = row
-            print(f"  {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
-        if kept:
-            (tmp / "bench-key").write_text(key or "")
-    finally:
-        if not kept:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return results
+    held: dict[str, Any] = {"key": None, "have": 0, "next": 0}
+
+    def step(data: Path, size: int) -> tuple[str, dict[str, Any]]:
+        key, rate, have, nxt = fill(data, c, held["have"], size, held["next"], held["key"])
+        held.update(key=key, have=have, next=nxt)
+        row = {"chunks": have, "ingest_chunks_per_s": round(rate, 1)}
+        return key, row | measure(data, key, asked, samples, have, "knowledge_search", CONTEXT)
+
+    return curve("engram-scale-chunks-", largest, {"texts": len(c.texts), "paragraphs_a_document": PARAGRAPHS}, step)
 
 
 if __name__ == "__main__":
