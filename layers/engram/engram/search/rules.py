@@ -255,8 +255,12 @@ DEFAULT = Rules("convex0.35+smooth(0.2)", vector_weight=VECTOR_WEIGHT, smooth_fu
 
 def group_of(hit: Hit, key: str | None) -> str:
     """The group of a hit: its metadata `key`'s value (a hit without one is a group of its own)."""
-    value = hit.metadata.get(key) if key is not None else None
-    return f"{key}={value}" if value not in (None, "") else f"id={hit.id}"
+    return _group(key, hit.metadata.get(key) if key is not None else None, hit.id)
+
+
+def _group(key: str | None, value: object, hit_id: str) -> str:
+    """A group's name: `key`'s value, or the hit's own id when it has none."""
+    return f"{key}={value}" if value not in (None, "") else f"id={hit_id}"
 
 
 def group_keys(hits: Sequence[Hit], key: str) -> list[str]:
@@ -265,7 +269,7 @@ def group_keys(hits: Sequence[Hit], key: str) -> list[str]:
     values = hits.values(key) if isinstance(hits, Ranked) else None
     if values is None:
         return [group_of(h, key) for h in hits]
-    return [f"{key}={v}" if v not in (None, "") else f"id={i}" for i, v in zip(ranked_ids(hits), values, strict=True)]
+    return [_group(key, v, i) for i, v in zip(ranked_ids(hits), values, strict=True)]
 
 
 def first_of_groups(hits: Sequence[Hit], groups: list[str]) -> list[tuple[str, float]]:
