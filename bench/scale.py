@@ -33,8 +33,8 @@ from bench.latency import mcp_call, pct
 from bench.locomo import turns_and_questions
 from engram.adapters.local.ann import MIN_VECTORS
 from engram.adapters.local.onnx_embedder import OnnxMiniLMEmbedder as OnnxEmbedder
+from engram.adapters.local.saving import SEGMENT_MIN
 from engram.adapters.local.segment import folder as segment_folder
-from engram.adapters.local.sqlite_search import SEGMENT_MIN
 from engram.cli.devserver import start, stop
 from engram.families import find
 from engram.kernel.caller import ANY

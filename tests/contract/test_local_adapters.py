@@ -154,9 +154,9 @@ def test_after_an_erasure_the_search_change_log_names_nothing_and_other_copies_l
     now = datetime(2026, 1, 1, tzinfo=UTC)
     path = tmp_path / "search.db"
     if segments:  # the context saved as a segment too (vectors, stems and ids on disk): the erasure removes it
-        from engram.adapters.local import sqlite_search
+        from engram.adapters.local import saving
 
-        monkeypatch.setattr(sqlite_search, "SEGMENT_MIN", 1)
+        monkeypatch.setattr(saving, "SEGMENT_MIN", 1)
     a, b = SqliteSearchIndex(path), SqliteSearchIndex(path)  # two processes on one data folder
     scopes = ["org/acme/user/alice"]
     docs = [IndexDoc("acme", "entity", "Person:zelda quux", "Zelda Quux", None, scopes, None, None, {}),

@@ -39,6 +39,16 @@ INDEXED = {key: f"json_extract(metadata, '$.{key}')" for key in FACETED}
 SCHEMA += "".join(f"CREATE INDEX IF NOT EXISTS docs_{k} ON docs (context_id, {x});\n" for k, x in INDEXED.items())
 
 
+SEGMENT_MIN = 50_000  # a context this large is saved as a segment (`engram.adapters.local.segment`) and opened from it
+SEGMENT_TERMS = 500_000  # or one whose texts hold this many terms (~5k chunks of 256 tokens, ~40k memories): loaded
+# from its rows, every text is tokenised again (10k chunks: 1.1 s before the first search)
+
+
+def large(cache: Slots) -> bool:
+    """Whether a context is saved as a segment (and opened from it): by its documents or by their terms."""
+    return cache.live >= SEGMENT_MIN or cache.total_length >= SEGMENT_TERMS
+
+
 def opened(seg: Segment) -> Slots:
     """A copy whose slots start as the segment's (the changes logged after it are applied by the caller)."""
     s = Slots()

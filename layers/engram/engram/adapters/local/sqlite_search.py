@@ -5,7 +5,7 @@ The first search in a context loads its documents into a `Slots`: an inverted in
 or once a context holds `ann.MIN_VECTORS` documents, over an approximate graph's candidates rescored exactly (built
 in the background; `engram.adapters.local.ann`). Every write updates SQLite and, when loaded, the context's copy, so
 a query is a few numpy operations over that context alone (well under a millisecond per 10k documents), whatever the
-other contexts hold. A context of `SEGMENT_MIN` documents is saved beside the file as a segment and opened from it on
+other contexts hold. A large context (`saving.large`) is saved beside the file as a segment and opened from it on
 the next start (`engram.adapters.local.segment`): seconds for a million documents, rows read only when returned."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from engram.adapters.local import segment
+from engram.adapters.local import saving, segment
 from engram.adapters.local.ann import Graph, add_in_background, build_in_background
 from engram.adapters.local.rows import Row
 from engram.adapters.local.saving import COLUMNS, SCHEMA, Lookups, chunks, flush_at_exit, opened, parse_row, parts_of
@@ -41,7 +41,6 @@ T = TypeVar("T")
 PARALLEL = 100_000  # a context this large makes a hybrid search's two lists at once (`_both`)
 LARGE = 50_000  # a context loaded with the cyclic collector paused, then frozen (`_load`)
 KEEP_CHANGES = 100_000  # change rows kept; a copy further behind than that loads its context again
-SEGMENT_MIN = 50_000  # a context this large is saved as a segment (`engram.adapters.local.segment`) and opened from it
 SAVE_EVERY, SAVE_SHARE = 20_000, 0.05  # saved again after this many changes, or this share of it if more
 
 
@@ -268,7 +267,7 @@ class SqliteSearchIndex:
         """Save a large context's copy in the background once enough changed since it was opened or saved (or `now`)."""
         with self._lock:
             cache = self._contexts.get(context_id)
-            if cache is None or cache.live < SEGMENT_MIN or not self._use_segments:
+            if cache is None or not saving.large(cache) or not self._use_segments:
                 return
             if context_id in self._saving:  # a save under way may have taken its parts before a graph was installed
                 self._saving[context_id] |= now
@@ -307,7 +306,7 @@ class SqliteSearchIndex:
         while waiting := [t for t in self.saves if t.is_alive()]:  # a save may start another as it ends
             waiting[0].join()
         with self._lock:
-            due = [c for c, copy in self._contexts.items() if copy.unsaved and copy.live >= SEGMENT_MIN]
+            due = [c for c, copy in self._contexts.items() if copy.unsaved and saving.large(copy)]
         for context_id in due if self._use_segments else []:
             with self._lock:
                 if context_id in self._saving:
