@@ -272,7 +272,9 @@ def measure(
             for i in range(10):
                 mcp_call(http, url, tool, {"query": f"{questions[i + 1]} #w{i}", "k": 10})
             if size >= MIN_VECTORS:  # the graph is built in the background after the first query: until it is in
-                saved = partial(graph_saved, data, context) if size >= SEGMENT_MIN else None
+                # a segment with its graph: one of SEGMENT_MIN documents, or fewer long ones (`saving.large`)
+                on_disk = size >= SEGMENT_MIN or graph_saved(data, context) is not None
+                saved = partial(graph_saved, data, context) if on_disk else None
                 out.update(wait_for_graph(http, url, questions, 60 + size * 0.0006, saved, since, tool))
             times = recall_times(http, url, questions, samples, "s", tool)
             out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = pct(times, 50), pct(times, 99)
