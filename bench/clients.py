@@ -107,13 +107,15 @@ def clients(url: str, key: str, n: int, turns: list[str], questions: list[str]) 
     }
 
 
-def quiet_p50(url: str, key: str, questions: list[str]) -> float:
+def quiet_p50(url: str, key: str, questions: list[str], tag: str) -> float:
+    """The quiet context's recall p50, its questions tagged `tag`: each measure asks its own (the same questions
+    again would be answered from the recall cache)."""
     with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
-        return pct(recall_times(http, url, questions, QUIET_SAMPLES, "q"), 50)
+        return pct(recall_times(http, url, questions, QUIET_SAMPLES, tag), 50)
 
 
 def fairness(url: str, quiet: str, noisy: str, questions: list[str]) -> dict[str, Any]:
-    alone = quiet_p50(url, quiet, questions)
+    alone = quiet_p50(url, quiet, questions, "qa")
     stop_flag = threading.Event()
     sent = [0]
 
@@ -130,7 +132,7 @@ def fairness(url: str, quiet: str, noisy: str, questions: list[str]) -> dict[str
     for t in threads:
         t.start()
     time.sleep(2)
-    beside = quiet_p50(url, quiet, questions)
+    beside = quiet_p50(url, quiet, questions, "qb")
     stop_flag.set()
     for t in threads:
         t.join()

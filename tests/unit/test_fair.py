@@ -82,12 +82,58 @@ async def test_idle_calls_do_not_wait_and_slots_bound_the_running() -> None:
             await gate.wait()
 
     async with anyio.create_task_group() as tg:
-        for i in range(8):
-            tg.start_soon(call, f"c{i % 2}")
+        for _ in range(8):  # one context alone may use every slot
+            tg.start_soon(call, "c0")
         await anyio.sleep(0.01)
         assert share.running == 3 and sum(len(q) for q in share.waiting.values()) == 5
         gate.set()
     assert peak[0] == 3 and share.running == 0 and not share.waiting
+
+
+async def test_beside_another_context_a_context_runs_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#54: a noisy context holding every slot keeps one (4 slots / (2 x 2 contexts)) once a quiet one calls, as its
+    calls end; the freed slots wait rather than go to it. Once the quiet one has had no call for RECENT, it may use
+    every slot again."""
+    import engram.trust.fair as fair
+
+    monkeypatch.setattr(fair, "RECENT", 0.05)
+    share = FairShare(4)
+    gates = [anyio.Event() for _ in range(8)]
+    quiet_gate = anyio.Event()
+
+    async def noisy(i: int) -> None:
+        async with share.turn("noisy"):
+            await gates[i].wait()
+
+    async def quiet() -> None:
+        async with share.turn("quiet"):
+            await quiet_gate.wait()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(noisy, i)
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 4} and len(share.waiting["noisy"]) == 4  # alone: every slot
+        tg.start_soon(quiet)  # its first call: at once, past the full house
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 4, "quiet": 1}
+        for i in range(3):  # three of noisy's calls end: none of its waiting ones takes their slots
+            gates[i].set()
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 1, "quiet": 1} and len(share.waiting["noisy"]) == 4
+        gates[3].set()  # its last running call ends: it is under its share, one waiting call runs
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 1, "quiet": 1} and len(share.waiting["noisy"]) == 3
+        quiet_gate.set()  # the quiet call ends: for RECENT noisy still runs its share
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 1}
+        await anyio.sleep(0.06)
+        gates[4].set()  # the next end after RECENT: every slot is noisy's again
+        await anyio.sleep(0.01)
+        assert share.active == {"noisy": 3} and not share.waiting
+        for g in gates:
+            g.set()
+    assert share.running == 0 and not share.active and not share.waiting
 
 
 async def test_a_cancelled_waiter_gives_back_what_it_held() -> None:

@@ -52,7 +52,8 @@ class Settings(BaseSettings):
         le=1024,
         description="Calls run at once (0: two a core); when all run, the next slot goes to a waiting call of the "
         "context running the fewest, so one tenant's burst queues behind itself, and a context with no call running "
-        "or waiting starts its call at once, up to twice the slots (engram.trust.fair)",
+        "or waiting starts its call at once, up to twice the slots; while several contexts have calls, each runs at "
+        "most its share (the slots over twice their number, at least one) (engram.trust.fair)",
     )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")

@@ -1,7 +1,11 @@
 """A fair share of a server between contexts (issue #54): at most `slots` calls run at once, and when every slot
 is taken the next call to run is a waiting one of the context running the fewest — so one context's burst of long
 searches queues behind itself while another context's call takes the next free slot; a context with no call running
-or waiting starts its call at once (up to twice the slots in all).
+or waiting starts its call at once (up to twice the slots in all). While several contexts have calls (running, waiting,
+or one ended within `RECENT`), each runs at most its share of the cores — the slots (two a core) over twice their
+number, at least one — and a slot no context under its share waits for stays free: a noisy context's long calls
+would otherwise fill every core beside a quiet one's (its recall 3.9x slower beside twelve threads of k-100 recalls,
+2.5x with two slots; #54). Alone, a context may use every slot.
 
 Written here rather than taken from a library: anyio's `CapacityLimiter` (and asyncio's semaphores) wake waiters in
 arrival order, with no notion of whose call is waiting; the policy is a few lines over `anyio.Event`. Idle, a call
@@ -9,6 +13,7 @@ takes a slot with two additions and no await. All state lives on the event loop'
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +23,8 @@ from engram.kernel import load
 
 if TYPE_CHECKING:
     import anyio
+
+RECENT = 0.1  # s after its last call ends that a context still counts as sharing the cores (a client's next call)
 
 
 class _Ticket:
@@ -36,11 +43,12 @@ class FairShare:
         self.running = 0
         self.active: dict[str, int] = {}  # calls running, by context
         self.waiting: dict[str, deque[_Ticket]] = {}  # calls waiting, by context (in arrival order)
+        self.ended: dict[str, float] = {}  # when a context's last call ended, while RECENT
 
     @asynccontextmanager
     async def turn(self, key: str) -> AsyncIterator[None]:
         """Run the body in one of the slots, `key`'s turn decided as described above."""
-        if (self.running < self.slots and not self.waiting) or self._first_of(key):
+        if (self.running < self.slots and not self.waiting and self._under_share(key)) or self._first_of(key):
             self._take(key)
         else:
             ticket = _Ticket()
@@ -63,6 +71,16 @@ class FairShare:
         slots): a quiet tenant's call never waits for a noisy one's long calls to end (with four slots held by
         another context's k-100 searches, it waited: 3.2x its p50 alone; #54)."""
         return key not in self.active and key not in self.waiting and self.running < 2 * self.slots
+
+    def _under_share(self, key: str) -> bool:
+        """Whether `key` runs fewer calls than its share: every slot when no other context has calls, else the
+        slots over twice the contexts that do (at least one)."""
+        now = time.monotonic()
+        for k in [k for k, t in self.ended.items() if now - t >= RECENT]:
+            del self.ended[k]
+        sharing = self.active.keys() | self.waiting.keys() | self.ended.keys() | {key}
+        share = self.slots if len(sharing) == 1 else max(1, self.slots // (2 * len(sharing)))
+        return self.active.get(key, 0) < share
 
     def _take(self, key: str) -> None:
         self.running += 1
@@ -87,10 +105,15 @@ class FairShare:
             self.active[key] = left
         else:
             del self.active[key]
+        self.ended.pop(key, None)
+        self.ended[key] = time.monotonic()
         if key in self.waiting:
             self.waiting[key] = self.waiting.pop(key)
         while self.waiting and self.running < self.slots:
-            after = min(self.waiting, key=lambda k: self.active.get(k, 0))
+            under = [k for k in self.waiting if self._under_share(k)]
+            if not under:  # every waiting context runs its share: the slot waits for one that does not
+                break
+            after = min(under, key=lambda k: self.active.get(k, 0))
             queue = self.waiting[after]
             ticket = queue.popleft()
             del self.waiting[after]
