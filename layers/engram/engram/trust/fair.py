@@ -9,7 +9,8 @@ would otherwise fill every core beside a quiet one's (its recall 3.9x slower bes
 
 Written here rather than taken from a library: anyio's `CapacityLimiter` (and asyncio's semaphores) wake waiters in
 arrival order, with no notion of whose call is waiting; the policy is a few lines over `anyio.Event`. Idle, a call
-takes a slot with two additions and no await. All state lives on the event loop's thread (no lock)."""
+takes a slot with no await (a look at which contexts have calls, and two additions). All state lives on the event
+loop's thread (no lock)."""
 
 from __future__ import annotations
 
@@ -105,7 +106,6 @@ class FairShare:
             self.active[key] = left
         else:
             del self.active[key]
-        self.ended.pop(key, None)
         self.ended[key] = time.monotonic()
         if key in self.waiting:
             self.waiting[key] = self.waiting.pop(key)
