@@ -121,3 +121,24 @@ def test_every_call_runs_in_one_of_the_servers_slots(tmp_path, monkeypatch) -> N
 async def _quietly(call: Coroutine[Any, Any, object]) -> None:
     with contextlib.suppress(EngramError):
         await call
+
+
+def test_a_read_gives_way_where_it_may_and_a_write_never(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """#54: dispatch wires a read's `give_way` points (engram.kernel.load) to the fair share, in its context's lane;
+    a write holds its context's locks and never waits there."""
+    from engram.families import find
+    from engram.settings import Settings
+    from engram.wiring import build_local
+
+    engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
+    _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme"])
+    given: list[str] = []
+    monkeypatch.setattr(engram.share, "give_way", given.append)
+    write, read = find("context_set"), find("context_get")
+    assert write is not None and read is not None
+    args = write.input.model_validate({"key": "k", "value": "v", "context_id": "acme"})
+    anyio.run(dispatch.run, engram, write, principal, args, lambda *_: None)
+    assert given == []
+    args = read.input.model_validate({"key": "k", "context_id": "acme"})
+    assert anyio.run(dispatch.run, engram, read, principal, args, lambda *_: None)["value"] == "v"
+    assert given and set(given) == {"c:acme"}

@@ -185,3 +185,49 @@ async def test_the_process_counts_its_running_calls_for_the_encoder() -> None:
         both.set()
     assert seen == [True, False, True]
     assert load.alone() and load._running == [0]
+
+
+async def test_a_read_of_a_context_with_calls_waiting_gives_way_to_a_lighter_contexts_call() -> None:
+    """#54: a quiet context's call shares the interpreter with the noisy context's running read; that read, its
+    context having calls waiting, waits at its next point (`give_way`) until the quiet call ends, for at most WAY;
+    the quiet context's own reads, and any once it is done, go on at once."""
+    import time
+
+    import engram.trust.fair as fair
+
+    share = FairShare(4)
+    noisy_gate, quiet_gate = anyio.Event(), anyio.Event()
+
+    async def noisy() -> None:
+        async with share.turn("noisy"):
+            await noisy_gate.wait()
+
+    async def quiet() -> None:
+        async with share.turn("quiet"):
+            await quiet_gate.wait()
+
+    def timed(key: str) -> float:
+        t = time.perf_counter()
+        share.give_way(key)  # (on a worker thread, as a call's work runs)
+        return time.perf_counter() - t
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(noisy)
+        await anyio.sleep(0.01)
+        assert await anyio.to_thread.run_sync(timed, "noisy") < 0.005  # alone: nobody to give way to
+        tg.start_soon(quiet)
+        await anyio.sleep(0.01)
+        assert await anyio.to_thread.run_sync(timed, "quiet") < 0.005  # it has no call waiting
+        assert fair.WAY * 0.9 <= await anyio.to_thread.run_sync(timed, "noisy") < fair.WAY * 3  # at most WAY
+
+        async def end_quiet_soon() -> None:
+            await anyio.sleep(0.02)
+            quiet_gate.set()
+
+        tg.start_soon(end_quiet_soon)
+        waited = await anyio.to_thread.run_sync(timed, "noisy")
+        assert 0.015 <= waited < fair.WAY * 0.9  # until the quiet call ended
+        assert await anyio.to_thread.run_sync(timed, "noisy") < 0.005  # nobody lighter runs now
+        noisy_gate.set()
+    assert share.clear.is_set() and share.running == 0 and not share.waiting

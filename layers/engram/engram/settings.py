@@ -53,7 +53,9 @@ class Settings(BaseSettings):
         description="Calls run at once (0: two a core); when all run, the next slot goes to a waiting call of the "
         "context running the fewest, so one tenant's burst queues behind itself, and a context with no call running "
         "or waiting starts its call at once, up to twice the slots; while several contexts have calls, each runs at "
-        "most its share (the slots over twice their number, at least one) (engram.trust.fair)",
+        "most its share (the slots over twice their number, at least one), and a read of a context with calls waiting "
+        "gives way (up to 50 ms at each of a few points) while a call of a context with none waiting runs "
+        "(engram.trust.fair)",
     )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")

@@ -6,12 +6,16 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
 
 from engram.kernel.caller import Caller, Principal
 from engram.kernel.errors import EngramError, Unavailable
+from engram.kernel.load import give_way, giving_way
 from engram.kernel.metering import Cost, metering, tokens
 from engram.kernel.observability import calls, metrics
 from engram.kernel.operation import AnyOperation, OpInput
@@ -30,16 +34,21 @@ async def run(
     progress: Progress,
     transport: str = "http",
     cost: Cost | None = None,
+    finish: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Run `op` for `principal`: admitted by its quotas, metered into `cost` (what the caller is told it
-    cost). Returns a dict shaped by `op.output`, or text. Raises EngramError."""
+    cost). Returns a dict shaped by `op.output`, or text — or what `finish` makes of it (in the call's slot and
+    thread: a transport's encoding of a long result is the call's work, not the event loop's). Raises
+    EngramError."""
     call = Call(engram, op, principal, args, transport, cost if cost is not None else Cost())
     # in one of the server's slots, a free one going to the context running the fewest (engram.trust.fair)
     ctx = args.context_id or (principal.contexts[0] if len(principal.contexts) == 1 else None)
     lane = f"c:{ctx}" if ctx in principal.contexts else f"k:{principal.key_id}"  # (a context it may not enter: its key)
+    # a read gives way to a lighter context's call at points where it holds no lock (a write holds its context's)
+    way = None if op.writes(args) else partial(engram.share.give_way, lane)
     try:
         async with engram.share.turn(lane):
-            result = await anyio.to_thread.run_sync(call.work, progress)
+            result = await anyio.to_thread.run_sync(call.work, progress, way, finish)
     except EngramError as exc:
         call.logged(False, exc.code)
         raise
@@ -50,7 +59,7 @@ async def run(
             raise Unavailable(f"storage failed (trace {call.trace}); try again", code="storage_error") from exc
         raise EngramError(f"internal error (trace {call.trace})") from exc
     call.logged(True)
-    return call.shaped(result)
+    return result
 
 
 class Call:
@@ -67,8 +76,19 @@ class Call:
         self.started = time.perf_counter()
         self.trace = uuid.uuid4().hex
 
-    def work(self, progress: Progress) -> Any:
-        """Enter, admit, run (in a worker thread); every call, reads and refusals included, audited."""
+    def work(
+        self, progress: Progress, way: Callable[[], None] | None = None, finish: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """Enter, admit, run (in a worker thread; a read giving `way` where it may); every call, reads and refusals
+        included, audited. The result shaped, then `finish`ed."""
+        with giving_way(way) if way is not None else nullcontext():
+            result = self._work(progress)
+            give_way()
+            result = self.shaped(result)
+            give_way()
+            return result if finish is None else finish(result)
+
+    def _work(self, progress: Progress) -> Any:
         engram, op, args = self.engram, self.op, self.args
         outcome, code, result = "error", "internal", None
         try:
@@ -95,6 +115,7 @@ class Call:
 
     def audited(self, outcome: str, code: str, result: Any) -> None:
         """The call in its context's audit trail (ids, never a payload) — never in a context the key is not for."""
+        give_way()
         cost, args, principal = self.cost, self.args, self.principal
         cost.server_ms = (time.perf_counter() - self.started) * 1000
         cost.tokens_in, cost.tokens_out = tokens(args.model_dump(mode="json", exclude_none=True)), tokens(result)

@@ -71,6 +71,18 @@ TOOL_ERROR = -32002  # Causantic's JSON-RPC code for a tool's failure
 COST_META = "io.engram/cost"  # the `_meta` key of what a call cost
 
 
+def as_text(result: Any) -> tuple[Any, str]:
+    """A tool's result and its text content (JSON, or the text a tool answers with): made in the call's slot and
+    thread (`dispatch.run`'s `finish`)."""
+    if isinstance(result, str):
+        return result, scrub(result)
+    text = json.dumps(result)
+    if "\\ud" in text:  # a surrogate: a lone one (stored before the edge refused them) cannot be sent
+        result = scrub(result)
+        text = json.dumps(result)
+    return result, text
+
+
 def failure(op: AnyOperation, tool: str, exc: EngramError) -> types.CallToolResult:
     """A failed call in the shape of the tool's seed: an `isError` result, or (Causantic) a JSON-RPC error
     -32002 naming the tool."""
@@ -221,7 +233,7 @@ def build_server(
         started = time.perf_counter()
         cost = Cost()
         try:
-            result = await dispatch.run(engram, op, principal, args, progress, transport, cost)
+            result, text = await dispatch.run(engram, op, principal, args, progress, transport, cost, as_text)
         except EngramError as exc:
             await _log(ctx, levels, principal.key_id, "warning", {"tool": params.name, "error": exc.to_dict()})
             failed = failure(op, params.name, exc)
@@ -230,11 +242,7 @@ def build_server(
         await _log(ctx, levels, principal.key_id, "info", {"tool": params.name, "ms": ms})
         meta = {COST_META: cost.figures()}  # what the call cost (engram.kernel.metering)
         if isinstance(result, str):
-            return types.CallToolResult(content=[types.TextContent(type="text", text=scrub(result))], _meta=meta)
-        text = json.dumps(result)
-        if "\\ud" in text:  # a surrogate: a lone one (stored before the edge refused them) cannot be sent
-            result = scrub(result)
-            text = json.dumps(result)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], _meta=meta)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=result, _meta=meta
         )

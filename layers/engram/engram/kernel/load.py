@@ -6,6 +6,9 @@ with the spreading against 77.3 without; alone, a query's pass is ~1.5 ms faster
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 _running = [0]  # changed on the event loop's thread only (FairShare); read anywhere (an int: no lock needed)
 
@@ -21,6 +24,27 @@ def ended() -> None:
 def alone() -> bool:
     """Whether this process runs at most one call now (none: a command, a test, a Lambda function's one call)."""
     return _running[0] <= 1
+
+
+_way: ContextVar[Callable[[], None] | None] = ContextVar("engram_give_way", default=None)
+
+
+def give_way() -> None:
+    """A point in a read where it holds no lock and may wait while another context's call runs: the server's fair
+    share (`engram.trust.fair`) says whether this call's should (a no-op outside a served call)."""
+    wait = _way.get()
+    if wait is not None:
+        wait()
+
+
+@contextmanager
+def giving_way(wait: Callable[[], None]) -> Iterator[None]:
+    """Within the body (one call's work, on its thread), `give_way` calls `wait`."""
+    token = _way.set(wait)
+    try:
+        yield
+    finally:
+        _way.reset(token)
 
 
 def usable_cpus() -> int:

@@ -10,6 +10,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from engram.kernel.lazy import module
+from engram.kernel.load import give_way
 from engram.kernel.ports import Embedder, Hit, SearchQuery, Vector
 from engram.kernel.ranked import Finder, Ranked, ranked_ids, ranked_pairs
 from engram.search.terms import STOP_WORDS, WORD, bm25_idf, index_terms, query_terms, stem, term_set
@@ -312,6 +313,7 @@ def hybrid(
 
     group = query.group_by
     bm, vec = lists(weights, query.vector, pool)
+    give_way()  # (the lists made, no lock held: engram.kernel.load)
     if query.match_all:  # keyword precision: only what every term matches
         keep = set(ranked_ids(bm))
         vec = [vec[n] for n, i in enumerate(ranked_ids(vec)) if i in keep]
@@ -367,6 +369,7 @@ def search(
         hits = grouped(bm25(weights, n), query.group_by)[:k] if weights else []
     else:
         hits = grouped(vector(query.vector, n), query.group_by)[:k] if query.vector is not None else []
+    give_way()
     return scored(query, hits, vectors_of, counts, terms_in)
 
 

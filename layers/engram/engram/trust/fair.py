@@ -7,6 +7,12 @@ number, at least one — and a slot no context under its share waits for stays f
 would otherwise fill every core beside a quiet one's (its recall 3.9x slower beside twelve threads of k-100 recalls,
 2.5x with two slots; #54). Alone, a context may use every slot.
 
+A share of slots is not a share of the interpreter: one call of each context still take turns on its lock, and a
+quiet context's recall ran ~1.9x slower beside one k-100 recall of a noisy one. So a read of a context with calls
+waiting gives way (`give_way`, at points in a read where it holds no lock: `engram.kernel.load.give_way`) while a
+call of a context with none waiting runs — for at most `WAY` at each point, so a stream of light calls slows a
+heavy context without stopping it.
+
 Written here rather than taken from a library: anyio's `CapacityLimiter` (and asyncio's semaphores) wake waiters in
 arrival order, with no notion of whose call is waiting; the policy is a few lines over `anyio.Event`. Idle, a call
 takes a slot with no await (a look at which contexts have calls, and two additions). All state lives on the event
@@ -14,6 +20,7 @@ loop's thread (no lock)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -26,6 +33,7 @@ if TYPE_CHECKING:
     import anyio
 
 RECENT = 0.1  # s after its last call ends that a context still counts as sharing the cores (a client's next call)
+WAY = 0.05  # s: the longest a read gives way at one point
 
 
 class _Ticket:
@@ -45,15 +53,19 @@ class FairShare:
         self.active: dict[str, int] = {}  # calls running, by context
         self.waiting: dict[str, deque[_Ticket]] = {}  # calls waiting, by context (in arrival order)
         self.ended: dict[str, float] = {}  # when a context's last call ended, while RECENT
+        self.clear = threading.Event()  # set while no call of a context with none waiting runs beside one waiting
+        self.clear.set()
 
     @asynccontextmanager
     async def turn(self, key: str) -> AsyncIterator[None]:
         """Run the body in one of the slots, `key`'s turn decided as described above."""
         if (self.running < self.slots and not self.waiting and self._under_share(key)) or self._first_of(key):
             self._take(key)
+            self._mark()
         else:
             ticket = _Ticket()
             self.waiting.setdefault(key, deque()).append(ticket)
+            self._mark()
             try:
                 await ticket.event.wait()
             except BaseException:  # cancelled while waiting: give the slot on if it had been granted meanwhile
@@ -61,11 +73,28 @@ class FairShare:
                     self._give(key)
                 else:
                     self._drop(key, ticket)
+                self._mark()
                 raise
         try:
             yield
         finally:
             self._give(key)
+            self._mark()
+
+    def give_way(self, key: str) -> None:
+        """(On a call's thread.) A call of `key`, which has calls waiting, waits at most `WAY` while a call of a
+        context with none waiting runs; otherwise it goes on at once (a look at two fields)."""
+        if key in self.waiting and not self.clear.is_set():
+            self.clear.wait(WAY)
+
+    def _mark(self) -> None:
+        """`clear` as the contexts running and waiting now say (after every change, on the event loop's thread)."""
+        light = bool(self.waiting) and any(k not in self.waiting for k in self.active)
+        if light == self.clear.is_set():
+            if light:
+                self.clear.clear()
+            else:
+                self.clear.set()
 
     def _first_of(self, key: str) -> bool:
         """A call of a context with none running or waiting starts at once, past a full house (up to twice the

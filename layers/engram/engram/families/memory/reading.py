@@ -13,6 +13,7 @@ from engram.families.memory.plan import index_doc_of
 from engram.families.memory.results import format_context, hit_dict
 from engram.kernel.caller import Caller
 from engram.kernel.clock import iso, parse_time
+from engram.kernel.load import give_way
 from engram.kernel.ports import (
     Hit,
     Item,
@@ -105,6 +106,7 @@ class Reading(MemoryBase):
             if window is not None and not hard:
                 hits = preferred(hits, window, k, "said_at")
             tier = "direct" if hits and hits[0].kind == "attribute" else "hybrid"
+        give_way()  # (engram.kernel.load: no lock held)
         result = {"context": format_context(hits), "results": [hit_dict(h) for h in hits], "tier": tier}
         expiring = [
             t for t in (parse_time(str(h.metadata.get("expires_at") or "") or None) for h in hits) if t is not None
