@@ -99,6 +99,7 @@ class Call:
                 ticket = engram.quotas.admit(
                     self.caller.context_id, self.principal.key_id, op.writes(args), lambda: _size(args)
                 )
+                give_way()
                 try:
                     result = op.run(engram.family_services(op.family), self.caller, args, progress)
                 except BaseException:
