@@ -133,7 +133,7 @@ def test_a_read_gives_way_where_it_may_and_a_write_never(tmp_path, monkeypatch) 
     engram = build_local(Settings(data_dir=tmp_path, embedder="none", queue_worker=False))
     _, principal = engram.identity.create_key(["acme"], "agent", ["org/acme"])
     given: list[str] = []
-    monkeypatch.setattr(engram.share, "give_way", given.append)
+    monkeypatch.setattr(engram.share, "way", lambda lane: lambda: given.append(lane))
     write, read = find("context_set"), find("context_get")
     assert write is not None and read is not None
     args = write.input.model_validate({"key": "k", "value": "v", "context_id": "acme"})

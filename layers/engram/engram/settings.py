@@ -54,7 +54,8 @@ class Settings(BaseSettings):
         "context running the fewest, so one tenant's burst queues behind itself, and a context with no call running "
         "or waiting starts its call at once, up to twice the slots; while several contexts have calls, each runs at "
         "most its share (the slots over twice their number, at least one), and a read of a context with calls waiting "
-        "gives way (up to 50 ms at each of a few points) while a call of a context with none waiting runs "
+        "gives way (at points where it holds no lock, up to 100 ms in all) while a call of a context with none waiting "
+        "runs "
         "(engram.trust.fair)",
     )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")

@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
-from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -45,7 +44,7 @@ async def run(
     ctx = args.context_id or (principal.contexts[0] if len(principal.contexts) == 1 else None)
     lane = f"c:{ctx}" if ctx in principal.contexts else f"k:{principal.key_id}"  # (a context it may not enter: its key)
     # a read gives way to a lighter context's call at points where it holds no lock (a write holds its context's)
-    way = None if op.writes(args) else partial(engram.share.give_way, lane)
+    way = None if op.writes(args) else engram.share.way(lane)
     try:
         async with engram.share.turn(lane):
             result = await anyio.to_thread.run_sync(call.work, progress, way, finish)

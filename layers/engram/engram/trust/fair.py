@@ -7,23 +7,23 @@ number, at least one — and a slot no context under its share waits for stays f
 would otherwise fill every core beside a quiet one's (its recall 3.9x slower beside twelve threads of k-100 recalls,
 2.5x with two slots; #54). Alone, a context may use every slot.
 
-A share of slots is not a share of the interpreter: one call of each context still take turns on its lock, and a
-quiet context's recall ran ~1.9x slower beside one k-100 recall of a noisy one. So a read of a context with calls
-waiting gives way (`give_way`, at points in a read where it holds no lock: `engram.kernel.load.give_way`) while a
-call of a context with none waiting runs — for at most `WAY` at each point, so a stream of light calls slows a
-heavy context without stopping it.
+A share of slots is not a share of the interpreter: the running calls of two contexts still take turns on its lock,
+and a quiet context's recall ran ~1.8x slower beside one k-100 recall of a noisy one. So a read of a context with
+calls waiting gives way (`way`, at points in a read where it holds no lock: `engram.kernel.load.give_way`) while a
+call of a context with none waiting runs — for at most `WAY` over the whole read, so a light context's long call (an
+upload, say) or a stream of light calls slows a heavy context's reads without stopping them.
 
 Written here rather than taken from a library: anyio's `CapacityLimiter` (and asyncio's semaphores) wake waiters in
 arrival order, with no notion of whose call is waiting; the policy is a few lines over `anyio.Event`. Idle, a call
 takes a slot with no await (a look at which contexts have calls, and two additions). All state lives on the event
-loop's thread (no lock)."""
+loop's thread (no lock); a call's thread only reads `waiting` and `clear`."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import anyio
 
 RECENT = 0.1  # s after its last call ends that a context still counts as sharing the cores (a client's next call)
-WAY = 0.05  # s: the longest a read gives way at one point
+WAY = 0.1  # s: the most a read gives way in all
 
 
 class _Ticket:
@@ -81,11 +81,19 @@ class FairShare:
             self._give(key)
             self._mark()
 
-    def give_way(self, key: str) -> None:
-        """(On a call's thread.) A call of `key`, which has calls waiting, waits at most `WAY` while a call of a
-        context with none waiting runs; otherwise it goes on at once (a look at two fields)."""
-        if key in self.waiting and not self.clear.is_set():
-            self.clear.wait(WAY)
+    def way(self, key: str) -> Callable[[], None]:
+        """A read's `give_way` (on its thread) for context `key`: while `key` has calls waiting and a call of a
+        context with none waiting runs, it waits for that to end, at most `WAY` in all over the read; otherwise it
+        goes on at once (a look at two fields)."""
+        left = [WAY]
+
+        def give() -> None:
+            if left[0] > 0 and key in self.waiting and not self.clear.is_set():
+                began = time.monotonic()
+                self.clear.wait(left[0])
+                left[0] -= time.monotonic() - began
+
+        return give
 
     def _mark(self) -> None:
         """`clear` as the contexts running and waiting now say (after every change, on the event loop's thread)."""
