@@ -120,3 +120,44 @@ def test_a_long_url_that_arrives_in_pieces_is_answered_by_the_served_app(served:
     status, body = long_url_in_pieces(url, key)
     assert status == 400, body[:200]
     assert json.loads(body)["error"]["code"] == "invalid_input"
+
+
+async def test_two_tenants_at_once_every_call_answered_and_every_write_kept(tmp_path: Path) -> None:
+    """#54: a noisy context's many concurrent k-100 recalls and stores beside a quiet context's recalls and stores, in
+    one served process (the fair share's slots, a read giving way to the lighter context's calls, results encoded in
+    their calls' slots): every call answers, without error, and every acknowledged store is recalled afterwards."""
+    import asyncio
+
+    keys = {}
+    for ctx in ("noisy", "quiet"):
+        out = cli(
+            "keys", "create", "--context", ctx, "--principal", "agent", "--grant", f"org/{ctx}", data_dir=tmp_path
+        )
+        keys[ctx] = out.strip().splitlines()[-1]
+    stored: dict[str, list[str]] = {"noisy": [], "quiet": []}
+    answered = {"noisy": 0, "quiet": 0}
+    with serve(tmp_path) as url:
+
+        async def tenant(ctx: str, worker: int, rounds: int, k: int) -> None:
+            async with connect(url, keys[ctx]) as c:
+                for i in range(rounds):
+                    word = f"marker{ctx}{worker}x{i}"
+                    got = await c.call_tool("memory_store", {"content": f"Note {word}: the shipment left on time."})
+                    assert not got.is_error, got
+                    stored[ctx].append(word)
+                    for _ in range(3):
+                        got = await c.call_tool("memory_recall", {"query": "When did the shipment leave?", "k": k})
+                        assert not got.is_error and got.structured_content is not None, got
+                        answered[ctx] += 1
+
+        await asyncio.gather(
+            *(tenant("noisy", w, 4, 100) for w in range(8)), *(tenant("quiet", w, 4, 10) for w in range(2))
+        )
+        assert answered == {"noisy": 96, "quiet": 24}
+        for ctx, words in stored.items():
+            assert len(words) == {"noisy": 32, "quiet": 8}[ctx]
+            async with connect(url, keys[ctx]) as c:
+                for word in words:
+                    got = await c.call_tool("memory_recall", {"query": f"Note {word}", "k": 5})
+                    assert got.structured_content is not None
+                    assert word in got.structured_content["context"], (ctx, word)
