@@ -5,6 +5,8 @@
   embedded for real), 4:1. Per count: calls/s, p50 / p99 of each tool (of every call, and `steady_*` of those sent
   after the first `WARMUP` seconds, once the clients' first calls, all sent at once, are answered), errors. The
   CPU-bound ceiling is what the server's own CPU time says: cores ÷ the server's CPU seconds per call at 1 client.
+- **Two server processes** (`engram serve --workers 2`): 32 clients against a server of two processes over the same
+  folder (after 16 clients for `SECONDS` to warm both), calls/s and tails as above.
 - **Fair between tenants**: a quiet context's `memory_recall` p50 alone, then beside a noisy context sending
   `memory_recall` with k 100 from 12 threads, both contexts holding `MEMORIES` memories (filled as `bench.scale`).
 
@@ -140,6 +142,16 @@ def fairness(url: str, quiet: str, noisy: str, questions: list[str]) -> dict[str
             "noisy_calls": sent[0]}  # fmt: skip
 
 
+def two_workers(folder: Path, key: str, turns: list[str], questions: list[str]) -> dict[str, Any]:
+    """32 clients against `engram serve --workers 2` over the folder, both workers warmed first."""
+    proc, url = start(folder, timeout=600, workers=2)
+    try:
+        clients(url, key, 16, turns, questions)  # 16 connections: both workers load the context
+        return clients(url, key, 32, turns, questions)
+    finally:
+        stop(proc)
+
+
 def run() -> dict[str, Any]:
     c = corpus()
     turns, questions = turns_and_questions()
@@ -167,6 +179,8 @@ def run() -> dict[str, Any]:
             out["ceiling_calls_per_s"] = round(cores / curve[0]["server_cpu_s_per_call"], 1)
         finally:
             stop(proc)
+        out["workers_2"] = two_workers(tmp, key, turns, questions)
+        print(f"  workers 2: {json.dumps(out['workers_2'])}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -58,6 +58,14 @@ class Settings(BaseSettings):
         "runs "
         "(engram.trust.fair)",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="`engram serve`'s server processes on its one port (each its own copy of the contexts it serves: "
+        "memory times the workers); more than one uses every core where one process's interpreter cannot "
+        "(engram.cli.workers)",
+    )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
     token_budget: int = Field(2000, description="Causantic tools' response budget (tokens)")

@@ -31,17 +31,19 @@ def stack_settings_of(args: argparse.Namespace) -> dict[str, Any]:
     return {**found, "aws_region": region}
 
 
-def settings_of(args: argparse.Namespace) -> Settings:
-    overrides = {
-        k: v
-        for k, v in {
-            "data_dir": getattr(args, "data_dir", None),
-            "host": getattr(args, "host", None),
-            "port": getattr(args, "port", None),
-        }.items()
-        if v is not None
+def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a command's flags (and a deployed stack's outputs) set over the environment's."""
+    flags = {
+        "data_dir": getattr(args, "data_dir", None),
+        "host": getattr(args, "host", None),
+        "port": getattr(args, "port", None),
+        "workers": getattr(args, "workers", None),
     }
-    return Settings(**overrides, **stack_settings_of(args))
+    return {k: v for k, v in flags.items() if v is not None} | stack_settings_of(args)
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    return Settings(**overrides_of(args))
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

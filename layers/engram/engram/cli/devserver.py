@@ -41,11 +41,13 @@ def cli(*args: str, data_dir: Path | str) -> str:
     return done.stdout
 
 
-def start(data_dir: Path | str, timeout: float = 60) -> tuple[subprocess.Popen[bytes], str]:
-    """Start `engram serve` and wait for /healthz: the process and its base URL (the caller stops it)."""
+def start(data_dir: Path | str, timeout: float = 60, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `engram serve` (with `workers` processes) and wait for /healthz: the process and its base URL (the
+    caller stops it)."""
     port = free_port()
     env = dict(os.environ, ENGRAM_DATA_DIR=str(data_dir))
     cmd = [sys.executable, "-m", "engram.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    cmd += ["--workers", str(workers)] if workers > 1 else []
     # Output goes to a file, not a pipe: nobody reads a pipe while the server runs, and a server that logs
     # (audit records of denials, say) would block on a full pipe and stop answering.
     log = tempfile.NamedTemporaryFile(prefix="engram-serve-", suffix=".log", delete=False)  # noqa: SIM115
@@ -64,9 +66,9 @@ def start(data_dir: Path | str, timeout: float = 60) -> tuple[subprocess.Popen[b
 
 
 @contextlib.contextmanager
-def serve(data_dir: Path | str, timeout: float = 60) -> Iterator[str]:
+def serve(data_dir: Path | str, timeout: float = 60, workers: int = 1) -> Iterator[str]:
     """Start `engram serve`, wait for /healthz, yield its base URL, stop it."""
-    proc, url = start(data_dir, timeout)
+    proc, url = start(data_dir, timeout, workers)
     try:
         yield url
     finally:

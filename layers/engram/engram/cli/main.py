@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
-from engram.cli.common import cmd_reindex, settings_of
+from engram.cli.common import cmd_reindex, overrides_of, settings_of
 from engram.cli.governance import add_governance
 from engram.cli.process import settle, with_huge_pages
 from engram.cli.transfer import add_portability
@@ -25,11 +25,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engram.api.edge import MAX_HEAD_BYTES
     from engram.wiring import build
 
-    settings = settings_of(args)
-    engram = build(settings)
+    overrides = overrides_of(args)
+    settings = Settings(**overrides)
+    many = f", {settings.workers} processes" if settings.workers > 1 else ""
     print(
-        f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()})", file=sys.stderr
+        f"Engram on http://{settings.host}:{settings.port}/mcp  (data: {settings.data_dir.resolve()}{many})",
+        file=sys.stderr,
     )
+    if settings.workers > 1:
+        from engram.cli.workers import serve_workers
+
+        return serve_workers(settings, overrides, args.log_level)
+    engram = build(settings)
     app = create_app(engram)
     settle()
     # uvloop's event loop when installed (~0.25 ms off every call here); h11 parses HTTP whatever else is installed:
@@ -329,6 +336,16 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"a number of processes from 1 to 64, not {text!r}")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="engram", description="Memory and knowledge service for AI agents")
@@ -344,6 +361,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host")
     s.add_argument("--port", type=int)
     s.add_argument("--log-level", default="info")
+    s.add_argument("--workers", type=_workers, help="server processes on the port (default 1, or ENGRAM_WORKERS)")
     s.set_defaults(fn=cmd_serve)
     s = sub.add_parser("stdio", help="serve MCP over stdio (ENGRAM_API_KEY, ENGRAM_CONTEXT)")
     common(s)
