@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +22,14 @@ import httpx
 import pytest
 
 from engram.cli.devserver import cli, serve, start, stop
+from tests.e2e.served import CTX, api, keyed_folder
 
 pytestmark = pytest.mark.e2e
-CTX = "acme"
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    out = cli("keys", "create", "--context", CTX, "--principal", "agent", "--grant", "org/acme", data_dir=tmp_path)
-    yield tmp_path, out.strip().splitlines()[-1]
-
-
-def api(url: str, key: str) -> httpx.Client:
-    return httpx.Client(base_url=f"{url}/api/v1/{CTX}", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+def data(tmp_path: Path) -> tuple[Path, str]:
+    return keyed_folder(tmp_path)
 
 
 def doc_text(n: int) -> str:

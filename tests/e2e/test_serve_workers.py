@@ -17,26 +17,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from engram.cli.devserver import cli, free_port, start, stop
+from engram.cli.devserver import free_port, start, stop
+from tests.e2e.served import CTX, api, keyed_folder
 
 pytestmark = pytest.mark.e2e
-CTX = "acme"
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    out = cli("keys", "create", "--context", CTX, "--principal", "agent", "--grant", "org/acme", data_dir=tmp_path)
-    yield tmp_path, out.strip().splitlines()[-1]
-
-
-def api(url: str, key: str) -> httpx.Client:
-    return httpx.Client(base_url=f"{url}/api/v1/{CTX}", headers={"Authorization": f"Bearer {key}"}, timeout=60)
+def data(tmp_path: Path) -> tuple[Path, str]:
+    return keyed_folder(tmp_path)
 
 
 def workers_of(pid: int) -> list[int]:
