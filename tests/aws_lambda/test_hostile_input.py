@@ -67,6 +67,15 @@ def test_lone_surrogates_and_oversize_metadata_are_refused_naming_the_field(stac
     assert rest(stack, "GET", "/context/value?key=lam", None, stack.keys.agent).status == 404  # nothing written
 
 
+def test_a_body_nested_too_deep_is_a_parse_error_through_the_gateway(stack: Stack) -> None:
+    """The gateway reads a POST to /mcp for the family to forward it to: JSON nested deeper than Python's parser goes
+    raised RecursionError there (a 500 from the function); now no family, and the MCP server's parse error."""
+    deep = b'{"method": "tools/call", "params": {"_meta": {"progressToken": ' + b"[" * 5_000 + b"]" * 5_000 + b"}}}"
+    for path in ("/mcp", "/mcp/memory"):
+        answer = stack.api.request("POST", path, deep, stack.keys.agent, MCP_HEADERS)
+        assert answer.status < 500 and b"-32700" in answer.body, (path, answer.status, answer.body[:300])
+
+
 def test_a_shared_entity_is_merged_only_by_a_key_that_sees_all_of_it(stack: Stack) -> None:
     ident = stack.engram.identity
     ident.register_scopes("acme", ["org/acme/user/alice", "org/acme/user/bob"])

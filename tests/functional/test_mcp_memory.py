@@ -261,6 +261,24 @@ def test_plain_calls_get_json_and_progress_requests_get_a_stream(live: Live) -> 
     assert '"notifications/progress"' in streamed.text and '"progressToken":"p1"' in streamed.text.replace(" ", "")
 
 
+def test_an_argument_that_says_progress_token_asks_for_no_stream(live: Live) -> None:
+    """Only a request's `_meta` asks for progress (or, in 2026's requests, for log notifications): a tool's argument
+    that happens to name either — a query, a path, a fuzzer's string — gets plain JSON (it got a stream)."""
+    h = {"Authorization": f"Bearer {live.keys.agent}", "Accept": "application/json, text/event-stream",
+         "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    for words in ("progressToken", "io.modelcontextprotocol/logLevel", '{"_meta": {"progressToken": 1}}'):
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "memory_reflect", "arguments": {"query": words}}}  # fmt: skip
+        plain = httpx.post(live.url + "/mcp", json=call, headers=h)
+        assert plain.headers["content-type"].startswith("application/json"), words
+        assert plain.json()["result"], words
+    batch_or_not = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "memory_reflect", "arguments": {"query": "progressToken"},
+                               "_meta": {"progressToken": "p2"}}}  # fmt: skip
+    streamed = httpx.post(live.url + "/mcp", json=batch_or_not, headers=h)
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+
+
 async def test_context_header_picks_the_context_when_a_call_names_none(live: Live) -> None:
     ident = live.engram.identity
     key, _ = ident.create_key(["acme", "globex"], "agent", ["org"])

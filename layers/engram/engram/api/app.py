@@ -58,7 +58,7 @@ def _tool_family(body: bytes) -> str | None:
     `resources/read` names; None for any other message (or an unknown tool or resource)."""
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     method = message.get("method") if isinstance(message, dict) else None
     params = message.get("params") if isinstance(message, dict) else None
@@ -131,8 +131,7 @@ class Guard:
         # progress notifications, or log notifications the key asked for (logging/setLevel), need a stream
         principal = scope.get("state", {}).get(PRINCIPAL)
         logs = isinstance(principal, Principal) and self.endpoint.levels.get(principal.key_id) is not None
-        asked = logs or b"io.modelcontextprotocol/logLevel" in body  # a 2026 request asks per request
-        wants_stream = b"progressToken" in body or (asked and b'"tools/call"' in body)
+        wants_stream = scope["method"] == "POST" and asks_for_stream(body, logs)
         stream = settings.mcp_response == "sse" or (settings.mcp_response == "auto" and wants_stream)
         if (
             not stream
@@ -142,6 +141,31 @@ class Guard:
         ):
             return
         await (sse_app if stream else json_app)(scope, replay, send)
+
+
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"  # a 2026 request asks for log notifications per request
+
+
+def asks_for_stream(body: bytes, logs: bool) -> bool:
+    """Whether a POST's JSON-RPC body (a message or a batch) needs an SSE answer: a request whose `_meta` holds a
+    `progressToken`, or a `tools/call` that wants log notifications — by its key's level (`logs`) or by its own
+    `_meta`. The bytes are looked at first (most bodies name neither), then read as JSON: an argument that happens to
+    say "progressToken" asks for nothing."""
+    if not logs and b"progressToken" not in body and LOG_LEVEL_META.encode() not in body:
+        return False
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+        return False
+    for message in parsed if isinstance(parsed, list) else [parsed]:
+        params = message.get("params") if isinstance(message, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        if "progressToken" in meta:
+            return True
+        if isinstance(message, dict) and message.get("method") == "tools/call" and (logs or LOG_LEVEL_META in meta):
+            return True
+    return False
 
 
 class Endpoint:

@@ -82,7 +82,7 @@ def _too_large(event: Event, answer: Event, size: int) -> Event:
         raw = event.get("body") or ""
         try:
             request = json.loads(base64.b64decode(raw) if event.get("isBase64Encoded") else raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             request = {}
         result = {"content": [{"type": "text", "text": json.dumps(body)}], "structuredContent": body, "isError": True}
         body, status = {"jsonrpc": "2.0", "id": request.get("id") if isinstance(request, dict) else None,
@@ -137,7 +137,7 @@ def gateway_handler(engram: Engram | None = None, invoke: Invoke | None = None) 
 def _jsonrpc_error(body: bytes, code: int, message: str) -> Reply:
     try:
         request_id = json.loads(body).get("id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         request_id = None
     payload = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     return 200, [(b"content-type", b"application/json")], json.dumps(payload).encode()

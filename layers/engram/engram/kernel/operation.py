@@ -70,7 +70,7 @@ class OpInput(BaseModel):
         if isinstance(value, str) and value.startswith("["):
             try:
                 return json.loads(value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # not a JSON list, or nested deeper than the parser goes
                 return value
         return value
 

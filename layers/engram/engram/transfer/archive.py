@@ -227,7 +227,7 @@ def read_lines(src: IO[bytes]) -> Iterator[dict[str, Any]]:
         for raw in _gzip_lines(gz):
             try:
                 line = json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise InvalidInput("not an Engram export: a line is not JSON") from exc
             if not isinstance(line, dict):
                 raise InvalidInput("not an Engram export: a line is not a JSON object")

@@ -126,7 +126,7 @@ def _turn(m: Memory) -> dict[str, Any]:
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{path} is not readable JSON: {exc}") from exc
 
 
@@ -136,7 +136,7 @@ def mcp_memory(path: Path, to: Target, report: Report) -> None:
             continue
         try:
             line = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             report.skip(f"line {n + 1}: not JSON")
             continue
         if line.get("type") == "entity" and line.get("name"):

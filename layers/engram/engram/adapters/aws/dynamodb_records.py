@@ -484,7 +484,7 @@ def _start_key(cursor: str, partition: str, value: dict[str, str]) -> dict[str, 
     partition the query reads (a cursor naming another context's is not one this store gave)."""
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, binascii.Error, UnicodeError):
+    except (ValueError, binascii.Error, UnicodeError, RecursionError):
         key = None
     valid = (
         isinstance(key, dict)

@@ -157,7 +157,7 @@ def _position(cursor: str | None, kinds: list[str]) -> tuple[int, str | None, in
         return 0, None, None
     try:
         named = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, binascii.Error, UnicodeError) as exc:
+    except (ValueError, binascii.Error, UnicodeError, RecursionError) as exc:
         raise InvalidInput(BAD_CURSOR, code="invalid_cursor") from exc
     if not isinstance(named, dict) or named.get("k") not in kinds or not isinstance(named.get("a"), str | None):
         raise InvalidInput(BAD_CURSOR, code="invalid_cursor")
