@@ -142,12 +142,16 @@ def fairness(url: str, quiet: str, noisy: str, questions: list[str]) -> dict[str
             "noisy_calls": sent[0]}  # fmt: skip
 
 
-def two_workers(folder: Path, key: str, turns: list[str], questions: list[str]) -> dict[str, Any]:
-    """32 clients against `engram serve --workers 2` over the folder, both workers warmed first."""
+def two_workers(folder: Path, key: str, noisy: str, turns: list[str], questions: list[str]) -> dict[str, Any]:
+    """`engram serve --workers 2` over the folder, both workers warmed first: the fair share beside the noisy
+    context (of the machine: engram.trust.peers), then 32 clients."""
     proc, url = start(folder, timeout=600, workers=2)
     try:
-        clients(url, key, 16, turns, questions)  # 16 connections: both workers load the context
-        return clients(url, key, 32, turns, questions)
+        for ctx in (noisy, key):
+            clients(url, ctx, 16, turns, questions)  # 16 connections: both workers load each context
+        fair = fairness(url, key, noisy, questions)
+        print(f"  workers 2, fairness: {fair}", file=sys.stderr, flush=True)
+        return {**clients(url, key, 32, turns, questions), "fairness": fair}
     finally:
         stop(proc)
 
@@ -179,7 +183,7 @@ def run() -> dict[str, Any]:
             out["ceiling_calls_per_s"] = round(cores / curve[0]["server_cpu_s_per_call"], 1)
         finally:
             stop(proc)
-        out["workers_2"] = two_workers(tmp, key, turns, questions)
+        out["workers_2"] = two_workers(tmp, key, noisy, turns, questions)
         print(f"  workers 2: {json.dumps(out['workers_2'])}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

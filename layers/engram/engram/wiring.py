@@ -29,6 +29,7 @@ from engram.kernel.queue import Queue, StoreQueue
 from engram.kernel.services import Kernel
 from engram.search.query_vectors import QueryVectors
 from engram.settings import Settings
+from engram.trust import peers
 from engram.trust.audit import Auditor, Chain, stored_key
 from engram.trust.fair import FairShare
 from engram.trust.identity import IdentityService
@@ -99,8 +100,9 @@ class Engram:
             self.records, self.counters, self.clock, self.settings.quota_context, self.settings.quota_key
         )
         self.ids = OpaqueIds(self.records, self.clock)  # one per process: every service shares its keys
-        # how a server's calls share it between contexts (engram.trust.fair: the API runs each call in a slot)
-        self.share = FairShare(self.settings.call_slots or 2 * usable_cpus())
+        # how a server's calls share it between contexts (engram.trust.fair: the API runs each call in a slot), and
+        # with `engram serve --workers` the machine between its workers (engram.trust.peers)
+        self.share = FairShare(self.settings.call_slots or 2 * usable_cpus(), peers.joined())
         self.kernel = Kernel(
             self.records, self.blobs, self.index, self.embedder, self.clock, self.identity, self.queue, self.ids,
             self.generator, learned=self.settings.extractor == "learned", audit=self.audit, kinds=self.kinds,

@@ -83,13 +83,10 @@ def in_thread(app: Any, port: int | None = None, timeout: float = 30) -> Iterato
 
     import uvicorn
 
-    from engram.api.edge import MAX_HEAD_BYTES
+    from engram.cli.process import http_options
 
     port = port or free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", h11_max_incomplete_event_size=MAX_HEAD_BYTES
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **http_options()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + timeout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from engram.settings import Settings
 
@@ -25,6 +26,16 @@ def with_huge_pages(settings: Settings) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, sys.orig_argv)
+
+
+def http_options() -> dict[str, Any]:
+    """How uvicorn parses HTTP for every `engram serve` process (one, or each of `--workers`'). h11 whatever else is
+    installed: it trims header values (an `Mcp-Name` with spaces around it), and requests httptools refuses with a
+    plain-text 400 reach the app, which answers them in the seed's error shape (tests/e2e: conformance, fuzz); a
+    request's head is held to the edge's limit."""
+    from engram.api.edge import MAX_HEAD_BYTES
+
+    return {"http": "h11", "h11_max_incomplete_event_size": MAX_HEAD_BYTES}
 
 
 def settle() -> None:

@@ -7,10 +7,11 @@ the parent's settings — the environment, plus the flags, passed down as JSON �
 contexts it serves, so memory grows with the workers (at a million memories ~1.4 GB each). They meet in the data
 folder as any processes sharing it do (DESIGN §9): a write checked by its version, every process seeing the others'
 writes on its next request, queued jobs leased by whichever runs them. What a process keeps for itself stays with
-it: the fair share of its slots (a noisy tenant's calls on another worker are not held back: a quiet tenant's
-recall beside one took 1.84-2.17x its time alone with two workers, 1.28-1.52x with one), its recall cache (dropped
-when another process writes), the log level a key set with `logging/setLevel` (as on AWS, where each function
-instance keeps its own).
+it: its recall cache (dropped when another process writes), the log level a key set with `logging/setLevel` (as on
+AWS, where each function instance keeps its own). The fair share is of the machine: each worker shares its slots
+between contexts knowing what the others run, from a table in shared memory (`engram.trust.peers`) — without it a
+noisy tenant's calls on another worker were not held back (a quiet tenant's recall beside them took 1.84-2.17x its
+time alone with two workers, 1.28-1.52x with one). Elsewhere than Linux the workers share no table.
 
 On Linux each worker listens on a socket of its own bound to the port with `SO_REUSEPORT`, and the kernel spreads
 new connections over them. Sharing one listening socket (uvicorn's own `workers`, used elsewhere) lets whichever
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.settings import Settings
+from engram.trust import peers
 
 OVERRIDES = "ENGRAM_SERVE_OVERRIDES"  # the flags' settings, for the workers (JSON)
 CANNOT_START = 3  # a worker's exit code when it cannot bind or build (uvicorn's STARTUP_FAILURE): all stop
@@ -60,14 +62,17 @@ def serve_workers(settings: Settings, overrides: dict[str, Any], log_level: str)
         signal.signal(sig, lambda *_: stopping.set())
 
     go = spawn.Event()  # every first worker built: all start listening (a client's burst then finds them all)
+    table = peers.table(settings.workers)  # what each worker runs, for the fair share of the machine
 
-    def started() -> tuple[BaseProcess, Any]:
+    def started(index: int) -> tuple[BaseProcess, Any]:
+        peers.clear(table, index)  # a worker that ended runs nothing now
         built = spawn.Event()
-        proc = spawn.Process(target=_worker, args=(settings.host, settings.port, log_level, os.getpid(), built, go))
+        where = (settings.host, settings.port, log_level, os.getpid())
+        proc = spawn.Process(target=_worker, args=(*where, built, go, table, index))
         proc.start()
         return proc, built
 
-    first = [started() for _ in range(settings.workers)]
+    first = [started(i) for i in range(settings.workers)]
     procs = [proc for proc, _ in first]
     failed = False
     try:
@@ -84,7 +89,7 @@ def serve_workers(settings: Settings, overrides: dict[str, Any], log_level: str)
                     stopping.set()
                     break
                 print(f"engram: worker {proc.pid} ended ({proc.exitcode}); starting another", file=sys.stderr)
-                procs[i], _ = started()
+                procs[i], _ = started(i)
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -101,13 +106,13 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def _worker(host: str, port: int, log_level: str, parent: int, built: Any, go: Any) -> None:
+def _worker(host: str, port: int, log_level: str, parent: int, built: Any, go: Any, table: Any, index: int) -> None:
     """One worker: its own services, then (once the supervisor says `go`) its own socket on the port, uvicorn serving
     until SIGTERM — sent by the supervisor, or by the worker itself once the supervisor is gone (killed: its workers
     must not hold the port)."""
     import uvicorn
 
-    from engram.api.edge import MAX_HEAD_BYTES
+    from engram.cli.process import http_options
 
     def orphaned() -> None:
         while os.getppid() == parent:
@@ -116,6 +121,7 @@ def _worker(host: str, port: int, log_level: str, parent: int, built: Any, go: A
 
     threading.Thread(target=orphaned, name="engram-parent", daemon=True).start()
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    peers.join(table, index)
     try:
         made = app()
         built.set()
@@ -126,19 +132,13 @@ def _worker(host: str, port: int, log_level: str, parent: int, built: Any, go: A
     except Exception as exc:  # a port in use, settings that cannot build: every worker would fail alike
         print(f"engram: a worker could not start: {exc}", file=sys.stderr)
         sys.exit(CANNOT_START)
-    config = uvicorn.Config(
-        made,
-        log_level=log_level,
-        http="h11",  # as one process serves (engram.cli.main.cmd_serve)
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(made, log_level=log_level, **http_options())).run(sockets=[sock])
 
 
 def _shared_socket(settings: Settings, log_level: str) -> int:
     import uvicorn
 
-    from engram.api.edge import MAX_HEAD_BYTES
+    from engram.cli.process import http_options
 
     uvicorn.run(
         "engram.cli.workers:app",
@@ -147,9 +147,8 @@ def _shared_socket(settings: Settings, log_level: str) -> int:
         host=settings.host,
         port=settings.port,
         log_level=log_level,
-        http="h11",
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_worker_healthcheck=60,  # the ping waits for the interpreter: a long load is not a hung worker
+        **http_options(),
     )
     return 0
 
