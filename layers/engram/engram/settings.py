@@ -63,8 +63,8 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description="`engram serve`'s server processes on its one port (each its own copy of the contexts it serves: "
-        "memory times the workers); more than one uses every core where one process's interpreter cannot "
-        "(engram.cli.workers)",
+        "memory times the workers); more than one uses every core where one process's interpreter cannot, the "
+        "fair share between contexts kept across them (engram.cli.workers, engram.trust.peers)",
     )
     max_request_bytes: int = Field(32 * 1024 * 1024, description="Largest request body (uploads are base64)")
     ingest_root: Path | None = Field(None, description="stdio document_ingest filePath jail (default: cwd)")
