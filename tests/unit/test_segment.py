@@ -556,3 +556,30 @@ def test_a_context_of_few_long_texts_is_saved_as_a_segment_by_its_terms(
         reopened.search(queries()[0], NOW)
         assert (reopened._contexts["c"].base is not None) is saved
         same(reopened, reference)
+
+
+def test_a_context_with_a_graph_is_saved_with_it_below_the_segment_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context of `ann.MIN_VECTORS` documents or more has a graph; below `SEGMENT_MIN` (and the terms' bound) it
+    was never saved, so every start — every worker of `engram serve --workers` — built its graph again. Now the
+    graph's install saves the context, and the next start opens both; a context without a graph stays unsaved."""
+    monkeypatch.setattr(saving, "SEGMENT_MIN", 10**9)
+    monkeypatch.setattr(saving, "SEGMENT_TERMS", 10**12)
+    monkeypatch.setattr(ann, "MIN_VECTORS", 300)
+    q = SearchQuery("c", "", vector(5000), mode="vector", k=10, visibility=[["org"]])
+    for n, graphed in ((200, False), (N, True)):
+        path = tmp_path / f"{n}.db"
+        index = SqliteSearchIndex(path)
+        fill(index, range(n))
+        index.search(q, NOW)
+        settle(index)
+        assert (index._contexts["c"].graph is not None) is graphed
+        index.flush()
+        assert bool(list(Path(f"{path}.segments").rglob("meta.json"))) is graphed
+        reopened = SqliteSearchIndex(path)
+        reopened.search(q, NOW)
+        cache = reopened._contexts["c"]
+        assert (cache.base is not None) is graphed and (cache.graph is not None) is graphed
+        assert not reopened.graphs  # opened with its graph (or too small for one): none built
+        assert [h.id for h in reopened.search(q, NOW)] == [h.id for h in index.search(q, NOW)]

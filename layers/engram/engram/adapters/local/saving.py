@@ -45,8 +45,10 @@ SEGMENT_TERMS = 500_000  # or one whose texts hold this many terms (~5k chunks o
 
 
 def large(cache: Slots) -> bool:
-    """Whether a context is saved as a segment (and opened from it): by its documents or by their terms."""
-    return cache.live >= SEGMENT_MIN or cache.total_length >= SEGMENT_TERMS
+    """Whether a context is saved as a segment (and opened from it): by its documents or by their terms — or by its
+    graph (`ann`, from `ann.MIN_VECTORS` documents): a context below `SEGMENT_MIN` built its graph again at every
+    start, in every worker of `engram serve --workers`, searching exactly until it was done."""
+    return cache.live >= SEGMENT_MIN or cache.total_length >= SEGMENT_TERMS or cache.graph is not None
 
 
 def opened(seg: Segment) -> Slots:
