@@ -120,6 +120,7 @@ def test_services_built_in_a_worker_share_its_row_of_the_table(tmp_path: object)
     server's fair share reads the others' rows and writes its own."""
     from pathlib import Path
 
+    from engram.kernel import load
     from engram.settings import Settings
     from engram.wiring import build_local
 
@@ -128,12 +129,19 @@ def test_services_built_in_a_worker_share_its_row_of_the_table(tmp_path: object)
     peers.join(table, 1)
     try:
         engram = build_local(Settings(data_dir=Path(str(tmp_path)), embedder="none", queue_worker=False))
+        assert load.alone()
+        other.add("elsewhere", peers.RUNNING, 1)  # the other worker runs a call: this one's encoder keeps to a thread
+        assert not load.alone()
+        other.add("elsewhere", peers.RUNNING, -1)
+        assert load.alone()
     finally:
-        peers._joined[0] = None
+        peers.leave()
+    assert load.alone() and peers.joined() is None
     assert engram.share.peers is not None
     engram.share._take("ctx")  # a call starts in this worker
     assert other.running("ctx") == 1
-    engram.share.peers.add("ctx", peers.RUNNING, -1)
+    engram.share._give("ctx")  # and ends
+    assert other.running("ctx") == 0
     assert (
         build_local(Settings(data_dir=Path(str(tmp_path)) / "b", embedder="none", queue_worker=False)).share.peers
         is None

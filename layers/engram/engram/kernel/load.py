@@ -21,9 +21,19 @@ def ended() -> None:
     _running[0] -= 1
 
 
+_elsewhere: list[Callable[[], bool]] = []  # whether the machine's other server processes run calls now
+
+
 def alone() -> bool:
-    """Whether this process runs at most one call now (none: a command, a test, a Lambda function's one call)."""
-    return _running[0] <= 1
+    """Whether this process runs at most one call now (none: a command, a test, a Lambda function's one call) and
+    no other worker of `engram serve --workers` runs one: each spreading its passes beside the other's would put
+    four spinning threads on two cores."""
+    return _running[0] <= 1 and not (_elsewhere and _elsewhere[0]())
+
+
+def beside(busy: Callable[[], bool] | None) -> None:
+    """`busy` says whether the other server processes of the machine run calls (`engram.trust.peers`; None: none)."""
+    _elsewhere[:] = [] if busy is None else [busy]
 
 
 _way: ContextVar[Callable[[], None] | None] = ContextVar("engram_give_way", default=None)

@@ -39,8 +39,20 @@ def clear(shared: Any, index: int) -> None:
 
 
 def join(shared: Any, index: int) -> None:
-    """This process is worker `index` of the table: the fair share built after this reads its peers."""
-    _joined[0] = Peers(shared, index)
+    """This process is worker `index` of the table: the fair share built after this reads its peers, and the encoder
+    spreads a pass over the cores only while no other worker runs a call (`engram.kernel.load.alone`)."""
+    from engram.kernel import load
+
+    _joined[0] = peers = Peers(shared, index)
+    load.beside(peers.running_elsewhere)
+
+
+def leave() -> None:
+    """This process is no worker of a table (again)."""
+    from engram.kernel import load
+
+    _joined[0] = None
+    load.beside(None)
 
 
 def joined() -> Peers | None:
@@ -72,6 +84,10 @@ class Peers:
         """`key`'s calls running on the other workers."""
         b = bucket(key)
         return int(sum(row[RUNNING, b] for row in self.others))
+
+    def running_elsewhere(self) -> bool:
+        """Whether another worker runs a call of any context."""
+        return any(bool(row[RUNNING].any()) for row in self.others)
 
     def busy(self, key: str) -> bool:
         """Whether `key` has calls running or waiting on another worker."""
